@@ -1,0 +1,46 @@
+# ambientmc: see README.md.
+GO        ?= go
+# Unit tests: everything but the suites, which build real clusters.
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /suites/)
+SUITE      = ./suites/multicluster
+REPORT_DIR ?= $(CURDIR)/_output/report
+E2E_FLAGS ?= -clusters=10
+
+.PHONY: all bins test e2e ci ci-suite lint bench report clean
+
+all: lint test
+
+## bins: build kube-apiserver, etcd and pilot-discovery from pinned sources into the cache
+bins:
+	$(GO) run ./scripts/bins
+
+## test: unit tests (no clusters)
+test:
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+## e2e: the full suites at the default 10 clusters (needs `make bins`)
+e2e: bins
+	$(GO) test -count=1 -v -timeout=120m $(SUITE) $(E2E_FLAGS) -report-dir=$(REPORT_DIR)
+
+## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites
+ci: lint test bins ci-suite
+
+ci-suite:
+	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -report-dir=$(REPORT_DIR)
+
+## lint: formatting and vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd scripts/kubebin && $(GO) vet ./etcd
+
+## bench: start time and RSS per cluster for 1, 5 and 10 local clusters (needs `make bins`)
+bench: bins
+	$(GO) test -run=NONE -bench=BenchmarkClusterStart -benchtime=1x -timeout=30m ./framework/provider/local
+
+## report: print the last report written by e2e or ci
+report:
+	@cat $(REPORT_DIR)/report.md
+
+clean:
+	rm -rf _output

@@ -1,0 +1,271 @@
+package bins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Binary names one program the local provider runs.
+type Binary string
+
+const (
+	KubeAPIServer  Binary = "kube-apiserver"
+	Etcd           Binary = "etcd"
+	PilotDiscovery Binary = "pilot-discovery"
+)
+
+// All lists every binary the local provider needs.
+var All = []Binary{Etcd, KubeAPIServer, PilotDiscovery}
+
+// recipe says where a binary's source lives: a Go package built inside a module directory.
+type recipe struct {
+	moduleDir string // relative to the source root
+	pkg       string
+	coldBuild time.Duration // measured on 2 cores; used to refuse a build that cannot finish in time
+}
+
+var recipes = map[Binary]recipe{
+	KubeAPIServer:  {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute},
+	Etcd:           {"scripts/kubebin", "./etcd", time.Minute},
+	PilotDiscovery: {".", "istio.io/istio/pilot/cmd/pilot-discovery", 5 * time.Minute},
+}
+
+// Cache builds binaries from the pinned sources of this repository and keeps them in Dir,
+// keyed by the module files that pin them, the Go version and the platform.
+type Cache struct {
+	Dir     string    // cache root ($AMBIENTMC_CACHE, else the user cache dir + /ambientmc)
+	SrcRoot string    // checkout of this repository (holds go.mod and scripts/kubebin)
+	Log     io.Writer // progress
+
+	recipes map[Binary]recipe // nil means the real ones; tests substitute small programs
+}
+
+func (c *Cache) recipe(b Binary) (recipe, bool) {
+	if c.recipes != nil {
+		r, ok := c.recipes[b]
+		return r, ok
+	}
+	r, ok := recipes[b]
+	return r, ok
+}
+
+// Default returns the cache at $AMBIENTMC_CACHE (or the user cache dir) for this checkout.
+func Default() (*Cache, error) {
+	dir := os.Getenv("AMBIENTMC_CACHE")
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("no cache directory: set AMBIENTMC_CACHE: %w", err)
+		}
+		dir = filepath.Join(base, "ambientmc")
+	}
+	root, err := SourceRoot()
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{Dir: dir, SrcRoot: root, Log: os.Stderr}, nil
+}
+
+// SourceRoot finds this repository's checkout: $AMBIENTMC_SRC, else the directory this file was
+// compiled from (suites always run from a checkout).
+func SourceRoot() (string, error) {
+	root := os.Getenv("AMBIENTMC_SRC")
+	if root == "" {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok {
+			return "", errors.New("cannot locate the ambientmc source: set AMBIENTMC_SRC to the checkout")
+		}
+		root = filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	if _, err := os.Stat(filepath.Join(root, "scripts", "kubebin", "go.mod")); err != nil {
+		return "", fmt.Errorf("ambientmc source root %s has no scripts/kubebin/go.mod: set AMBIENTMC_SRC to the checkout", root)
+	}
+	return filepath.Clean(root), nil
+}
+
+// Path is where binary b is (or will be) cached.
+func (c *Cache) Path(b Binary) (string, error) {
+	r, ok := c.recipe(b)
+	if !ok {
+		return "", fmt.Errorf("unknown binary %q", b)
+	}
+	key, err := c.key(r)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(c.Dir, string(b)+"-"+key, string(b)), nil
+}
+
+// key hashes what decides a binary's content: its module's go.mod and go.sum, Go and the platform.
+func (c *Cache) key(r recipe) (string, error) {
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(c.SrcRoot, r.moduleDir, f))
+		if err != nil {
+			return "", fmt.Errorf("reading pinned sources: %w", err)
+		}
+		h.Write(data)
+	}
+	fmt.Fprintf(h, "%s %s %s %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, r.pkg)
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// Missing lists the binaries not yet in the cache.
+func (c *Cache) Missing(bs ...Binary) ([]Binary, error) {
+	var missing []Binary
+	for _, b := range bs {
+		p, err := c.Path(b)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	return missing, nil
+}
+
+// ColdBuildTime estimates how long building bs from nothing takes on 2 cores.
+func ColdBuildTime(bs []Binary) time.Duration {
+	var d time.Duration
+	for _, b := range bs {
+		d += recipes[b].coldBuild
+	}
+	return d
+}
+
+// CheckTestTimeout fails fast when binaries must be built but the test binary's -timeout is
+// shorter than a cold build, instead of dying halfway with a timeout panic.
+func CheckTestTimeout(missing []Binary) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return nil
+	}
+	timeout, err := time.ParseDuration(f.Value.String())
+	if err != nil || timeout == 0 {
+		return nil
+	}
+	need := ColdBuildTime(missing) + 5*time.Minute
+	if timeout >= need {
+		return nil
+	}
+	return fmt.Errorf("%s not built yet: a cold build takes about %s on 2 cores, more than this test's -timeout=%s allows; "+
+		"run `make bins` first (or raise -timeout to at least %s)", joinNames(missing), ColdBuildTime(missing).Round(time.Minute), timeout, need.Round(time.Minute))
+}
+
+func joinNames(bs []Binary) string {
+	names := make([]string, len(bs))
+	for i, b := range bs {
+		names[i] = string(b)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Ensure returns the path of every binary, building the missing ones first. A file lock keeps
+// parallel test binaries from building the same thing twice.
+func (c *Cache) Ensure(ctx context.Context, bs ...Binary) (map[Binary]string, error) {
+	paths := map[Binary]string{}
+	missing, err := c.Missing(bs...)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		unlock, err := c.lock()
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		// Another process may have built them while we waited for the lock.
+		if missing, err = c.Missing(missing...); err != nil {
+			return nil, err
+		}
+		for _, b := range missing {
+			if err := c.build(ctx, b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, b := range bs {
+		if paths[b], err = c.Path(b); err != nil {
+			return nil, err
+		}
+	}
+	return paths, nil
+}
+
+func (c *Cache) lock() (func(), error) {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("binary cache %s: %w", c.Dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(c.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("binary cache lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		fmt.Fprintf(c.Log, "ambientmc: another process is building binaries in %s; waiting for it\n", c.Dir)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("binary cache lock: %w", err)
+		}
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+func (c *Cache) build(ctx context.Context, b Binary) error {
+	r, _ := c.recipe(b)
+	dst, err := c.Path(b)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp := dst + ".tmp"
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			return fmt.Errorf("building %s needs the Go toolchain on PATH: %w", b, err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", tmp, r.pkg)
+	cmd.Dir = filepath.Join(c.SrcRoot, r.moduleDir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	fmt.Fprintf(c.Log, "ambientmc: building %s from %s (cold: about %s on 2 cores) into %s\n", b, r.pkg, r.coldBuild, filepath.Dir(dst))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("building %s: %w", b, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				os.Remove(tmp)
+				return fmt.Errorf("building %s (go build %s in %s) failed: %w\n%s", b, r.pkg, cmd.Dir, err, out.String())
+			}
+			fmt.Fprintf(c.Log, "ambientmc: built %s in %s\n", b, time.Since(start).Round(time.Second))
+			return os.Rename(tmp, dst)
+		case <-tick.C:
+			fmt.Fprintf(c.Log, "ambientmc: still building %s (%s elapsed)\n", b, time.Since(start).Round(time.Second))
+		}
+	}
+}

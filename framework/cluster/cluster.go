@@ -1,0 +1,50 @@
+// Package cluster defines a cluster of the mesh as suites see it, and the Provider interface
+// that the local, kind and kube backends implement.
+package cluster
+
+import (
+	"context"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Cluster is one member of the mesh, ready to use.
+type Cluster struct {
+	topology.Cluster
+
+	// Kubeconfig is the admin kubeconfig for the test process and for users (mode 0600).
+	Kubeconfig string
+	// InternalKubeconfig is what another cluster's istiod uses to reach this API server.
+	InternalKubeconfig string
+	// RESTConfig, Client and Dynamic talk to the API server as admin.
+	RESTConfig *rest.Config
+	Client     kubernetes.Interface
+	Dynamic    dynamic.Interface
+	// KubernetesVersion is the API server's gitVersion.
+	KubernetesVersion string
+	// StartSeconds is how long the provider took to bring this cluster's API server up.
+	StartSeconds float64
+}
+
+// Provider creates and destroys the clusters of a topology. Implementations: local (embedded
+// kube-apiserver and etcd processes), kind, kube (existing clusters).
+type Provider interface {
+	// Name is the provider's flag value: local, kind or kube.
+	Name() string
+	// Capabilities says which topologies the provider can build.
+	Capabilities() topology.Capabilities
+	// DataPlane says what carries traffic: "emulated" (Go emulation) or "ztunnel".
+	DataPlane() string
+	// Preflight checks the host before anything starts (binaries, memory, limits).
+	Preflight(ctx context.Context, t *topology.Topology) error
+	// Create brings up every cluster of t in parallel; on error it has already stopped what it started.
+	Create(ctx context.Context, t *topology.Topology) ([]*Cluster, error)
+	// LogDir is where component logs are collected, for failure messages.
+	LogDir() string
+	// Destroy stops and removes everything Create made.
+	Destroy(ctx context.Context) error
+}

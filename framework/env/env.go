@@ -1,0 +1,249 @@
+// Package env is a suite's lifecycle: flags -> topology -> provider -> clusters -> mesh steps ->
+// tests -> report -> teardown. Everything a step starts registers its cleanup, which runs in
+// reverse order on pass, failure, panic and Ctrl-C.
+package env
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/provider"
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Env is a running environment: the clusters of one topology and what was set up in them.
+type Env struct {
+	Topology  *topology.Topology
+	Provider  cluster.Provider
+	Clusters  []*cluster.Cluster
+	RunDir    string // per-run working files; kept on failure and with -keep
+	ReportDir string
+	Report    *report.Report
+	Log       io.Writer
+	Flags     Flags
+
+	start    time.Time
+	mu       sync.Mutex
+	cleanups []cleanup
+}
+
+type cleanup struct {
+	name string
+	fn   func() error
+}
+
+// Step is one named setup step; its timing is recorded and printed.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context, e *Env) error
+}
+
+// Cluster returns the cluster called name, or nil.
+func (e *Env) Cluster(name string) *cluster.Cluster {
+	for _, c := range e.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Cleanup registers fn to run at teardown, after everything registered later.
+func (e *Env) Cleanup(name string, fn func() error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cleanups = append(e.cleanups, cleanup{name, fn})
+}
+
+// Logf prints a progress line with the time since the run started.
+func (e *Env) Logf(format string, args ...any) {
+	fmt.Fprintf(e.Log, "ambientmc [%6.1fs] %s\n", time.Since(e.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// teardown runs the cleanups once, newest first, and reports the ones that failed.
+func (e *Env) teardown() {
+	e.mu.Lock()
+	cs := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		if err := cs[i].fn(); err != nil {
+			fmt.Fprintf(e.Log, "ambientmc: cleanup %s: %v\n", cs[i].name, err)
+		}
+	}
+}
+
+// Run is a suite's TestMain body: it builds the environment from flags, runs steps, publishes the
+// environment through out, runs the tests, writes the report and tears everything down. It returns
+// the exit code.
+func Run(m *testing.M, out **Env, steps ...Step) (code int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now()}
+	release := proc.TrapSignals(func(sig os.Signal) {
+		e.Logf("%s: stopping everything", sig)
+		e.teardown()
+	})
+	defer release()
+	defer func() {
+		if r := recover(); r != nil {
+			e.teardown()
+			panic(r)
+		}
+	}()
+	ctx := context.Background()
+	if err := e.setup(ctx, steps); err != nil {
+		fmt.Fprintf(os.Stderr, "ambientmc: setup failed: %v\n", err)
+		if e.RunDir != "" {
+			fmt.Fprintf(os.Stderr, "ambientmc: logs kept in %s\n", e.RunDir)
+		}
+		e.teardown()
+		return 1
+	}
+	*out = e
+	code = m.Run()
+	if err := e.writeReport(); err != nil {
+		fmt.Fprintf(os.Stderr, "ambientmc: writing the report: %v\n", err)
+		code = 1
+	}
+	if e.Flags.Keep {
+		release()
+		e.keep()
+	}
+	if code != 0 {
+		// Failures keep the logs so they can be read; the removal cleanup is skipped.
+		e.Cleanup("keep logs", func() error { fmt.Fprintf(os.Stderr, "ambientmc: logs kept in %s\n", e.RunDir); return nil })
+	}
+	e.teardown()
+	return code
+}
+
+func (e *Env) setup(ctx context.Context, steps []Step) error {
+	if err := e.Flags.validate(); err != nil {
+		return err
+	}
+	var err error
+	if e.Flags.Topology != "" {
+		e.Topology, err = topology.Load(e.Flags.Topology)
+	} else {
+		e.Topology, err = topology.Generate(e.Flags.Clusters)
+	}
+	if err != nil {
+		return err
+	}
+	if e.RunDir, err = os.MkdirTemp("", "ambientmc-run-"); err != nil {
+		return err
+	}
+	runDir := e.RunDir
+	e.Cleanup("remove run directory", func() error {
+		if e.Flags.Keep {
+			return nil
+		}
+		return os.RemoveAll(runDir)
+	})
+	if e.Provider, err = provider.New(e.Flags.Provider, provider.Options{RunDir: filepath.Join(e.RunDir, "clusters"), Log: e.Log}); err != nil {
+		return err
+	}
+	if e.ReportDir = e.Flags.ReportDir; e.ReportDir == "" {
+		e.ReportDir = filepath.Join(os.TempDir(), "ambientmc-reports", time.Now().Format("20060102-150405"))
+	}
+	e.Report = newReport(e.Provider.Name(), e.Topology)
+	all := append([]Step{
+		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
+		{"clusters", createClusters},
+		{"crds", installCRDs},
+	}, steps...)
+	for _, s := range all {
+		start := time.Now()
+		e.Logf("%s: starting", s.Name)
+		if err := s.Run(ctx, e); err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		e.Logf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
+	}
+	e.Report.Setup = setupReport(e, time.Since(e.start))
+	e.Logf("environment ready: %d clusters in %s", len(e.Clusters), time.Since(e.start).Round(100*time.Millisecond))
+	return nil
+}
+
+func createClusters(ctx context.Context, e *Env) error {
+	e.Cleanup("destroy clusters", func() error { return e.Provider.Destroy(context.Background()) })
+	cs, err := e.Provider.Create(ctx, e.Topology)
+	if err != nil {
+		return fmt.Errorf("%w (component logs under %s)", err, e.Provider.LogDir())
+	}
+	e.Clusters = cs
+	if len(cs) > 0 {
+		e.Report.Kubernetes = cs[0].KubernetesVersion
+	}
+	return nil
+}
+
+// installCRDs applies the Istio and Gateway API CRDs in every cluster in parallel and labels
+// istio-system with the cluster's network.
+func installCRDs(ctx context.Context, e *Env) error {
+	root, err := bins.SourceRoot()
+	if err != nil {
+		return err
+	}
+	set, err := crds.Load(ctx, root)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range e.Clusters {
+		g.Go(func() error {
+			if err := crds.Apply(gctx, c.Dynamic, set); err != nil {
+				return fmt.Errorf("cluster %s: %w", c.Name, err)
+			}
+			return mesh.EnsureSystemNamespace(gctx, c)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	e.Logf("crds: %d CRDs established in each of %d clusters", len(set), len(e.Clusters))
+	return nil
+}
+
+func (e *Env) writeReport() error {
+	if err := os.MkdirAll(e.ReportDir, 0o755); err != nil {
+		return err
+	}
+	if err := report.Write(e.ReportDir, e.Report); err != nil {
+		return err
+	}
+	e.Logf("report written to %s", e.ReportDir)
+	return nil
+}
+
+// keep prints how to reach every cluster and blocks until Ctrl-C.
+func (e *Env) keep() {
+	fmt.Fprintf(os.Stderr, "\nambientmc: -keep: %d clusters stay up until Ctrl-C (run directory %s)\n", len(e.Clusters), e.RunDir)
+	for _, c := range e.Clusters {
+		fmt.Fprintf(os.Stderr, "  %-12s kubectl --kubeconfig=%s get namespaces\n", c.Name, c.Kubeconfig)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "ambientmc: stopping")
+	e.Flags.Keep = false // let the run directory go now
+}

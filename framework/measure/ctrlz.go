@@ -1,0 +1,111 @@
+package measure
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// ControlZ paths of istiod's memory topic (istio.io/istio pkg/ctrlz/topics/mem.go: prefix "mem",
+// JSON router at "/memj"; pkg/ctrlz/ctrlz.go). GET answers runtime.MemStats as JSON; PUT on
+// forcecollection runs runtime.GC(), which returns only once the collection is complete, and
+// answers 202.
+const (
+	CtrlzMemPath   = "/memj/"
+	CtrlzForceGC   = "/memj/forcecollection"
+	ctrlzBodyLimit = 1 << 20
+)
+
+// MemStats is the part of istiod's runtime.MemStats this framework reads; the JSON keys are
+// runtime.MemStats field names.
+type MemStats struct {
+	HeapAlloc    uint64 // bytes of reachable plus not yet swept objects; live heap right after a GC
+	HeapInuse    uint64
+	HeapIdle     uint64
+	HeapReleased uint64
+	Sys          uint64
+	NumGC        uint32 // completed GC cycles: lets a caller check a forced GC happened
+}
+
+// ForceGC asks istiod to run a complete garbage collection (ControlZ PUT /memj/forcecollection).
+func (i *Istiod) ForceGC(ctx context.Context) error {
+	u := strings.TrimRight(i.CtrlzURL, "/") + CtrlzForceGC
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, nil)
+	if err != nil {
+		return fmt.Errorf("istiod %s: ctrlz request: %w", i.Name, err)
+	}
+	resp, err := i.client().Do(req)
+	if err != nil {
+		return fmt.Errorf("istiod %s: PUT %s: %w", i.Name, u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, ctrlzBodyLimit))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("istiod %s: PUT %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
+	}
+	return nil
+}
+
+// MemStats reads istiod's runtime.MemStats from ControlZ (GET /memj/).
+func (i *Istiod) MemStats(ctx context.Context) (MemStats, error) {
+	u := strings.TrimRight(i.CtrlzURL, "/") + CtrlzMemPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return MemStats{}, fmt.Errorf("istiod %s: ctrlz request: %w", i.Name, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := i.client().Do(req)
+	if err != nil {
+		return MemStats{}, fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, ctrlzBodyLimit))
+	if err != nil {
+		return MemStats{}, fmt.Errorf("istiod %s: GET %s: reading body: %w", i.Name, u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return MemStats{}, fmt.Errorf("istiod %s: GET %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
+	}
+	// Decode into pointers so that a body lacking the fields (an HTML page, another topic) is an
+	// error instead of zeros.
+	var raw struct {
+		HeapAlloc, HeapInuse, HeapIdle, HeapReleased, Sys *uint64
+		NumGC                                             *uint32
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return MemStats{}, fmt.Errorf("istiod %s: GET %s: decoding memstats: %w (body %s)", i.Name, u, err, snippet(body))
+	}
+	if raw.HeapAlloc == nil || raw.HeapInuse == nil || raw.HeapIdle == nil || raw.HeapReleased == nil || raw.Sys == nil || raw.NumGC == nil {
+		return MemStats{}, fmt.Errorf("istiod %s: GET %s: body lacks runtime.MemStats fields: %s", i.Name, u, snippet(body))
+	}
+	return MemStats{
+		HeapAlloc:    *raw.HeapAlloc,
+		HeapInuse:    *raw.HeapInuse,
+		HeapIdle:     *raw.HeapIdle,
+		HeapReleased: *raw.HeapReleased,
+		Sys:          *raw.Sys,
+		NumGC:        *raw.NumGC,
+	}, nil
+}
+
+// LiveHeap forces a collection, then returns HeapAlloc in bytes: the live heap, istiod's
+// structural memory cost, free of GC and scavenger timing. Allocations between the GC and the
+// read (small when idle) are included.
+func (i *Istiod) LiveHeap(ctx context.Context) (float64, error) {
+	ms, err := i.liveHeapStats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return float64(ms.HeapAlloc), nil
+}
+
+// liveHeapStats is LiveHeap with the whole MemStats read after the GC.
+func (i *Istiod) liveHeapStats(ctx context.Context) (MemStats, error) {
+	if err := i.ForceGC(ctx); err != nil {
+		return MemStats{}, err
+	}
+	return i.MemStats(ctx)
+}

@@ -1,0 +1,80 @@
+package measure
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/stats"
+)
+
+// Settled is istiod's memory once a join has settled.
+type Settled struct {
+	// RSSBytes and HeapInuseBytes are medians over the samples: both swing with GC and scavenger
+	// timing, so one scrape is not representative.
+	RSSBytes       float64
+	HeapInuseBytes float64
+	// LiveHeapBytes is HeapAlloc right after a forced GC, taken once after the last sample.
+	LiveHeapBytes float64
+	// AfterGC is the full MemStats read with LiveHeapBytes.
+	AfterGC MemStats
+	// Samples are the scrapes, in order, without Families; the first and last bound a CPU window.
+	Samples []*Metrics
+}
+
+// Settled scrapes istiod samples times, interval apart, then forces one GC and reads the live
+// heap. The GC comes last because it shrinks heap-in-use and, later, RSS: forcing it first would
+// bias the medians low. It takes about (samples-1)*interval plus the GC.
+func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duration) (Settled, error) {
+	if samples < 1 {
+		return Settled{}, fmt.Errorf("istiod %s: Settled needs at least one sample, got %d", i.Name, samples)
+	}
+	out := Settled{Samples: make([]*Metrics, 0, samples)}
+	rss := make([]float64, 0, samples)
+	heap := make([]float64, 0, samples)
+	t := time.NewTicker(max(interval, time.Millisecond))
+	defer t.Stop()
+	for n := range samples {
+		if n > 0 {
+			select {
+			case <-ctx.Done():
+				return Settled{}, fmt.Errorf("istiod %s: settling: %d of %d samples taken: %w", i.Name, n, samples, ctx.Err())
+			case <-t.C:
+			}
+		}
+		m, err := i.Scrape(ctx)
+		if err != nil {
+			return Settled{}, fmt.Errorf("settling, sample %d of %d: %w", n+1, samples, err)
+		}
+		// Callers keep Settled per join; the raw families are not needed for it.
+		m.Families = nil
+		out.Samples = append(out.Samples, m)
+		rss = append(rss, m.ResidentMemoryBytes)
+		heap = append(heap, m.HeapInuseBytes)
+	}
+	ms, err := i.liveHeapStats(ctx)
+	if err != nil {
+		return Settled{}, fmt.Errorf("settling, live heap: %w", err)
+	}
+	out.RSSBytes = stats.Median(rss)
+	out.HeapInuseBytes = stats.Median(heap)
+	out.LiveHeapBytes = float64(ms.HeapAlloc)
+	out.AfterGC = ms
+	return out, nil
+}
+
+// Window is the CPU window spanned by the samples (first to last); zero length for one sample.
+func (s Settled) Window() CPUWindow {
+	if len(s.Samples) == 0 {
+		return CPUWindow{}
+	}
+	return CPUWindow{Start: s.Samples[0], End: s.Samples[len(s.Samples)-1]}
+}
+
+// ReportSample fills the memory fields of a report.Sample; CPU fields are left absent, since they
+// come from windows the caller chooses.
+func (s Settled) ReportSample() report.Sample {
+	rss, heap, live := s.RSSBytes, s.HeapInuseBytes, s.LiveHeapBytes
+	return report.Sample{RSSBytes: &rss, HeapInuseBytes: &heap, LiveHeapBytes: &live}
+}

@@ -1,0 +1,165 @@
+// Package crds installs the Istio and Gateway API CRDs from the pinned modules' own files, so
+// they are never copied into this repository and always match the istiod that is built.
+package crds
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"istio.io/istio/manifests"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// istioCRDs is the file of the istio/base chart that holds every Istio CRD.
+const istioCRDs = "charts/base/files/crd-all.gen.yaml"
+
+// gatewayAPIModule has no Go package embedding its CRDs, so they are read from the module cache.
+const gatewayAPIModule = "sigs.k8s.io/gateway-api"
+
+// Set is a decoded list of CRDs.
+type Set []*unstructured.Unstructured
+
+// Names returns the CRD names in order.
+func (s Set) Names() []string {
+	out := make([]string, len(s))
+	for i, o := range s {
+		out[i] = o.GetName()
+	}
+	return out
+}
+
+// Load reads the Istio CRDs (embedded in istio.io/istio/manifests) and the Gateway API
+// experimental-channel CRDs (from the module that istio.io/istio pins). srcRoot is the module
+// root whose go.mod decides the Gateway API version.
+func Load(ctx context.Context, srcRoot string) (Set, error) {
+	istio, err := fs.ReadFile(manifests.FS, istioCRDs)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from istio.io/istio/manifests: %w", istioCRDs, err)
+	}
+	set, err := decode(bytes.NewReader(istio), "istio.io/istio/manifests/"+istioCRDs)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := moduleDir(ctx, srcRoot, gatewayAPIModule)
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", "experimental", "gateway.networking.*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no Gateway API CRDs under %s/config/crd/experimental", dir)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		more, err := decode(bytes.NewReader(data), f)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, more...)
+	}
+	return set, nil
+}
+
+// decode keeps the CustomResourceDefinitions of a multi-document YAML stream (the Gateway API
+// directory also holds a ValidatingAdmissionPolicy, which the mesh does not need).
+func decode(r io.Reader, source string) (Set, error) {
+	var out Set
+	d := yaml.NewYAMLOrJSONDecoder(r, 64*1024)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := d.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("decoding %s: %w", source, err)
+		}
+		if obj.GetKind() == "CustomResourceDefinition" {
+			out = append(out, obj)
+		}
+	}
+}
+
+// moduleDir downloads (if needed) the version of module that srcRoot's go.mod selects and returns
+// its directory in the module cache.
+func moduleDir(ctx context.Context, srcRoot, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
+	cmd.Dir = srcRoot
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating %s (go mod download in %s): %w: %s", module, srcRoot, err, strings.TrimSpace(stderr.String()))
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("locating %s: %w", module, err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", fmt.Errorf("locating %s: %s", module, info.Error)
+	}
+	return info.Dir, nil
+}
+
+// Apply server-side applies every CRD and waits until all are Established.
+func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
+	api := client.Resource(crdGVR)
+	for _, crd := range set {
+		if _, err := api.Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: "ambientmc", Force: true}); err != nil {
+			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	want := map[string]bool{}
+	for _, crd := range set {
+		want[crd.GetName()] = true
+	}
+	var pending []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := api.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		established := map[string]bool{}
+		for _, item := range list.Items {
+			conds, _, _ := unstructured.NestedSlice(item.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					established[item.GetName()] = true
+				}
+			}
+		}
+		pending = pending[:0]
+		for name := range want {
+			if !established[name] {
+				pending = append(pending, name)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		sort.Strings(pending)
+		return fmt.Errorf("CRDs not established: %s: %w", strings.Join(pending, ", "), err)
+	}
+	return nil
+}

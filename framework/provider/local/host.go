@@ -1,0 +1,67 @@
+package local
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Measured here: a kube-apiserver with the CRDs loaded holds about 470 MB, its etcd about 95 MB,
+// and an istiod about 300 MB; keep headroom for the test process and the page cache.
+const memoryPerCluster = 900 << 20
+
+// checkHost refuses to start what the machine cannot hold, with a message that says what to change.
+func checkHost(clusters int) error {
+	if avail, ok := memAvailable(); ok {
+		need := uint64(clusters) * memoryPerCluster
+		if avail < need {
+			return fmt.Errorf("too few resources: %d local clusters need about %.1f GB of free memory, this host has %.1f GB available; use fewer -clusters or a smaller -scale",
+				clusters, float64(need)/1e9, float64(avail)/1e9)
+		}
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		need := uint64(1024 + 512*clusters)
+		if lim.Max < need {
+			return fmt.Errorf("too few file descriptors: %d local clusters need about %d, the hard limit (ulimit -Hn) is %d; raise it", clusters, need, lim.Max)
+		}
+	}
+	return checkLoopback()
+}
+
+// checkLoopback proves the address plan is usable: pods, services and gateways live all over
+// 127.0.0.0/8, which Linux routes to lo but macOS does not without aliases.
+func checkLoopback() error {
+	gw, err := topology.GatewayIP(1)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(gw.String(), "0"))
+	if err != nil {
+		return fmt.Errorf("the local provider needs all of 127.0.0.0/8 on the loopback interface, but binding %s failed: %v (on macOS add aliases, e.g. `sudo ifconfig lo0 alias %s`)", gw, err, gw)
+	}
+	return l.Close()
+}
+
+func memAvailable() (uint64, bool) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseUint(fields[1], 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,164 @@
+// Package local is the embedded provider: per cluster one etcd and one kube-apiserver process on
+// 127.0.0.1, built from pinned sources, with no kubelet, scheduler or controller-manager.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Options configure the local provider.
+type Options struct {
+	// RunDir holds one directory per cluster: data, credentials (0600), logs and kubeconfigs.
+	RunDir string
+	// Cache builds and caches the binaries; nil means bins.Default().
+	Cache *bins.Cache
+	// Log receives progress lines.
+	Log io.Writer
+	// ReadyTimeout bounds how long one process may take to become ready.
+	ReadyTimeout time.Duration
+}
+
+// Provider is the local provider.
+type Provider struct {
+	opts  Options
+	paths map[bins.Binary]string
+
+	mu      sync.Mutex
+	members []*member
+}
+
+// New returns a local provider writing into opts.RunDir.
+func New(opts Options) *Provider {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 3 * time.Minute
+	}
+	return &Provider{opts: opts}
+}
+
+func (p *Provider) Name() string      { return "local" }
+func (p *Provider) DataPlane() string { return "emulated" }
+func (p *Provider) LogDir() string    { return p.opts.RunDir }
+
+// Capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
+func (p *Provider) Capabilities() topology.Capabilities {
+	return topology.Capabilities{Provider: "local", MaxClusters: topology.MaxClusters,
+		MaxClustersReason: "its loopback address plan has room for 50"}
+}
+
+// Binaries returns the cached binary paths (after Preflight).
+func (p *Provider) Binaries() map[bins.Binary]string { return p.paths }
+
+// Preflight validates the topology for this provider, checks host resources and makes sure the
+// binaries are built (building them if the test timeout allows).
+func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
+	if err := t.Check(p.Capabilities()); err != nil {
+		return err
+	}
+	if t.HasKubeconfigs() {
+		fmt.Fprintf(p.opts.Log, "ambientmc: the local provider ignores the kubeconfig paths in %s and starts its own API servers\n", t.Source)
+	}
+	if err := checkHost(len(t.Clusters)); err != nil {
+		return err
+	}
+	cache := p.opts.Cache
+	if cache == nil {
+		var err error
+		if cache, err = bins.Default(); err != nil {
+			return err
+		}
+		cache.Log = p.opts.Log
+	}
+	missing, err := cache.Missing(bins.All...)
+	if err != nil {
+		return err
+	}
+	if err := bins.CheckTestTimeout(missing); err != nil {
+		return err
+	}
+	p.paths, err = cache.Ensure(ctx, bins.All...)
+	return err
+}
+
+// Create starts every cluster in parallel. On failure everything started is stopped.
+func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster.Cluster, error) {
+	if p.paths == nil {
+		return nil, errors.New("local provider: Preflight must run before Create")
+	}
+	if err := os.MkdirAll(p.opts.RunDir, 0o700); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	out := make([]*cluster.Cluster, len(t.Clusters))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, tc := range t.Clusters {
+		g.Go(func() error {
+			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout}
+			p.mu.Lock()
+			p.members = append(p.members, m)
+			p.mu.Unlock()
+			start := time.Now()
+			c, err := m.start(gctx)
+			if err != nil {
+				return fmt.Errorf("cluster %s: %w", tc.Name, err)
+			}
+			c.StartSeconds = time.Since(start).Seconds()
+			fmt.Fprintf(p.opts.Log, "ambientmc: %s: API server ready in %.1fs (kubeconfig %s)\n", tc.Name, c.StartSeconds, c.Kubeconfig)
+			out[i] = c
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		p.stopAll()
+		return nil, err
+	}
+	return out, nil
+}
+
+// Processes lists the running processes per cluster name (for RSS and CPU sampling).
+func (p *Provider) Processes() map[string][]*proc.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]*proc.Process{}
+	for _, m := range p.members {
+		for _, pr := range []*proc.Process{m.etcd, m.apiserver} {
+			if pr != nil {
+				out[m.topo.Name] = append(out[m.topo.Name], pr)
+			}
+		}
+	}
+	return out
+}
+
+// Destroy stops every process. The run directory is left for the caller to keep or remove.
+func (p *Provider) Destroy(context.Context) error {
+	p.stopAll()
+	return nil
+}
+
+func (p *Provider) stopAll() {
+	p.mu.Lock()
+	members := p.members
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.stop() }()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,288 @@
+package local
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kubeconfig"
+	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// member is one cluster of the local provider: an etcd and a kube-apiserver.
+type member struct {
+	topo    topology.Cluster
+	dir     string
+	paths   map[bins.Binary]string
+	timeout time.Duration
+
+	mu        sync.Mutex
+	etcd      *proc.Process
+	apiserver *proc.Process
+}
+
+const (
+	adminUser = "ambientmc-admin"
+	// portAttempts bounds restarts after another process took a port between our pick and the bind.
+	portAttempts = 3
+	stopGrace    = 5 * time.Second
+)
+
+func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return nil, err
+	}
+	token, err := m.writeCredentials()
+	if err != nil {
+		return nil, err
+	}
+	var apiPort int
+	for attempt := 1; ; attempt++ {
+		apiPort, err = m.startProcesses(ctx, token)
+		if err == nil {
+			break
+		}
+		collided := m.portCollision()
+		m.stop()
+		if !collided || attempt == portAttempts || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	caData, err := os.ReadFile(filepath.Join(m.dir, "pki", "apiserver.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's serving certificate: %w", err)
+	}
+	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	kubeconfigPath := filepath.Join(m.dir, "kubeconfig")
+	if err := kubeconfig.WriteFile(kubeconfigPath, kubeconfig.Token(m.topo.Name, server, caData, token)); err != nil {
+		return nil, err
+	}
+	// Every cluster shares loopback, so other clusters' istiods reach this one at the same address.
+	internal := filepath.Join(m.dir, "kubeconfig.internal")
+	if err := kubeconfig.WriteFile(internal, kubeconfig.Token(m.topo.Name, server, caData, token)); err != nil {
+		return nil, err
+	}
+	return newCluster(m.topo, kubeconfigPath, internal, &rest.Config{
+		Host:            server,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caData},
+	})
+}
+
+// newCluster builds the clients of a ready cluster.
+func newCluster(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*cluster.Cluster, error) {
+	// Loading thousands of objects is the framework's job here, so client-side throttling only hurts.
+	cfg.QPS, cfg.Burst = 5000, 10000
+	cfg.UserAgent = "ambientmc"
+	proto := rest.CopyConfig(cfg)
+	proto.ContentType = "application/vnd.kubernetes.protobuf"
+	client, err := kubernetes.NewForConfig(proto)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the server version: %w", err)
+	}
+	return &cluster.Cluster{
+		Cluster:            tc,
+		Kubeconfig:         kubeconfig,
+		InternalKubeconfig: internal,
+		RESTConfig:         cfg,
+		Client:             client,
+		Dynamic:            dyn,
+		KubernetesVersion:  v.GitVersion,
+	}, nil
+}
+
+// writeCredentials writes the admin token file and the service-account signing key pair (so the
+// TokenRequest API works without a controller-manager). All of them are 0600.
+func (m *member) writeCredentials() (string, error) {
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(raw)
+	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)
+	if err := os.WriteFile(filepath.Join(m.dir, "tokens.csv"), []byte(line), 0o600); err != nil {
+		return "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return "", err
+	}
+	return token, os.WriteFile(filepath.Join(m.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}
+
+// startProcesses starts etcd, then kube-apiserver, each on fresh loopback ports, and waits until
+// both are ready. It returns the API server's port.
+func (m *member) startProcesses(ctx context.Context, token string) (int, error) {
+	ports, err := proc.FreePorts(3)
+	if err != nil {
+		return 0, err
+	}
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	etcd, err := m.launch(proc.Spec{
+		Name: m.topo.Name + "/etcd",
+		Path: m.paths[bins.Etcd],
+		Args: []string{
+			"--name=" + m.topo.Name,
+			"--data-dir=" + filepath.Join(m.dir, "etcd-data"),
+			"--listen-client-urls=" + clientURL,
+			"--advertise-client-urls=" + clientURL,
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=" + m.topo.Name + "=" + peerURL,
+			// Test data is thrown away at the end: fsync only costs time.
+			"--unsafe-no-fsync=true",
+			"--quota-backend-bytes=8589934592",
+			"--log-level=warn",
+		},
+		LogFile: filepath.Join(m.dir, "etcd.log"),
+	}, &m.etcd)
+	if err != nil {
+		return 0, err
+	}
+	if err := m.waitReady(ctx, etcd, httpProbe(clientURL+"/health", "")); err != nil {
+		return 0, err
+	}
+	svcRange, err := topology.ServiceCIDR(m.topo.Index)
+	if err != nil {
+		return 0, err
+	}
+	api, err := m.launch(proc.Spec{
+		Name: m.topo.Name + "/kube-apiserver",
+		Path: m.paths[bins.KubeAPIServer],
+		Args: []string{
+			"--etcd-servers=" + clientURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(ports[2]),
+			"--cert-dir=" + filepath.Join(m.dir, "pki"),
+			"--service-cluster-ip-range=" + svcRange.String(),
+			"--authorization-mode=RBAC",
+			"--token-auth-file=" + filepath.Join(m.dir, "tokens.csv"),
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + filepath.Join(m.dir, "sa.pub"),
+			"--service-account-signing-key-file=" + filepath.Join(m.dir, "sa.key"),
+			// istio-ca is the audience ztunnel and istiod use for their tokens.
+			"--api-audiences=https://kubernetes.default.svc.cluster.local,istio-ca",
+			"--allow-privileged=true",
+			"--profiling=false",
+			"--event-ttl=10m",
+			// One framework client loads thousands of objects; priority and fairness would queue it.
+			"--enable-priority-and-fairness=false",
+			"--max-requests-inflight=1000",
+			"--max-mutating-requests-inflight=500",
+		},
+		LogFile: filepath.Join(m.dir, "kube-apiserver.log"),
+	}, &m.apiserver)
+	if err != nil {
+		return 0, err
+	}
+	return ports[2], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[2]), token))
+}
+
+func (m *member) launch(spec proc.Spec, slot **proc.Process) (*proc.Process, error) {
+	p, err := proc.Start(spec)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", spec.Name, err)
+	}
+	m.mu.Lock()
+	*slot = p
+	m.mu.Unlock()
+	return p, nil
+}
+
+func (m *member) waitReady(ctx context.Context, p *proc.Process, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	return p.WaitReady(ctx, 100*time.Millisecond, probe)
+}
+
+func (m *member) portCollision() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range []*proc.Process{m.etcd, m.apiserver} {
+		if p != nil && p.LogContains("address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+// stop stops the API server before its etcd, so the API server never logs a lost backend.
+func (m *member) stop() {
+	m.mu.Lock()
+	api, etcd := m.apiserver, m.etcd
+	m.apiserver, m.etcd = nil, nil
+	m.mu.Unlock()
+	for _, p := range []*proc.Process{api, etcd} {
+		if p != nil {
+			_ = p.Stop(stopGrace)
+		}
+	}
+}
+
+// httpProbe returns a readiness probe that wants 200 from url. The API server's serving
+// certificate is generated at start, so readiness cannot verify it yet; the kubeconfig does.
+func httpProbe(url, token string) func(context.Context) error {
+	client := &http.Client{
+		Timeout:   2 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // readiness only
+	}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+

@@ -1,0 +1,143 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Bench renders r as Go benchmark lines (bench.txt) so benchstat can compare two runs:
+// BenchmarkSetup, BenchmarkJoin (baseline, each join, perRemote), BenchmarkLeave and BenchmarkLatency.
+// Every line has iteration count 1 and only measured values; the run's configuration goes in the
+// header as "key: value" lines, which benchstat uses to tell runs apart.
+func Bench(r *Report) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: %s\n", runtime.GOOS, runtime.GOARCH, benchPkg)
+	fmt.Fprintf(&b, "provider: %s\n", token(r.Provider))
+	if r.DataPlane != "" {
+		fmt.Fprintf(&b, "dataplane: %s\n", token(r.DataPlane))
+	}
+	if r.Scale != nil {
+		fmt.Fprintf(&b, "scale: services=%d,pods=%d\n", r.Scale.ServicesPerCluster, r.Scale.PodsPerCluster)
+	}
+	if r.ControlPlane != nil {
+		fmt.Fprintf(&b, "istiods: %s\n", token(r.ControlPlane.Istiods))
+	}
+	prefix := func(kind string) string {
+		return fmt.Sprintf("Benchmark%s/clusters=%d", kind, len(r.Topology.Clusters))
+	}
+
+	if s := r.Setup; s != nil {
+		line(&b, prefix("Setup"), metric{s.TotalSeconds, "total-s"})
+		for _, c := range s.Clusters {
+			ms := []metric{{c.ReadySeconds, "ready-s"}}
+			for _, k := range sortedKeys(c.RSSBytes) {
+				ms = append(ms, metric{c.RSSBytes[k], "rss-" + token(k) + "-B"})
+			}
+			line(&b, prefix("Setup")+"/cluster="+token(c.Name), ms...)
+		}
+	}
+
+	if cp := r.ControlPlane; cp != nil {
+		name := prefix("Join")
+		line(&b, name+"/join=0", sampleMetrics(cp.Baseline)...)
+		for _, j := range cp.Joins {
+			ms := optMetrics(
+				optMetric{j.SyncSeconds, "sync-s"}, optMetric{j.XDSSeconds, "xds-s"},
+				optMetric{j.ConvergenceSeconds, "convergence-s"}, optMetric{j.JoinCPUSeconds, "join-cpu-s"})
+			ms = append(ms, sampleMetrics(j.Sample)...)
+			line(&b, fmt.Sprintf("%s/join=%d", name, j.RemoteClusters), ms...)
+		}
+		if pr := cp.PerRemoteCluster; pr != nil {
+			line(&b, name+"/perRemote", optMetrics(
+				optMetric{pr.CPUCores, "cpu-cores"}, optMetric{pr.CPUCoresStdErr, "cpu-cores-stderr"},
+				optMetric{pr.SteadyCPUCores, "steady-cpu-cores"}, optMetric{pr.SteadyCPUCoresStdErr, "steady-cpu-cores-stderr"},
+				optMetric{pr.JoinCPUSeconds, "join-cpu-s"}, optMetric{pr.JoinCPUSecondsStdErr, "join-cpu-s-stderr"},
+				optMetric{pr.RSSBytes, "rss-B"}, optMetric{pr.RSSBytesStdErr, "rss-stderr-B"},
+				optMetric{pr.HeapInuseBytes, "heap-inuse-B"}, optMetric{pr.HeapInuseBytesStdErr, "heap-inuse-stderr-B"},
+				optMetric{pr.LiveHeapBytes, "live-heap-B"}, optMetric{pr.LiveHeapBytesStdErr, "live-heap-stderr-B"})...)
+		}
+		for _, l := range cp.Leaves {
+			ms := optMetrics(optMetric{l.Seconds, "leave-s"}, optMetric{l.RSSBytes, "rss-B"}, optMetric{l.LiveHeapBytes, "live-heap-B"})
+			ms = append(ms, metric{float64(l.ManagedRemoteClusters), "managed-remote-clusters"})
+			line(&b, fmt.Sprintf("%s/leave=%d", prefix("Leave"), l.RemoteClusters), ms...)
+		}
+	}
+
+	if l := r.Latency; l != nil {
+		for _, run := range append(slices.Clone(l.Runs), l.HarnessFloor...) {
+			qpsName := "max"
+			if run.QPS > 0 {
+				qpsName = strconv.FormatFloat(run.QPS, 'g', -1, 64)
+			}
+			name := fmt.Sprintf("BenchmarkLatency/path=%s/conn=%s/qps=%s", token(run.Path), token(run.Connections), qpsName)
+			ms := []metric{{run.AvgMs, "avg-ms"}, {run.P50Ms, "p50-ms"}, {run.P90Ms, "p90-ms"}, {run.P99Ms, "p99-ms"},
+				{float64(run.Requests), "requests"}, {float64(run.Errors), "errors"}}
+			if run.HostCPUBusy > 0 {
+				ms = append(ms, metric{run.HostCPUBusy, "host-cpu-busy"})
+			}
+			line(&b, name, ms...)
+		}
+	}
+	return b.Bytes()
+}
+
+type metric struct {
+	v    float64
+	unit string
+}
+
+type optMetric struct {
+	v    *float64
+	unit string
+}
+
+func optMetrics(ms ...optMetric) []metric {
+	var out []metric
+	for _, m := range ms {
+		if m.v != nil {
+			out = append(out, metric{*m.v, m.unit})
+		}
+	}
+	return out
+}
+
+func sampleMetrics(s Sample) []metric {
+	return optMetrics(optMetric{s.CPUCores, "cpu-cores"}, optMetric{s.SteadyCPUCores, "steady-cpu-cores"},
+		optMetric{s.RSSBytes, "rss-B"}, optMetric{s.HeapInuseBytes, "heap-inuse-B"}, optMetric{s.LiveHeapBytes, "live-heap-B"})
+}
+
+// line writes one benchmark line; non-finite values are dropped (benchstat cannot parse them) and a
+// line left without values is not written, since the benchmark format needs at least one.
+func line(b *bytes.Buffer, name string, ms ...metric) {
+	var sb strings.Builder
+	for _, m := range ms {
+		if math.IsNaN(m.v) || math.IsInf(m.v, 0) {
+			continue
+		}
+		// Six significant digits: beyond that the measurements are noise.
+		fmt.Fprintf(&sb, " %s %s", strconv.FormatFloat(m.v, 'g', 6, 64), m.unit)
+	}
+	if sb.Len() == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%s 1%s\n", name, sb.String())
+}
+
+// token makes s usable inside a benchmark name or unit: no spaces, which would split the line.
+func token(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return '_'
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,125 @@
+package report
+
+import (
+	"math"
+	"testing"
+)
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+func TestFitPerRemoteSyntheticSlope(t *testing.T) {
+	// RSS grows 100 MB per remote cluster around a 150 MB baseline, with fixed ±noise so the
+	// stderr is non-zero; live heap is unmeasured at one join to check points are skipped.
+	noise := []float64{3e6, -4e6, 5e6, -2e6, 1e6, -6e6, 4e6, -1e6, 2e6, -3e6, 0}
+	cp := &ControlPlane{ObservedIstiod: "cluster-1", Istiods: IstiodsAll,
+		Baseline: Sample{RSSBytes: F(150e6 + noise[0]), LiveHeapBytes: F(40e6)}}
+	for k := 1; k <= 10; k++ {
+		j := Join{RemoteClusters: k, JoinCPUSeconds: F(3 + noise[k]/1e7), Sample: Sample{
+			RSSBytes:      F(150e6 + 100e6*float64(k) + noise[k]),
+			LiveHeapBytes: F(40e6 + 45e6*float64(k)),
+		}}
+		if k == 5 {
+			j.LiveHeapBytes = nil
+		}
+		cp.Joins = append(cp.Joins, j)
+	}
+	if err := cp.FitPerRemote(); err != nil {
+		t.Fatal(err)
+	}
+	pr := cp.PerRemoteCluster
+	if pr == nil || pr.RSSBytes == nil || pr.RSSBytesStdErr == nil {
+		t.Fatalf("RSS slope not fitted: %+v", pr)
+	}
+	if !near(*pr.RSSBytes, 100e6, 1e6) {
+		t.Errorf("RSS slope = %.0f, want 100e6 ± 1e6", *pr.RSSBytes)
+	}
+	if se := *pr.RSSBytesStdErr; se <= 0 || se > 1e6 {
+		t.Errorf("RSS stderr = %.0f, want in (0, 1e6]", se)
+	}
+	if !near(*pr.LiveHeapBytes, 45e6, 1) || !near(*pr.LiveHeapBytesStdErr, 0, 1e-3) {
+		t.Errorf("live heap slope = %v ± %v, want exactly 45e6", *pr.LiveHeapBytes, *pr.LiveHeapBytesStdErr)
+	}
+	// Cumulative join cost: ~3 CPU-seconds added per cluster.
+	if pr.JoinCPUSeconds == nil || !near(*pr.JoinCPUSeconds, 3, 0.05) {
+		t.Errorf("join CPU slope = %v, want ~3", pr.JoinCPUSeconds)
+	}
+	// Never measured: stays nil rather than a fitted zero.
+	if pr.CPUCores != nil || pr.SteadyCPUCores != nil || pr.HeapInuseBytes != nil {
+		t.Errorf("unmeasured metrics were fitted: %+v", pr)
+	}
+}
+
+func TestFitPerRemoteUsesBaseline(t *testing.T) {
+	// One join plus the baseline is two points: slope = difference, stderr 0.
+	cp := &ControlPlane{Baseline: Sample{RSSBytes: F(100)}, Joins: []Join{{RemoteClusters: 1, Sample: Sample{RSSBytes: F(250)}}}}
+	if err := cp.FitPerRemote(); err != nil {
+		t.Fatal(err)
+	}
+	if got := *cp.PerRemoteCluster.RSSBytes; got != 150 {
+		t.Errorf("slope = %v, want 150", got)
+	}
+	if got := *cp.PerRemoteCluster.RSSBytesStdErr; got != 0 {
+		t.Errorf("stderr = %v, want 0", got)
+	}
+}
+
+func TestFitPerRemoteNothingToFit(t *testing.T) {
+	cp := &ControlPlane{Baseline: Sample{RSSBytes: F(100)}}
+	if err := cp.FitPerRemote(); err == nil {
+		t.Error("no joins: want an error")
+	}
+	if cp.PerRemoteCluster != nil {
+		t.Error("PerRemoteCluster set despite the error")
+	}
+}
+
+func TestFillDeltas(t *testing.T) {
+	cp := &ControlPlane{
+		Baseline: Sample{CPUCores: F(0.01), RSSBytes: F(100), HeapInuseBytes: F(50), LiveHeapBytes: F(20)},
+		Joins: []Join{
+			{RemoteClusters: 1, Sample: Sample{CPUCores: F(0.04), RSSBytes: F(220), HeapInuseBytes: F(110), LiveHeapBytes: nil}},
+			{RemoteClusters: 2, Sample: Sample{CPUCores: F(0.03), RSSBytes: F(300), HeapInuseBytes: F(160), LiveHeapBytes: F(70)}},
+		},
+	}
+	cp.FillDeltas()
+	j1, j2 := cp.Joins[0], cp.Joins[1]
+	if !near(*j1.DeltaCPUCores, 0.03, 1e-12) || *j1.DeltaRSSBytes != 120 || *j1.DeltaHeapInuseBytes != 60 {
+		t.Errorf("first join deltas vs baseline: cpu %v rss %v heap %v", *j1.DeltaCPUCores, *j1.DeltaRSSBytes, *j1.DeltaHeapInuseBytes)
+	}
+	if !near(*j2.DeltaCPUCores, -0.01, 1e-12) || *j2.DeltaRSSBytes != 80 || *j2.DeltaHeapInuseBytes != 50 {
+		t.Errorf("second join deltas vs first: cpu %v rss %v heap %v", *j2.DeltaCPUCores, *j2.DeltaRSSBytes, *j2.DeltaHeapInuseBytes)
+	}
+	// Unmeasured on either side: no delta.
+	if j1.DeltaLiveHeapBytes != nil || j2.DeltaLiveHeapBytes != nil {
+		t.Errorf("live heap deltas should be nil: %v %v", j1.DeltaLiveHeapBytes, j2.DeltaLiveHeapBytes)
+	}
+}
+
+func TestComputeOverhead(t *testing.T) {
+	runs := []LatencyRun{
+		{Path: PathLocal, Connections: ConnNew, AvgMs: 0.8},
+		{Path: PathCrossCluster, Connections: ConnNew, AvgMs: 3.0},
+		{Path: PathCrossCluster, Connections: ConnNew, AvgMs: 3.2}, // averaged with the one above
+		{Path: PathLocal, Connections: ConnReused, AvgMs: 0.2},
+		{Path: PathCrossCluster, Connections: ConnReused, AvgMs: 0.3},
+		{Path: PathDirect, Connections: ConnReused, AvgMs: 0.05}, // harness floor is not part of overhead
+	}
+	o := ComputeOverhead(runs)
+	if o == nil || o.New == nil || o.Reused == nil {
+		t.Fatalf("overhead = %+v", o)
+	}
+	if !near(o.New.DeltaMs, 2.3, 1e-9) || !near(o.New.Percent, 287.5, 1e-9) {
+		t.Errorf("new = %+v, want 2.3 ms, 287.5%%", *o.New)
+	}
+	if !near(o.Reused.DeltaMs, 0.1, 1e-9) || !near(o.Reused.Percent, 50, 1e-9) {
+		t.Errorf("reused = %+v, want 0.1 ms, 50%%", *o.Reused)
+	}
+
+	o = ComputeOverhead(runs[:3])
+	if o == nil || o.New == nil || o.Reused != nil {
+		t.Errorf("new-only runs: %+v, want reused nil", o)
+	}
+	if o := ComputeOverhead(runs[1:3]); o != nil {
+		t.Errorf("no local runs: want nil, got %+v", o)
+	}
+}

@@ -1,0 +1,305 @@
+// Package report holds a run's results as the report.json schema of DESIGN.md and writes them as
+// JSON, Markdown, SVG charts and benchstat-readable benchmark lines.
+//
+// Absent, never zero-filled: a section a run did not produce is a nil pointer or empty slice and is
+// left out of the JSON. Inside controlPlane every measured number is a *float64 for the same reason:
+// a zero can be a real reading (a steady CPU that rounds to 0, a delta of 0), so "not measured" must
+// be nil (use F to set a value). Identifiers and counts (cluster, remoteClusters) are plain values,
+// and latency runs use plain numbers because a finished run always yields all of them.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// SchemaVersion is the report.json schema this package writes and reads.
+const SchemaVersion = 1
+
+// Providers, data planes and other enumerated values of the schema.
+const (
+	ProviderLocal = "local"
+	ProviderKind  = "kind"
+	ProviderKube  = "kube"
+
+	DataPlaneEmulated = "emulated"
+	DataPlaneZtunnel  = "ztunnel"
+
+	IstiodsAll      = "all"
+	IstiodsObserved = "observed"
+
+	PathLocal        = "local"
+	PathCrossCluster = "cross-cluster"
+	PathDirect       = "direct" // harness floor: fortio client straight to server, no data plane
+
+	ConnNew    = "new"
+	ConnReused = "reused"
+)
+
+// EmulatedNote is printed in report.md whenever the latency comes from the emulated data plane.
+const EmulatedNote = "Data-plane latency here is from the emulated Go data plane, not ztunnel."
+
+// Report is the content of report.json.
+type Report struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Provider      string `json:"provider"`
+	// DataPlane is "emulated" or "ztunnel"; empty (and absent) when no data plane ran.
+	DataPlane    string        `json:"dataPlane,omitempty"`
+	Istio        string        `json:"istio,omitempty"`
+	Kubernetes   string        `json:"kubernetes,omitempty"`
+	Host         Host          `json:"host"`
+	Topology     Topology      `json:"topology"`
+	Scale        *Scale        `json:"scale,omitempty"`
+	ControlPlane *ControlPlane `json:"controlPlane,omitempty"`
+	Latency      *Latency      `json:"latency,omitempty"`
+	Reference    Reference     `json:"reference"`
+
+	// Not in DESIGN.md's schema; extra keys a reader may ignore.
+	Warnings []string `json:"warnings,omitempty"`
+	Setup    *Setup   `json:"setup,omitempty"`
+}
+
+// Host describes the machine the run used.
+type Host struct {
+	CPUs        int    `json:"cpus"`
+	MemoryBytes uint64 `json:"memoryBytes"`
+}
+
+// Topology lists the clusters of the run.
+type Topology struct {
+	Clusters []TopologyCluster `json:"clusters"`
+}
+
+// TopologyCluster is one cluster of the topology.
+type TopologyCluster struct {
+	Name    string `json:"name"`
+	Network string `json:"network"`
+	Primary bool   `json:"primary"`
+}
+
+// Scale is the scale workload each cluster carried.
+type Scale struct {
+	ServicesPerCluster int `json:"servicesPerCluster"`
+	PodsPerCluster     int `json:"podsPerCluster"`
+}
+
+// ControlPlane holds the observed istiod's cost as clusters join (and leave).
+type ControlPlane struct {
+	ObservedIstiod string `json:"observedIstiod"`
+	// Istiods is "all" or "observed": whether the other istiods ran during the joins.
+	Istiods          string     `json:"istiods"`
+	Baseline         Sample     `json:"baseline"`
+	Joins            []Join     `json:"joins,omitempty"`
+	PerRemoteCluster *PerRemote `json:"perRemoteCluster,omitempty"`
+	Leaves           []Leave    `json:"leaves,omitempty"` // not in DESIGN.md; extra
+}
+
+// Sample is istiod's state once settled; nil fields were not measured.
+type Sample struct {
+	CPUCores       *float64 `json:"cpuCores,omitempty"`
+	SteadyCPUCores *float64 `json:"steadyCPUCores,omitempty"`
+	RSSBytes       *float64 `json:"rssBytes,omitempty"`
+	HeapInuseBytes *float64 `json:"heapInuseBytes,omitempty"`
+	LiveHeapBytes  *float64 `json:"liveHeapBytes,omitempty"`
+}
+
+// Join is one cluster joining; RemoteClusters is the count of remote clusters after it joined.
+type Join struct {
+	Cluster            string   `json:"cluster"`
+	RemoteClusters     int      `json:"remoteClusters"`
+	SyncSeconds        *float64 `json:"syncSeconds,omitempty"`
+	XDSSeconds         *float64 `json:"xdsSeconds,omitempty"`
+	ConvergenceSeconds *float64 `json:"convergenceSeconds,omitempty"`
+	JoinCPUSeconds     *float64 `json:"joinCPUSeconds,omitempty"`
+	Sample
+	DeltaCPUCores       *float64 `json:"deltaCPUCores,omitempty"`
+	DeltaRSSBytes       *float64 `json:"deltaRSSBytes,omitempty"`
+	DeltaHeapInuseBytes *float64 `json:"deltaHeapInuseBytes,omitempty"`
+	DeltaLiveHeapBytes  *float64 `json:"deltaLiveHeapBytes,omitempty"`
+}
+
+// PerRemote holds least-squares slopes per remote cluster over baseline + joins, each with its
+// standard error. nil fields could not be fitted (fewer than two measured points).
+type PerRemote struct {
+	CPUCores             *float64 `json:"cpuCores,omitempty"`
+	CPUCoresStdErr       *float64 `json:"cpuCoresStdErr,omitempty"`
+	SteadyCPUCores       *float64 `json:"steadyCPUCores,omitempty"`
+	SteadyCPUCoresStdErr *float64 `json:"steadyCPUCoresStdErr,omitempty"`
+	JoinCPUSeconds       *float64 `json:"joinCPUSeconds,omitempty"`
+	JoinCPUSecondsStdErr *float64 `json:"joinCPUSecondsStdErr,omitempty"`
+	RSSBytes             *float64 `json:"rssBytes,omitempty"`
+	RSSBytesStdErr       *float64 `json:"rssBytesStdErr,omitempty"`
+	HeapInuseBytes       *float64 `json:"heapInuseBytes,omitempty"`
+	HeapInuseBytesStdErr *float64 `json:"heapInuseBytesStdErr,omitempty"`
+	LiveHeapBytes        *float64 `json:"liveHeapBytes,omitempty"`
+	LiveHeapBytesStdErr  *float64 `json:"liveHeapBytesStdErr,omitempty"`
+}
+
+// Leave is one cluster leaving; RemoteClusters is the count of remote clusters after it left, and
+// ManagedRemoteClusters what istiod itself reported managing afterwards.
+type Leave struct {
+	Cluster               string   `json:"cluster"`
+	RemoteClusters        int      `json:"remoteClusters"`
+	Seconds               *float64 `json:"seconds,omitempty"`
+	RSSBytes              *float64 `json:"rssBytes,omitempty"`
+	LiveHeapBytes         *float64 `json:"liveHeapBytes,omitempty"`
+	ManagedRemoteClusters int      `json:"managedRemoteClusters"`
+}
+
+// Latency holds the latency suite's runs.
+type Latency struct {
+	Runs     []LatencyRun `json:"runs,omitempty"`
+	Overhead *Overhead    `json:"overhead,omitempty"`
+	// HarnessFloor are runs on path "direct" (no data plane): the latency of the harness itself.
+	HarnessFloor []LatencyRun `json:"harnessFloor,omitempty"`
+	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies.
+	HostCPUSaturated bool `json:"hostCPUSaturated,omitempty"`
+}
+
+// LatencyRun is one fortio run.
+type LatencyRun struct {
+	Path            string  `json:"path"`        // local, cross-cluster or direct
+	Connections     string  `json:"connections"` // new or reused
+	QPS             float64 `json:"qps"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	Requests        int64   `json:"requests"`
+	Errors          int64   `json:"errors"`
+	AvgMs           float64 `json:"avgMs"`
+	P50Ms           float64 `json:"p50Ms"`
+	P90Ms           float64 `json:"p90Ms"`
+	P99Ms           float64 `json:"p99Ms"`
+	// HostCPUBusy is the fraction (0..1) of all host CPUs busy during the run; 0 means unmeasured.
+	HostCPUBusy float64 `json:"hostCPUBusy,omitempty"`
+}
+
+// Overhead is cross-cluster minus local average latency per connection mode; nil when a pair is missing.
+type Overhead struct {
+	New    *Delta `json:"new,omitempty"`
+	Reused *Delta `json:"reused,omitempty"`
+}
+
+// Delta is a latency difference in milliseconds and as a percent of the local latency.
+type Delta struct {
+	DeltaMs float64 `json:"deltaMs"`
+	Percent float64 `json:"percent"`
+}
+
+// Reference holds the published figures a run is compared with.
+type Reference struct {
+	PerRemoteClusterCPUCores    float64 `json:"perRemoteClusterCPUCores"`
+	PerRemoteClusterMemoryBytes float64 `json:"perRemoteClusterMemoryBytes"`
+	NewConnOverheadMs           float64 `json:"newConnOverheadMs"`
+	NewConnOverheadPercent      float64 `json:"newConnOverheadPercent"`
+	ReusedConnOverheadMs        float64 `json:"reusedConnOverheadMs"`
+	ReusedConnOverheadPercent   float64 `json:"reusedConnOverheadPercent"`
+}
+
+// Published returns the published reference figures.
+func Published() Reference {
+	return Reference{
+		PerRemoteClusterCPUCores:    0.01,
+		PerRemoteClusterMemoryBytes: 180000000,
+		NewConnOverheadMs:           2.2,
+		NewConnOverheadPercent:      346,
+		ReusedConnOverheadMs:        0.13,
+		ReusedConnOverheadPercent:   72,
+	}
+}
+
+// Setup holds environment start-up timings; not in DESIGN.md's schema (an extra section).
+type Setup struct {
+	Clusters     []ClusterSetup `json:"clusters,omitempty"`
+	TotalSeconds float64        `json:"totalSeconds"`
+}
+
+// ClusterSetup is one cluster's start-up: seconds until ready and the RSS of each process kind
+// (e.g. "etcd", "kube-apiserver", "istiod").
+type ClusterSetup struct {
+	Name         string             `json:"name"`
+	ReadySeconds float64            `json:"readySeconds"`
+	RSSBytes     map[string]float64 `json:"rssBytes,omitempty"`
+}
+
+// F returns a pointer to v, for the optional numbers.
+func F(v float64) *float64 { return &v }
+
+// New returns a report of the current schema for provider with the published reference filled in.
+func New(provider string) *Report {
+	return &Report{SchemaVersion: SchemaVersion, Provider: provider, Reference: Published()}
+}
+
+// Validate checks the enumerated values and that emulated data-plane latency is never labelled as
+// ztunnel latency (the local provider has only the emulated data plane; kind and kube only ztunnel).
+func (r *Report) Validate() error {
+	var errs []error
+	if r.SchemaVersion != SchemaVersion {
+		errs = append(errs, fmt.Errorf("schemaVersion %d, want %d", r.SchemaVersion, SchemaVersion))
+	}
+	switch r.Provider {
+	case ProviderLocal, ProviderKind, ProviderKube:
+	default:
+		errs = append(errs, fmt.Errorf("provider %q is not local, kind or kube", r.Provider))
+	}
+	switch r.DataPlane {
+	case "", DataPlaneEmulated, DataPlaneZtunnel:
+	default:
+		errs = append(errs, fmt.Errorf("dataPlane %q is not emulated or ztunnel", r.DataPlane))
+	}
+	if r.Latency != nil && r.DataPlane == "" {
+		errs = append(errs, errors.New("latency present but dataPlane is not set"))
+	}
+	if r.Provider == ProviderLocal && r.DataPlane == DataPlaneZtunnel {
+		errs = append(errs, errors.New("provider local runs the emulated data plane; dataPlane must be emulated, not ztunnel"))
+	}
+	if (r.Provider == ProviderKind || r.Provider == ProviderKube) && r.DataPlane == DataPlaneEmulated {
+		errs = append(errs, fmt.Errorf("provider %s runs ztunnel; dataPlane must not be emulated", r.Provider))
+	}
+	if cp := r.ControlPlane; cp != nil {
+		if cp.Istiods != IstiodsAll && cp.Istiods != IstiodsObserved {
+			errs = append(errs, fmt.Errorf("controlPlane.istiods %q is not all or observed", cp.Istiods))
+		}
+	}
+	if l := r.Latency; l != nil {
+		for i, run := range l.Runs {
+			if run.Path != PathLocal && run.Path != PathCrossCluster {
+				errs = append(errs, fmt.Errorf("latency.runs[%d].path %q is not local or cross-cluster", i, run.Path))
+			}
+			errs = append(errs, checkConn("latency.runs", i, run))
+		}
+		for i, run := range l.HarnessFloor {
+			if run.Path != PathDirect {
+				errs = append(errs, fmt.Errorf("latency.harnessFloor[%d].path %q is not direct", i, run.Path))
+			}
+			errs = append(errs, checkConn("latency.harnessFloor", i, run))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid report: %w", err)
+	}
+	return nil
+}
+
+func checkConn(field string, i int, run LatencyRun) error {
+	if run.Connections != ConnNew && run.Connections != ConnReused {
+		return fmt.Errorf("%s[%d].connections %q is not new or reused", field, i, run.Connections)
+	}
+	return nil
+}
+
+// Read loads a report.json written by Write.
+func Read(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("%s: schemaVersion %d, this reader knows %d", path, r.SchemaVersion, SchemaVersion)
+	}
+	return &r, nil
+}

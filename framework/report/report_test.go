@@ -1,0 +1,193 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestJSONRoundTrip(t *testing.T) {
+	want := fullReport()
+	dir := t.TempDir()
+	if err := Write(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(filepath.Join(dir, JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		t.Errorf("round trip differs:\n got %s\nwant %s", gj, wj)
+	}
+}
+
+func keys(t *testing.T, v any, path string) []string {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("%s is %T, want an object", path, v)
+	}
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func wantKeys(t *testing.T, v any, path string, want ...string) {
+	t.Helper()
+	got := keys(t, v, path)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s keys:\n got %v\nwant %v", path, got, want)
+	}
+}
+
+// The names below are copied from DESIGN.md's report schema; extras are marked.
+func TestJSONKeysMatchDesign(t *testing.T) {
+	b, err := json.Marshal(fullReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys(t, m, "report", "schemaVersion", "provider", "dataPlane", "istio", "kubernetes", "host", "topology",
+		"scale", "controlPlane", "latency", "reference",
+		"warnings", "setup") // extras
+	if m["schemaVersion"] != 1.0 {
+		t.Errorf("schemaVersion = %v, want 1", m["schemaVersion"])
+	}
+	wantKeys(t, m["host"], "host", "cpus", "memoryBytes")
+	wantKeys(t, m["topology"], "topology", "clusters")
+	wantKeys(t, m["topology"].(map[string]any)["clusters"].([]any)[0], "topology.clusters[0]", "name", "network", "primary")
+	wantKeys(t, m["scale"], "scale", "servicesPerCluster", "podsPerCluster")
+
+	cp := m["controlPlane"].(map[string]any)
+	wantKeys(t, cp, "controlPlane", "observedIstiod", "istiods", "baseline", "joins", "perRemoteCluster",
+		"leaves") // extra
+	sample := []string{"cpuCores", "steadyCPUCores", "rssBytes", "heapInuseBytes", "liveHeapBytes"}
+	wantKeys(t, cp["baseline"], "controlPlane.baseline", sample...)
+	wantKeys(t, cp["joins"].([]any)[0], "controlPlane.joins[0]", append([]string{
+		"cluster", "remoteClusters", "syncSeconds", "xdsSeconds", "convergenceSeconds", "joinCPUSeconds",
+		"deltaCPUCores", "deltaRSSBytes", "deltaHeapInuseBytes", "deltaLiveHeapBytes"}, sample...)...)
+	perRemote := []string{"cpuCores", "steadyCPUCores", "joinCPUSeconds", "rssBytes", "heapInuseBytes", "liveHeapBytes"}
+	for _, k := range perRemote {
+		perRemote = append(perRemote, k+"StdErr")
+	}
+	wantKeys(t, cp["perRemoteCluster"], "controlPlane.perRemoteCluster", perRemote...)
+	wantKeys(t, cp["leaves"].([]any)[0], "controlPlane.leaves[0]",
+		"cluster", "remoteClusters", "seconds", "rssBytes", "liveHeapBytes", "managedRemoteClusters")
+
+	lat := m["latency"].(map[string]any)
+	wantKeys(t, lat, "latency", "runs", "overhead",
+		"harnessFloor", "hostCPUSaturated") // extras
+	run := []string{"path", "connections", "qps", "durationSeconds", "requests", "errors", "avgMs", "p50Ms", "p90Ms", "p99Ms",
+		"hostCPUBusy"} // extra
+	wantKeys(t, lat["runs"].([]any)[0], "latency.runs[0]", run...)
+	wantKeys(t, lat["harnessFloor"].([]any)[0], "latency.harnessFloor[0]", run...)
+	wantKeys(t, lat["overhead"], "latency.overhead", "new", "reused")
+	wantKeys(t, lat["overhead"].(map[string]any)["new"], "latency.overhead.new", "deltaMs", "percent")
+
+	wantKeys(t, m["reference"], "reference", "perRemoteClusterCPUCores", "perRemoteClusterMemoryBytes",
+		"newConnOverheadMs", "newConnOverheadPercent", "reusedConnOverheadMs", "reusedConnOverheadPercent")
+	wantKeys(t, m["setup"], "setup", "clusters", "totalSeconds")
+	wantKeys(t, m["setup"].(map[string]any)["clusters"].([]any)[0], "setup.clusters[0]", "name", "readySeconds", "rssBytes")
+}
+
+func TestAbsentSectionsAreAbsent(t *testing.T) {
+	r := New(ProviderKind)
+	r.Topology = Topology{Clusters: []TopologyCluster{{Name: "c1", Network: "n1", Primary: true}}}
+	r.ControlPlane = &ControlPlane{
+		ObservedIstiod: "c1", Istiods: IstiodsObserved,
+		Baseline: Sample{RSSBytes: F(100e6), CPUCores: F(0)}, // a zero reading is real and must stay
+		Joins:    []Join{{Cluster: "c2", RemoteClusters: 1, SyncSeconds: F(0.5), Sample: Sample{RSSBytes: F(200e6)}}},
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys(t, m, "report", "schemaVersion", "provider", "host", "topology", "controlPlane", "reference")
+	cp := m["controlPlane"].(map[string]any)
+	wantKeys(t, cp, "controlPlane", "observedIstiod", "istiods", "baseline", "joins")
+	wantKeys(t, cp["baseline"], "baseline", "rssBytes", "cpuCores")
+	wantKeys(t, cp["joins"].([]any)[0], "joins[0]", "cluster", "remoteClusters", "syncSeconds", "rssBytes")
+	for _, absent := range []string{"null", `"latency"`, `"liveHeapBytes"`, `"dataPlane"`} {
+		if strings.Contains(string(b), absent) {
+			t.Errorf("JSON contains %s: %s", absent, b)
+		}
+	}
+}
+
+func TestPublished(t *testing.T) {
+	want := Reference{PerRemoteClusterCPUCores: 0.01, PerRemoteClusterMemoryBytes: 180000000,
+		NewConnOverheadMs: 2.2, NewConnOverheadPercent: 346, ReusedConnOverheadMs: 0.13, ReusedConnOverheadPercent: 72}
+	if Published() != want {
+		t.Errorf("Published() = %+v", Published())
+	}
+	if New(ProviderLocal).Reference != want {
+		t.Error("New does not fill the reference")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := fullReport().Validate(); err != nil {
+		t.Fatalf("full report: %v", err)
+	}
+	for name, mutate := range map[string]func(*Report){
+		"local with ztunnel latency": func(r *Report) { r.DataPlane = DataPlaneZtunnel },
+		"kind with emulated":         func(r *Report) { r.Provider = ProviderKind },
+		"latency without dataPlane":  func(r *Report) { r.DataPlane = "" },
+		"unknown provider":           func(r *Report) { r.Provider = "minikube" },
+		"unknown dataPlane":          func(r *Report) { r.DataPlane = "sidecar" },
+		"schema version":             func(r *Report) { r.SchemaVersion = 2 },
+		"istiods":                    func(r *Report) { r.ControlPlane.Istiods = "some" },
+		"run path":                   func(r *Report) { r.Latency.Runs[0].Path = PathDirect },
+		"run connections":            func(r *Report) { r.Latency.Runs[0].Connections = "pooled" },
+		"floor path":                 func(r *Report) { r.Latency.HarnessFloor[0].Path = PathLocal },
+	} {
+		r := fullReport()
+		mutate(r)
+		if err := r.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted it", name)
+		}
+	}
+	// kind with ztunnel and kube without a data plane are fine.
+	r := fullReport()
+	r.Provider, r.DataPlane = ProviderKind, DataPlaneZtunnel
+	if err := r.Validate(); err != nil {
+		t.Errorf("kind+ztunnel: %v", err)
+	}
+	r = New(ProviderKube)
+	if err := r.Validate(); err != nil {
+		t.Errorf("kube without data plane: %v", err)
+	}
+}
+
+func TestReadRejectsOtherSchema(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(p, []byte(`{"schemaVersion": 2, "provider": "local"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(p); err == nil {
+		t.Error("Read accepted schemaVersion 2")
+	}
+	if err := os.WriteFile(p, []byte(`{`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(p); err == nil {
+		t.Error("Read accepted broken JSON")
+	}
+}

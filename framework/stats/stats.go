@@ -1,0 +1,91 @@
+// Package stats holds the small statistics the reports need: medians of repeated samples and
+// least-squares slopes (with their standard error) of istiod cost against joined clusters.
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Median returns the median of vs (the mean of the two middle values for an even count), or NaN
+// for an empty slice. vs is not modified.
+func Median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// Mean returns the arithmetic mean of vs, or NaN for an empty slice.
+func Mean(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	var sum float64
+	for _, v := range vs {
+		sum += v
+	}
+	return sum / float64(len(vs))
+}
+
+// Fit is an ordinary least-squares line y = Intercept + Slope*x.
+type Fit struct {
+	Slope     float64
+	Intercept float64
+	// SlopeStdErr is sqrt(SSE/(N-2) / Sxx). With N == 2 the line passes through both points and
+	// there are no degrees of freedom left to estimate the error, so it is 0, not "exact".
+	SlopeStdErr float64
+	N           int
+}
+
+// ErrDegenerate is returned when the points do not determine a line.
+var ErrDegenerate = errors.New("stats: points do not determine a line")
+
+// LinearFit fits a least-squares line through (xs[i], ys[i]). It fails for fewer than two points,
+// mismatched lengths, non-finite values, or when all xs are equal.
+func LinearFit(xs, ys []float64) (Fit, error) {
+	if len(xs) != len(ys) {
+		return Fit{}, fmt.Errorf("stats: %d xs but %d ys", len(xs), len(ys))
+	}
+	n := len(xs)
+	if n < 2 {
+		return Fit{}, fmt.Errorf("%w: need at least 2 points, have %d", ErrDegenerate, n)
+	}
+	for i := range xs {
+		if !finite(xs[i]) || !finite(ys[i]) {
+			return Fit{}, fmt.Errorf("stats: point %d (%v, %v) is not finite", i, xs[i], ys[i])
+		}
+	}
+	mx, my := Mean(xs), Mean(ys)
+	// Centred sums avoid the cancellation of the textbook Σx² - n·x̄² form.
+	var sxx, sxy float64
+	for i := range xs {
+		dx := xs[i] - mx
+		sxx += dx * dx
+		sxy += dx * (ys[i] - my)
+	}
+	if sxx == 0 {
+		return Fit{}, fmt.Errorf("%w: all x values are equal", ErrDegenerate)
+	}
+	f := Fit{Slope: sxy / sxx, N: n}
+	f.Intercept = my - f.Slope*mx
+	if n > 2 {
+		var sse float64
+		for i := range xs {
+			r := ys[i] - (f.Intercept + f.Slope*xs[i])
+			sse += r * r
+		}
+		f.SlopeStdErr = math.Sqrt(sse / float64(n-2) / sxx)
+	}
+	return f, nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -1,0 +1,101 @@
+package stats
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{5}, 5},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{10, -1, 7, 7, 100}, 7},
+	} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) should be NaN")
+	}
+	// Median sorts a copy: the caller's samples keep their order (they are time series).
+	in := []float64{3, 1, 2}
+	Median(in)
+	if in[0] != 3 || in[1] != 1 || in[2] != 2 {
+		t.Errorf("Median modified its input: %v", in)
+	}
+}
+
+func TestMean(t *testing.T) {
+	if got := Mean([]float64{1, 2, 3, 10}); got != 4 {
+		t.Errorf("Mean = %v, want 4", got)
+	}
+	if !math.IsNaN(Mean(nil)) {
+		t.Error("Mean(nil) should be NaN")
+	}
+}
+
+func TestLinearFitExactLine(t *testing.T) {
+	xs := []float64{0, 1, 2, 3, 4, 5}
+	ys := make([]float64, len(xs))
+	for i, x := range xs {
+		ys[i] = 7 - 2.5*x
+	}
+	f, err := LinearFit(xs, ys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(f.Slope, -2.5, 1e-12) || !near(f.Intercept, 7, 1e-12) || !near(f.SlopeStdErr, 0, 1e-12) || f.N != 6 {
+		t.Errorf("fit = %+v, want slope -2.5, intercept 7, stderr 0, n 6", f)
+	}
+}
+
+func TestLinearFitNoisy(t *testing.T) {
+	// By hand: x̄=2, ȳ=3, Sxx=10, Sxy=8 → slope 0.8, intercept 1.4;
+	// residuals -0.4, 0.8, -1.0, 1.2, -0.6 → SSE 3.6; stderr = sqrt(3.6/3/10) = sqrt(0.12).
+	f, err := LinearFit([]float64{0, 1, 2, 3, 4}, []float64{1, 3, 2, 5, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(f.Slope, 0.8, 1e-12) || !near(f.Intercept, 1.4, 1e-12) || f.N != 5 {
+		t.Errorf("fit = %+v, want slope 0.8 intercept 1.4 n 5", f)
+	}
+	if !near(f.SlopeStdErr, math.Sqrt(0.12), 1e-12) {
+		t.Errorf("stderr = %v, want %v", f.SlopeStdErr, math.Sqrt(0.12))
+	}
+}
+
+func TestLinearFitTwoPoints(t *testing.T) {
+	// Two points: exact line, no degrees of freedom, stderr documented as 0.
+	f, err := LinearFit([]float64{1, 3}, []float64{10, 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Slope != 5 || f.Intercept != 5 || f.SlopeStdErr != 0 || f.N != 2 {
+		t.Errorf("fit = %+v", f)
+	}
+}
+
+func TestLinearFitErrors(t *testing.T) {
+	for name, tc := range map[string]struct{ xs, ys []float64 }{
+		"empty":      {nil, nil},
+		"one point":  {[]float64{1}, []float64{1}},
+		"equal xs":   {[]float64{2, 2, 2}, []float64{1, 2, 3}},
+		"mismatched": {[]float64{1, 2}, []float64{1}},
+		"nan":        {[]float64{1, 2, 3}, []float64{1, math.NaN(), 3}},
+	} {
+		if _, err := LinearFit(tc.xs, tc.ys); err == nil {
+			t.Errorf("%s: expected an error", name)
+		}
+	}
+	if _, err := LinearFit([]float64{2, 2}, []float64{1, 2}); !errors.Is(err, ErrDegenerate) {
+		t.Errorf("equal xs: err = %v, want ErrDegenerate", err)
+	}
+}

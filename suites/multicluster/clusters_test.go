@@ -1,0 +1,74 @@
+package multicluster
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ambientmc/ambientmc/framework/mesh"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// TestClusters checks what every later suite relies on: each cluster serves the API through its
+// own kubeconfig, has the Istio and Gateway API CRDs and its network label, and is independent.
+func TestClusters(t *testing.T) {
+	ctx := context.Background()
+	require.Len(t, mc.Clusters, len(mc.Topology.Clusters), "one cluster per topology entry")
+	for _, c := range mc.Clusters {
+		t.Run(c.Name, func(t *testing.T) {
+			// The kubeconfig written for users must work on its own.
+			cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+			require.NoError(t, err)
+			client, err := kubernetes.NewForConfig(cfg)
+			require.NoError(t, err)
+			_, err = client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+			require.NoError(t, err, "API served through %s", c.Kubeconfig)
+
+			for _, name := range []string{
+				"gateways.gateway.networking.k8s.io",
+				"gatewayclasses.gateway.networking.k8s.io",
+				"serviceentries.networking.istio.io",
+				"authorizationpolicies.security.istio.io",
+				"workloadentries.networking.istio.io",
+			} {
+				_, err := c.Dynamic.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+				assert.NoError(t, err, "CRD %s", name)
+			}
+			ns, err := c.Client.CoreV1().Namespaces().Get(ctx, mesh.SystemNamespace, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, c.Network, ns.Labels[mesh.NetworkLabel], "network label on %s", mesh.SystemNamespace)
+		})
+	}
+}
+
+// TestClustersAreIndependent creates an object in each cluster and checks no other cluster sees it.
+func TestClustersAreIndependent(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range mc.Clusters {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + c.Name, Namespace: "default"}}
+		_, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err, "cluster %s", c.Name)
+		t.Cleanup(func() {
+			_ = c.Client.CoreV1().ConfigMaps("default").Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+		})
+	}
+	for _, owner := range mc.Clusters {
+		for _, other := range mc.Clusters {
+			_, err := other.Client.CoreV1().ConfigMaps("default").Get(ctx, "only-in-"+owner.Name, metav1.GetOptions{})
+			if other == owner {
+				assert.NoError(t, err, "%s must see its own object", owner.Name)
+			} else {
+				assert.True(t, apierrors.IsNotFound(err), "%s must not see %s's object (err=%v)", other.Name, owner.Name, err)
+			}
+		}
+	}
+}
