@@ -285,4 +285,3 @@ func httpProbe(url, token string) func(context.Context) error {
 		return nil
 	}
 }
-
