@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"istio.io/istio/manifests"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -121,45 +122,55 @@ func moduleDir(ctx context.Context, srcRoot, module string) (string, error) {
 	return info.Dir, nil
 }
 
-// Apply server-side applies every CRD and waits until all are Established.
+// Apply installs every CRD and waits until all are Established. Fresh clusters get a plain create:
+// server-side apply of megabyte-sized CRD schemas costs the API server far more CPU, which adds up
+// when ten API servers share two cores. Existing CRDs are server-side applied.
 func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 	api := client.Resource(crdGVR)
+	pending := map[string]bool{}
 	for _, crd := range set {
-		if _, err := api.Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: "ambientmc", Force: true}); err != nil {
+		got, err := api.Create(ctx, crd, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = api.Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+		}
+		if err != nil {
 			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
 		}
-	}
-	want := map[string]bool{}
-	for _, crd := range set {
-		want[crd.GetName()] = true
-	}
-	var pending []string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := api.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
+		if !established(got) {
+			pending[crd.GetName()] = true
 		}
-		established := map[string]bool{}
-		for _, item := range list.Items {
-			conds, _, _ := unstructured.NestedSlice(item.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					established[item.GetName()] = true
-				}
-			}
-		}
-		pending = pending[:0]
-		for name := range want {
-			if !established[name] {
-				pending = append(pending, name)
+	}
+	// Only the CRDs not yet established are fetched again, one by one: listing all of them
+	// would move megabytes per poll.
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for name := range pending {
+			got, err := api.Get(ctx, name, metav1.GetOptions{})
+			if err == nil && established(got) {
+				delete(pending, name)
 			}
 		}
 		return len(pending) == 0, nil
 	})
 	if err != nil {
-		sort.Strings(pending)
-		return fmt.Errorf("CRDs not established: %s: %w", strings.Join(pending, ", "), err)
+		names := make([]string, 0, len(pending))
+		for name := range pending {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("CRDs not established: %s: %w", strings.Join(names, ", "), err)
 	}
 	return nil
+}
+
+const fieldManager = "ambientmc"
+
+func established(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
