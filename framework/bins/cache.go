@@ -34,12 +34,14 @@ type recipe struct {
 	moduleDir string // relative to the source root
 	pkg       string
 	coldBuild time.Duration // measured on 2 cores; used to refuse a build that cannot finish in time
+	// versionOf names a module whose version is stamped into the binary (see ldflags).
+	versionOf string
 }
 
 var recipes = map[Binary]recipe{
-	KubeAPIServer:  {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute},
-	Etcd:           {"scripts/kubebin", "./etcd", time.Minute},
-	PilotDiscovery: {".", "istio.io/istio/pilot/cmd/pilot-discovery", 5 * time.Minute},
+	KubeAPIServer:  {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes"},
+	Etcd:           {"scripts/kubebin", "./etcd", time.Minute, ""},
+	PilotDiscovery: {".", "istio.io/istio/pilot/cmd/pilot-discovery", 5 * time.Minute, ""},
 }
 
 // Cache builds binaries from the pinned sources of this repository and keeps them in Dir,
@@ -118,7 +120,7 @@ func (c *Cache) key(r recipe) (string, error) {
 		}
 		h.Write(data)
 	}
-	fmt.Fprintf(h, "%s %s %s %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, r.pkg)
+	fmt.Fprintf(h, "%s %s %s %s %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, r.pkg, r.versionOf)
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
@@ -242,7 +244,11 @@ func (c *Cache) build(ctx context.Context, b Binary) error {
 			return fmt.Errorf("building %s needs the Go toolchain on PATH: %w", b, err)
 		}
 	}
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", tmp, r.pkg)
+	ldflags, err := c.ldflags(r)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, goBin, "build", "-ldflags", ldflags, "-o", tmp, r.pkg)
 	cmd.Dir = filepath.Join(c.SrcRoot, r.moduleDir)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -268,4 +274,38 @@ func (c *Cache) build(ctx context.Context, b Binary) error {
 			fmt.Fprintf(c.Log, "ambientmc: still building %s (%s elapsed)\n", b, time.Since(start).Round(time.Second))
 		}
 	}
+}
+
+// ldflags stamps the Kubernetes version into kube-apiserver: `go build` of a module dependency
+// leaves it at v0.0.0-master, which is what /version would then report.
+func (c *Cache) ldflags(r recipe) (string, error) {
+	if r.versionOf == "" {
+		return "", nil
+	}
+	v, err := c.requiredVersion(r, r.versionOf)
+	if err != nil {
+		return "", err
+	}
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return "", fmt.Errorf("cannot stamp version %q of %s", v, r.versionOf)
+	}
+	const pkg = "k8s.io/component-base/version"
+	return fmt.Sprintf("-X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s -X %[1]s.gitTreeState=clean",
+		pkg, v, parts[0], parts[1]), nil
+}
+
+// requiredVersion reads the version of module that the recipe's go.mod requires.
+func (c *Cache) requiredVersion(r recipe, module string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(c.SrcRoot, r.moduleDir, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == module {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s/go.mod does not require %s", r.moduleDir, module)
 }

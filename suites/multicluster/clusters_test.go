@@ -2,10 +2,12 @@ package multicluster
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -46,6 +49,33 @@ func TestClusters(t *testing.T) {
 			ns, err := c.Client.CoreV1().Namespaces().Get(ctx, mesh.SystemNamespace, metav1.GetOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, c.Network, ns.Labels[mesh.NetworkLabel], "network label on %s", mesh.SystemNamespace)
+
+			// ClusterIPs come from the cluster's loopback range of the address plan.
+			svc, err := c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "plan-check"},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_ = c.Client.CoreV1().Services("default").Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+			})
+			want, err := topology.ServiceCIDR(c.Index)
+			require.NoError(t, err)
+			ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+			require.NoError(t, err)
+			assert.True(t, want.Contains(ip), "ClusterIP %s inside %s", ip, want)
+
+			// Service-account signing keys are configured: the TokenRequest API issues tokens.
+			sa, err := c.Client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "token-check"}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_ = c.Client.CoreV1().ServiceAccounts("default").Delete(context.Background(), sa.Name, metav1.DeleteOptions{})
+			})
+			tok, err := c.Client.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa.Name, &authv1.TokenRequest{
+				Spec: authv1.TokenRequestSpec{Audiences: []string{"istio-ca"}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			assert.NotEmpty(t, tok.Status.Token)
 		})
 	}
 }

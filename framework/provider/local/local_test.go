@@ -1,0 +1,135 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// cachedProvider returns a provider whose binaries are already built, or skips: building them takes
+// minutes (`make bins`), and CI runs these tests after building.
+func cachedProvider(tb testing.TB) *Provider {
+	tb.Helper()
+	cache, err := bins.Default()
+	require.NoError(tb, err)
+	missing, err := cache.Missing(bins.All...)
+	require.NoError(tb, err)
+	if len(missing) > 0 {
+		tb.Skipf("binaries not built (%v): run `make bins`", missing)
+	}
+	cache.Log = io.Discard
+	p := New(Options{RunDir: tb.TempDir(), Cache: cache, Log: io.Discard, ReadyTimeout: 2 * time.Minute})
+	return p
+}
+
+func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+
+func TestCreateAndDestroyRealCluster(t *testing.T) {
+	p := cachedProvider(t)
+	topo, err := topology.Generate(1)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, p.Preflight(ctx, topo))
+	cs, err := p.Create(ctx, topo)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(ctx) })
+	require.Len(t, cs, 1)
+	c := cs[0]
+	assert.Regexp(t, `^v1\.\d+\.\d+$`, c.KubernetesVersion, "version stamped at build time")
+
+	// Credentials are private.
+	for _, f := range []string{c.Kubeconfig, c.InternalKubeconfig, filepath.Join(filepath.Dir(c.Kubeconfig), "tokens.csv"), filepath.Join(filepath.Dir(c.Kubeconfig), "sa.key")} {
+		info, err := os.Stat(f)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
+	}
+
+	var pids []int
+	for _, pr := range p.Processes()[c.Name] {
+		pids = append(pids, pr.Pid())
+	}
+	require.Len(t, pids, 2, "etcd and kube-apiserver")
+	require.NoError(t, p.Destroy(ctx))
+	for _, pid := range pids {
+		assert.True(t, gone(pid), "pid %d stopped", pid)
+	}
+	assert.Empty(t, proc.Running())
+}
+
+// TestCreateFailsWithLogTailWhenEtcdCrashes uses a fake etcd (a script that exits at once): a real
+// etcd crash cannot be provoked on demand. Everything else is real.
+func TestCreateFailsWithLogTailWhenEtcdCrashes_FakeEtcd(t *testing.T) {
+	p := cachedProvider(t)
+	topo, err := topology.Generate(2)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, p.Preflight(ctx, topo))
+	fake := filepath.Join(t.TempDir(), "etcd")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'etcd: fatal: disk on fire' >&2\nexit 2\n"), 0o755))
+	p.paths[bins.Etcd] = fake
+
+	_, err = p.Create(ctx, topo)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "etcd exited before it was ready")
+	assert.Contains(t, err.Error(), "disk on fire", "the log tail is attached")
+	assert.Regexp(t, `cluster cluster-[12]`, err.Error(), "names the cluster")
+	assert.Empty(t, proc.Running(), "nothing left running after a failed create")
+}
+
+func TestPreflightRejectsTopologyTheProviderCannotBuild(t *testing.T) {
+	p := New(Options{RunDir: t.TempDir()})
+	topo, err := topology.Parse([]byte(`[{"kind":"Kubernetes","clusterName":"a"},{"kind":"Kubernetes","clusterName":"b","primaryClusterName":"a"}]`), "remote.json")
+	require.NoError(t, err)
+	err = p.Preflight(context.Background(), topo)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "remote.json")
+	assert.Contains(t, err.Error(), "local")
+}
+
+// BenchmarkClusterStart reports how long 1, 5 and 10 clusters take to serve the API when started
+// together, and the memory each cluster's processes hold right after.
+func BenchmarkClusterStart(b *testing.B) {
+	for _, n := range []int{1, 5, 10} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
+			for range b.N {
+				p := cachedProvider(b)
+				topo, err := topology.Generate(n)
+				require.NoError(b, err)
+				ctx := context.Background()
+				require.NoError(b, p.Preflight(ctx, topo))
+				start := time.Now()
+				_, err = p.Create(ctx, topo)
+				require.NoError(b, err)
+				elapsed := time.Since(start)
+				var apiRSS, etcdRSS float64
+				for _, procs := range p.Processes() {
+					for _, pr := range procs {
+						rss, err := pr.RSSBytes()
+						require.NoError(b, err)
+						if filepath.Base(pr.Name()) == "etcd" {
+							etcdRSS += float64(rss)
+						} else {
+							apiRSS += float64(rss)
+						}
+					}
+				}
+				require.NoError(b, p.Destroy(ctx))
+				b.ReportMetric(elapsed.Seconds(), "ready-s")
+				b.ReportMetric(apiRSS/float64(n)/1e6, "apiserver-MB/cluster")
+				b.ReportMetric(etcdRSS/float64(n)/1e6, "etcd-MB/cluster")
+			}
+		})
+	}
+}
