@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// flagsWith returns the registered defaults with change applied.
+func flagsWith(change func(*Flags)) Flags {
+	f := *register(flag.NewFlagSet("test", flag.ContinueOnError))
+	change(&f)
+	return f
+}
 
 // setupWith runs the environment setup with flags f and no extra steps, then tears down.
 func setupWith(t *testing.T, f Flags) error {
@@ -39,14 +47,16 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 		flags Flags
 		want  []string
 	}{
-		{"duplicate cluster", Flags{Topology: bad, Provider: "local"}, []string{bad, "clusters[1].name", "duplicate"}},
-		{"unknown field", Flags{Topology: unknownField, Provider: "local"}, []string{unknownField, "netwrok"}},
-		{"missing file", Flags{Topology: filepath.Join(dir, "nope.yaml"), Provider: "local"}, []string{"nope.yaml", "-topology"}},
-		{"zero clusters", Flags{Clusters: 0, Provider: "local"}, []string{"-clusters"}},
-		{"too many clusters", Flags{Clusters: 51, Provider: "local"}, []string{"-clusters", "50"}},
-		{"unknown provider", Flags{Clusters: 2, Provider: "minikube"}, []string{"-provider=minikube", "local, kind, kube"}},
-		{"provider not built yet", Flags{Clusters: 2, Provider: "kind"}, []string{"-provider=kind", "not implemented yet"}},
-		{"remote on local", Flags{Topology: remote, Provider: "local"}, []string{"r", "local provider", "primaryClusterName"}},
+		{"duplicate cluster", flagsWith(func(f *Flags) { f.Topology = bad; f.Provider = "local" }), []string{bad, "clusters[1].name", "duplicate"}},
+		{"unknown field", flagsWith(func(f *Flags) { f.Topology = unknownField; f.Provider = "local" }), []string{unknownField, "netwrok"}},
+		{"missing file", flagsWith(func(f *Flags) { f.Topology = filepath.Join(dir, "nope.yaml"); f.Provider = "local" }), []string{"nope.yaml", "-topology"}},
+		{"zero clusters", flagsWith(func(f *Flags) { f.Clusters = 0; f.Provider = "local" }), []string{"-clusters"}},
+		{"too many clusters", flagsWith(func(f *Flags) { f.Clusters = 51; f.Provider = "local" }), []string{"-clusters", "50"}},
+		{"unknown provider", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "minikube" }), []string{"-provider=minikube", "local, kind, kube"}},
+		{"provider not built yet", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind" }), []string{"-provider=kind", "not implemented yet"}},
+		{"bad istiods", flagsWith(func(f *Flags) { f.Istiods = "some" }), []string{"-mesh.istiods=some", "all or observed"}},
+		{"steady longer than settle", flagsWith(func(f *Flags) { f.JoinSettle = time.Second; f.JoinSteady = time.Minute }), []string{"-join.steady", "-join.settle"}},
+		{"remote on local", flagsWith(func(f *Flags) { f.Topology = remote; f.Provider = "local" }), []string{"r", "local provider", "primaryClusterName"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := setupWith(t, tc.flags)

@@ -3,6 +3,7 @@ package env
 import (
 	"flag"
 	"fmt"
+	"time"
 )
 
 // Flags are the suite flags. They are registered on the default flag set so that
@@ -13,6 +14,19 @@ type Flags struct {
 	Provider  string
 	ReportDir string
 	Keep      bool
+
+	// Scale of the workloads each cluster gets.
+	Scale    string
+	Services int
+	Pods     int
+
+	// Control-plane join suite.
+	Observe     string        // whose istiod is measured
+	Istiods     string        // all | observed
+	JoinTimeout time.Duration // per join, until converged
+	JoinSettle  time.Duration // after convergence, before memory samples (0: by scale)
+	JoinSteady  time.Duration // steady-CPU window ending at the settle point (0: by scale)
+	JoinSamples int           // memory samples per step
 }
 
 // flags holds the values of the registered command-line flags.
@@ -25,6 +39,15 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Provider, "provider", "local", "where clusters come from: local (embedded kube-apiserver and etcd)")
 	fs.StringVar(&f.ReportDir, "report-dir", "", "where report.json and friends are written (default: a new directory under the system temp dir)")
 	fs.BoolVar(&f.Keep, "keep", false, "keep the clusters after the tests, print their kubeconfigs and wait for Ctrl-C")
+	fs.StringVar(&f.Scale, "scale", "small", "workloads per cluster: small, medium or published (300 services, 4000 pods)")
+	fs.IntVar(&f.Services, "services", 0, "global services per cluster (overrides -scale)")
+	fs.IntVar(&f.Pods, "pods", 0, "pods per cluster, spread over the services (overrides -scale)")
+	fs.StringVar(&f.Observe, "observe", "", "cluster whose istiod the join suite measures (default: the first primary)")
+	fs.StringVar(&f.Istiods, "mesh.istiods", "all", "which primaries run istiod: all, or observed (quieter CPU figures on small hosts)")
+	fs.DurationVar(&f.JoinTimeout, "join.timeout", 2*time.Minute, "how long one join may take to converge")
+	fs.DurationVar(&f.JoinSettle, "join.settle", 0, "wait after convergence before sampling istiod (0: 6s small, 20s medium, 60s published)")
+	fs.DurationVar(&f.JoinSteady, "join.steady", 0, "steady-CPU window ending at the settle point (0: 4s small, 15s medium, 30s published)")
+	fs.IntVar(&f.JoinSamples, "join.samples", 3, "memory samples (1s apart) per join; medians are reported")
 	return f
 }
 
@@ -32,6 +55,18 @@ func register(fs *flag.FlagSet) *Flags {
 func (f *Flags) validate() error {
 	if f.Topology == "" && f.Clusters < 1 {
 		return fmt.Errorf("-clusters=%d: need at least 1 cluster", f.Clusters)
+	}
+	if f.Istiods != "all" && f.Istiods != "observed" {
+		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)
+	}
+	if f.JoinTimeout <= 0 {
+		return fmt.Errorf("-join.timeout=%s: must be positive", f.JoinTimeout)
+	}
+	if f.JoinSamples < 1 {
+		return fmt.Errorf("-join.samples=%d: need at least 1", f.JoinSamples)
+	}
+	if f.JoinSteady > 0 && f.JoinSettle > 0 && f.JoinSteady > f.JoinSettle {
+		return fmt.Errorf("-join.steady=%s is longer than -join.settle=%s: the steady window must end at the settle point and start after convergence", f.JoinSteady, f.JoinSettle)
 	}
 	return nil
 }

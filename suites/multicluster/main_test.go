@@ -2,7 +2,9 @@
 //
 //	go test ./suites/multicluster -clusters=10
 //
-// TestMain builds the environment from flags (see framework/env) before any test runs.
+// TestMain builds the environment from flags (see framework/env) before any test runs: clusters,
+// then the mesh (shared CA, east-west gateways), the scale workloads, and istiod per primary.
+// Clusters start unjoined; the tests join them.
 package multicluster
 
 import (
@@ -16,5 +18,9 @@ import (
 var mc *env.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(env.Run(m, &mc))
+	os.Exit(env.Run(m, &mc,
+		env.Step{Name: "mesh", Run: installMesh},
+		env.Step{Name: "workloads", Run: deployWorkloads},
+		env.Step{Name: "istiod", Run: startIstiods},
+	))
 }

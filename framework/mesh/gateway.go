@@ -1,0 +1,63 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+)
+
+const (
+	// EastWestGateway is the name (and so the service account and SPIFFE identity) of the
+	// east-west gateway, as istio's samples/multicluster/gen-eastwest-gateway.sh names it.
+	EastWestGateway      = "istio-eastwestgateway"
+	eastWestGatewayClass = "istio-east-west"
+	// HBONEPort is where the east-west gateway terminates the outer HBONE tunnel.
+	HBONEPort = 15008
+)
+
+var gatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+
+// EnsureEastWestGateway creates the cluster's ambient east-west Gateway and writes its address
+// into status.addresses, standing in for the LoadBalancer the local provider does not have.
+// istiod never writes addresses itself, so the value stays; the Gateway stays Programmed=False,
+// which istiod ignores (notes/istio-embedded.md section 9).
+func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address string) error {
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1",
+		"kind":       "Gateway",
+		"metadata": map[string]any{
+			"name":      EastWestGateway,
+			"namespace": SystemNamespace,
+			"labels":    map[string]any{NetworkLabel: c.Network},
+		},
+		"spec": map[string]any{
+			"gatewayClassName": eastWestGatewayClass,
+			"listeners": []any{map[string]any{
+				"name":     "mesh",
+				"port":     int64(HBONEPort),
+				"protocol": "HBONE",
+				"tls": map[string]any{
+					"mode":    "Terminate",
+					"options": map[string]any{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
+				},
+			}},
+		},
+	}}
+	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
+	created, err := api.Create(ctx, gw, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("cluster %s: creating the east-west gateway: %w", c.Name, err)
+	}
+	if err := unstructured.SetNestedSlice(created.Object, []any{map[string]any{"type": "IPAddress", "value": address}}, "status", "addresses"); err != nil {
+		return err
+	}
+	if _, err := api.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("cluster %s: writing the east-west gateway address %s: %w", c.Name, address, err)
+	}
+	return nil
+}

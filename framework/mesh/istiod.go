@@ -1,0 +1,173 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/proc"
+)
+
+// meshConfig is the ambient profile's mesh config: services labelled istio.io/global=true are
+// GLOBAL, without which no service crosses networks.
+const meshConfig = `trustDomain: cluster.local
+defaultConfig:
+  proxyMetadata:
+    ISTIO_META_ENABLE_HBONE: "true"
+serviceScopeConfigs:
+- servicesSelector:
+    matchExpressions:
+    - key: istio.io/global
+      operator: In
+      values: ["true"]
+  scope: GLOBAL
+`
+
+// Istiod is one running pilot-discovery serving one primary cluster.
+type Istiod struct {
+	Cluster string
+	Dir     string
+	Proc    *proc.Process
+	Ports   IstiodPorts
+	// Sampler reads istiod's metrics and ControlZ memory statistics.
+	Sampler *measure.Istiod
+}
+
+// IstiodPorts are istiod's listeners, all on 127.0.0.1.
+type IstiodPorts struct {
+	HTTP, Webhook, XDS, SecureXDS, Monitoring, Ctrlz int
+}
+
+// IstiodOptions configure StartIstiod.
+type IstiodOptions struct {
+	Binary       string            // pilot-discovery
+	Dir          string            // working directory; istiod resolves its default paths from it
+	Intermediate *pki.Intermediate // the cluster's plugged-in CA
+	ReadyTimeout time.Duration
+	Env          []string // extra environment, e.g. feature flags
+}
+
+// SecureXDSAddress is where ztunnels (and the framework's watchers) connect with mTLS.
+func (i *Istiod) SecureXDSAddress() string { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
+
+// Stop stops the process.
+func (i *Istiod) Stop() error { return i.Proc.Stop(10 * time.Second) }
+
+// StartIstiod runs pilot-discovery for cluster c as a plain process, configured as the ambient
+// multi-network profile would configure it, and waits until /ready answers.
+func StartIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions) (*Istiod, error) {
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 3 * time.Minute
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	caDir := filepath.Join(o.Dir, "cacerts")
+	if err := o.Intermediate.WriteCACerts(caDir); err != nil {
+		return nil, fmt.Errorf("istiod %s: writing cacerts: %w", c.Name, err)
+	}
+	meshFile := filepath.Join(o.Dir, "mesh.yaml")
+	if err := os.WriteFile(meshFile, []byte(meshConfig), 0o644); err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		i, err := launchIstiod(ctx, c, o, caDir, meshFile)
+		if err == nil {
+			return i, nil
+		}
+		lastErr = err
+		// Another process may have taken one of the picked ports before istiod bound it.
+		if i == nil || !i.Proc.LogContains("address already in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func launchIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions, caDir, meshFile string) (*Istiod, error) {
+	ports, err := proc.FreePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	i := &Istiod{Cluster: c.Name, Dir: o.Dir, Ports: IstiodPorts{
+		HTTP: ports[0], Webhook: ports[1], XDS: ports[2], SecureXDS: ports[3], Monitoring: ports[4], Ctrlz: ports[5],
+	}}
+	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	env := append([]string{
+		"POD_NAMESPACE=" + SystemNamespace,
+		"POD_NAME=istiod-" + c.Name,
+		"REVISION=default",
+		"CLUSTER_ID=" + c.Name,
+		"PILOT_ENABLE_AMBIENT=true",
+		"AMBIENT_ENABLE_MULTI_NETWORK=true",
+		"ROOT_CA_DIR=" + caDir,
+		// Clients outside Kubernetes reach istiod as localhost; add it to the serving certificate.
+		"ISTIOD_CUSTOM_HOST=localhost",
+		// No webhooks: nothing would call them, and istiod must not patch webhook configurations.
+		"INJECT_ENABLED=false",
+		"INJECTION_WEBHOOK_CONFIG_NAME=",
+		"VALIDATION_WEBHOOK_CONFIG_NAME=",
+	}, o.Env...)
+	p, err := proc.Start(proc.Spec{
+		Name: c.Name + "/istiod",
+		Path: o.Binary,
+		Dir:  o.Dir,
+		Env:  env,
+		Args: []string{
+			"discovery",
+			"--kubeconfig=" + c.Kubeconfig,
+			"--clusterID=" + c.Name,
+			"--meshConfig=" + meshFile,
+			"--domain=cluster.local",
+			"--httpAddr=" + addr(i.Ports.HTTP),
+			"--httpsAddr=" + addr(i.Ports.Webhook),
+			"--grpcAddr=" + addr(i.Ports.XDS),
+			"--secureGRPCAddr=" + addr(i.Ports.SecureXDS),
+			"--monitoringAddr=" + addr(i.Ports.Monitoring),
+			"--ctrlz_address=127.0.0.1",
+			"--ctrlz_port=" + strconv.Itoa(i.Ports.Ctrlz),
+		},
+		LogFile: filepath.Join(o.Dir, "istiod.log"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting istiod for %s: %w", c.Name, err)
+	}
+	i.Proc = p
+	i.Sampler = &measure.Istiod{
+		Name:       c.Name + "/istiod",
+		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
+		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	readyURL := "http://" + addr(i.Ports.HTTP) + "/ready"
+	client := &http.Client{Timeout: 2 * time.Second}
+	err = p.WaitReady(readyCtx, 200*time.Millisecond, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", readyURL, resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = p.Stop(5 * time.Second)
+		return i, fmt.Errorf("istiod for %s: %w", c.Name, err)
+	}
+	return i, nil
+}

@@ -1,0 +1,215 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Mesh is ambient installed across the clusters of an environment: one shared root CA, an
+// intermediate and an east-west gateway per cluster, istiod per primary. Clusters start unjoined:
+// Join exchanges remote secrets one cluster at a time.
+type Mesh struct {
+	Root          *pki.Root
+	Intermediates map[string]*pki.Intermediate
+	Istiods       map[string]*Istiod
+	Clusters      []*cluster.Cluster
+
+	mu      sync.Mutex
+	secrets map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
+	joined  []string                  // clusters in the mesh, in join order
+}
+
+// Options configure Install.
+type Options struct {
+	IstiodBinary string
+	Dir          string // per-istiod working directories go here
+	// Istiods selects which primaries run istiod; nil means all of them.
+	Istiods func(c *cluster.Cluster) bool
+	Log     io.Writer
+}
+
+// Install sets up PKI and the east-west gateway in every cluster (in parallel), and prepares each
+// cluster's remote secret without applying it. StartIstiods starts the control planes.
+func Install(ctx context.Context, clusters []*cluster.Cluster, o Options) (*Mesh, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	root, err := pki.NewRoot()
+	if err != nil {
+		return nil, err
+	}
+	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{},
+		Istiods: map[string]*Istiod{}, secrets: map[string]*corev1.Secret{}}
+	for _, c := range clusters {
+		if m.Intermediates[c.Name], err = root.NewIntermediate(c.Name); err != nil {
+			return nil, err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range clusters {
+		g.Go(func() error {
+			return m.installCluster(gctx, c)
+		})
+	}
+	err = g.Wait()
+	if err != nil {
+		m.Stop()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Mesh) installCluster(ctx context.Context, c *cluster.Cluster) error {
+	inter := m.Intermediates[c.Name]
+	if _, err := c.Client.CoreV1().Secrets(SystemNamespace).Create(ctx, inter.CACertsSecret(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: cacerts: %w", c.Name, err)
+	}
+	gw, err := topology.GatewayIP(c.Index)
+	if err != nil {
+		return err
+	}
+	if err := EnsureEastWestGateway(ctx, c, gw.String()); err != nil {
+		return err
+	}
+	secret, err := RemoteSecret(ctx, c)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.secrets[c.Name] = secret
+	m.mu.Unlock()
+	return nil
+}
+
+// StartIstiods starts istiod for every primary that o.Istiods selects, in parallel. Starting them
+// after the workloads exist lets each istiod sync its own cluster once instead of pod by pod.
+func (m *Mesh) StartIstiods(ctx context.Context, o Options) error {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range m.Clusters {
+		if !c.IsPrimary() || (o.Istiods != nil && !o.Istiods(c)) {
+			continue
+		}
+		g.Go(func() error {
+			start := time.Now()
+			i, err := StartIstiod(gctx, c, IstiodOptions{
+				Binary:       o.IstiodBinary,
+				Dir:          filepath.Join(o.Dir, c.Name),
+				Intermediate: m.Intermediates[c.Name],
+			})
+			if err != nil {
+				return err
+			}
+			m.mu.Lock()
+			m.Istiods[c.Name] = i
+			m.mu.Unlock()
+			fmt.Fprintf(o.Log, "ambientmc: %s: istiod ready in %.1fs\n", c.Name, time.Since(start).Seconds())
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Cluster returns the named cluster or nil.
+func (m *Mesh) Cluster(name string) *cluster.Cluster {
+	for _, c := range m.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Joined lists the clusters in the mesh, in join order.
+func (m *Mesh) Joined() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.joined...)
+}
+
+// Join adds cluster name to the mesh: every joined primary gets its remote secret, and it gets the
+// secret of every joined cluster, so the mesh stays fully multi-primary after each step. The first
+// cluster joined forms a mesh of one.
+func (m *Mesh) Join(ctx context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	newcomer := m.Cluster(name)
+	if newcomer == nil || m.secrets[name] == nil {
+		return fmt.Errorf("join: unknown cluster %q", name)
+	}
+	for _, j := range m.joined {
+		if j == name {
+			return fmt.Errorf("join: %s is already in the mesh", name)
+		}
+	}
+	for _, j := range m.joined {
+		other := m.Cluster(j)
+		if other.IsPrimary() {
+			if err := ApplySecret(ctx, other, m.secrets[name]); err != nil {
+				return err
+			}
+		}
+		if newcomer.IsPrimary() {
+			if err := ApplySecret(ctx, newcomer, m.secrets[j]); err != nil {
+				return err
+			}
+		}
+	}
+	m.joined = append(m.joined, name)
+	return nil
+}
+
+// Leave removes cluster name from the mesh: its remote secret is deleted from every joined
+// cluster, and theirs from it.
+func (m *Mesh) Leave(ctx context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	idx := -1
+	for i, j := range m.joined {
+		if j == name {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("leave: %s is not in the mesh", name)
+	}
+	m.joined = append(m.joined[:idx], m.joined[idx+1:]...)
+	leaver := m.Cluster(name)
+	for _, j := range m.joined {
+		if err := DeleteSecret(ctx, m.Cluster(j), name); err != nil {
+			return err
+		}
+		if err := DeleteSecret(ctx, leaver, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops every istiod.
+func (m *Mesh) Stop() {
+	m.mu.Lock()
+	istiods := m.Istiods
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, i := range istiods {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = i.Stop() }()
+	}
+	wg.Wait()
+}

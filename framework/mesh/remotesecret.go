@@ -1,0 +1,138 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"istio.io/istio/operator/pkg/component"
+	"istio.io/istio/operator/pkg/render"
+	"istio.io/istio/pkg/config/constants"
+	"istio.io/istio/pkg/kube/multicluster"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kubeconfig"
+)
+
+const (
+	// clusterAnnotation is what `istioctl create-remote-secret` puts on its secrets.
+	clusterAnnotation = "networking.istio.io/cluster"
+	// readerTokenSeconds outlives any run; the TokenRequest API needs no controller-manager.
+	readerTokenSeconds = 24 * 3600
+)
+
+// RemoteSecretName is the name istioctl gives the secret for cluster.
+func RemoteSecretName(cluster string) string { return "istio-remote-secret-" + cluster }
+
+var readerRBAC struct {
+	once sync.Once
+	objs []*unstructured.Unstructured
+	err  error
+}
+
+// readerObjects renders the istio-reader service account, ClusterRole and ClusterRoleBinding from
+// the pinned Istio charts, exactly as `istioctl create-remote-secret` selects them.
+func readerObjects() ([]*unstructured.Unstructured, error) {
+	readerRBAC.once.Do(func() {
+		sets, _, err := render.GenerateManifest(nil, []string{"values.global.istioNamespace=" + SystemNamespace}, false, nil, nil)
+		if err != nil {
+			readerRBAC.err = fmt.Errorf("rendering the istio-reader RBAC from the Istio charts: %w", err)
+			return
+		}
+		for _, set := range sets {
+			if set.Component != component.BaseComponentName && set.Component != component.PilotComponentName {
+				continue
+			}
+			for _, m := range set.Manifests {
+				kind, name := m.GetKind(), m.GetName()
+				if (kind == "ClusterRole" || kind == "ClusterRoleBinding") && strings.HasPrefix(name, "istio-reader-clusterrole") ||
+					kind == "ServiceAccount" && name == constants.DefaultServiceAccountName {
+					readerRBAC.objs = append(readerRBAC.objs, m.Unstructured)
+				}
+			}
+		}
+		if len(readerRBAC.objs) != 3 {
+			readerRBAC.err = fmt.Errorf("rendering the istio-reader RBAC: want a ServiceAccount, ClusterRole and ClusterRoleBinding, got %d objects", len(readerRBAC.objs))
+		}
+	})
+	return readerRBAC.objs, readerRBAC.err
+}
+
+// RemoteSecret builds the Secret that lets another cluster's istiod read cluster c: a bearer-token
+// kubeconfig of the istio-reader service account, in the form `istioctl create-remote-secret`
+// produces. It creates the reader RBAC in c first if needed.
+func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, error) {
+	objs, err := readerObjects()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
+		api := c.Dynamic.Resource(gvr)
+		var err error
+		if o.GetNamespace() != "" || gvk.Kind == "ServiceAccount" {
+			_, err = api.Namespace(SystemNamespace).Create(ctx, o, metav1.CreateOptions{})
+		} else {
+			_, err = api.Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("cluster %s: creating %s %s: %w", c.Name, gvk.Kind, o.GetName(), err)
+		}
+	}
+	exp := int64(readerTokenSeconds)
+	tok, err := c.Client.CoreV1().ServiceAccounts(SystemNamespace).CreateToken(ctx, constants.DefaultServiceAccountName,
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: token for %s: %w", c.Name, constants.DefaultServiceAccountName, err)
+	}
+	internal, err := clientcmd.LoadFromFile(c.InternalKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: internal kubeconfig: %w", c.Name, err)
+	}
+	ctxName := internal.CurrentContext
+	server := internal.Clusters[internal.Contexts[ctxName].Cluster]
+	data, err := kubeconfig.Bytes(kubeconfig.Token(c.Name, server.Server, server.CertificateAuthorityData, tok.Status.Token))
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        RemoteSecretName(c.Name),
+			Namespace:   SystemNamespace,
+			Annotations: map[string]string{clusterAnnotation: c.Name},
+			Labels:      map[string]string{multicluster.MultiClusterSecretLabel: "true"},
+		},
+		Data: map[string][]byte{c.Name: data},
+	}, nil
+}
+
+// ApplySecret creates (or replaces) a remote secret in cluster into.
+func ApplySecret(ctx context.Context, into *cluster.Cluster, s *corev1.Secret) error {
+	api := into.Client.CoreV1().Secrets(SystemNamespace)
+	_, err := api.Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = api.Update(ctx, s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("cluster %s: remote secret %s: %w", into.Name, s.Name, err)
+	}
+	return nil
+}
+
+// DeleteSecret removes the remote secret for cluster remote from cluster from.
+func DeleteSecret(ctx context.Context, from *cluster.Cluster, remote string) error {
+	err := from.Client.CoreV1().Secrets(SystemNamespace).Delete(ctx, RemoteSecretName(remote), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("cluster %s: deleting remote secret for %s: %w", from.Name, remote, err)
+	}
+	return nil
+}

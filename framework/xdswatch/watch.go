@@ -1,0 +1,187 @@
+// Package xdswatch is a ztunnel-like client of istiod's ambient workload xDS: it connects as a
+// ztunnel would (delta ADS, wildcard Address and Authorization watches, ztunnel node ID, mTLS on
+// the secure port) and keeps what istiod sends, so tests can wait for what a ztunnel would see.
+package xdswatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"istio.io/istio/pilot/pkg/model"
+	"istio.io/istio/pkg/adsc"
+	istiolog "istio.io/istio/pkg/log"
+	"istio.io/istio/pkg/workloadapi"
+	"istio.io/istio/pkg/workloadapi/security"
+)
+
+// Config says where to connect and who to be.
+type Config struct {
+	// Address is istiod's secure xDS address (host:port).
+	Address string
+	// CertDir holds cert-chain.pem, key.pem and root-cert.pem: a ztunnel identity from the
+	// cluster's CA, which istiod accepts as client-certificate authentication.
+	CertDir string
+	// IP, Name and Node describe the ztunnel pod this watcher stands in for.
+	IP, Name, Node string
+	// Cluster is the cluster ID sent in the node metadata, as the ztunnel chart sets it.
+	Cluster string
+}
+
+// Watcher holds the Address resources last received from istiod.
+type Watcher struct {
+	cfg    Config
+	client *adsc.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	addrs   map[string]*workloadapi.Address
+	changed chan struct{} // closed and replaced on every change
+}
+
+// quietADSC keeps adsc's per-resource info lines (one per workload) out of test output.
+var quietADSC sync.Once
+
+// Start connects and waits until istiod has answered the initial watches.
+func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher, error) {
+	quietADSC.Do(func() {
+		for _, name := range []string{"deltaadsc", "adsc"} {
+			if s := istiolog.FindScope(name); s != nil {
+				s.SetOutputLevel(istiolog.WarnLevel)
+			}
+		}
+	})
+	meta, err := structpb.NewStruct(map[string]any{
+		"NAMESPACE":  "istio-system",
+		"NODE_NAME":  cfg.Node,
+		"CLUSTER_ID": cfg.Cluster,
+	})
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{cfg: cfg, addrs: map[string]*workloadapi.Address{}, changed: make(chan struct{}), done: make(chan struct{})}
+	w.client = adsc.NewDelta(cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
+		ClientName: "ambientmc-watch-" + cfg.Name,
+		NodeType:   model.Ztunnel,
+		IP:         cfg.IP,
+		Namespace:  "istio-system",
+		Workload:   cfg.Name,
+		Meta:       meta,
+		CertDir:    cfg.CertDir,
+		XDSSAN:     "istiod.istio-system.svc",
+	}},
+		adsc.Register(w.onAddress),
+		adsc.Register(func(adsc.HandlerContext, string, string, *security.Authorization, adsc.Event) {}),
+		adsc.Watch[*workloadapi.Address]("*"),
+		adsc.Watch[*security.Authorization]("*"),
+	)
+	runCtx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		w.client.Run(runCtx)
+	}()
+	timer := time.NewTimer(syncTimeout)
+	defer timer.Stop()
+	select {
+	case <-w.client.Synced():
+		return w, nil
+	case <-w.done:
+		return nil, fmt.Errorf("xDS watcher %s: the stream to %s ended before the initial sync (see the test log for adsc's reason)", cfg.Name, cfg.Address)
+	case <-timer.C:
+		w.Close()
+		return nil, fmt.Errorf("xDS watcher %s: no initial sync from %s within %s", cfg.Name, cfg.Address, syncTimeout)
+	case <-ctx.Done():
+		w.Close()
+		return nil, ctx.Err()
+	}
+}
+
+func (w *Watcher) onAddress(_ adsc.HandlerContext, name, _ string, a *workloadapi.Address, ev adsc.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ev == adsc.EventDelete || a == nil {
+		delete(w.addrs, name)
+	} else {
+		w.addrs[name] = a
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// Close stops the stream.
+func (w *Watcher) Close() {
+	w.cancel()
+	<-w.done
+}
+
+// Addresses returns a copy of the current state, keyed by resource name.
+func (w *Watcher) Addresses() map[string]*workloadapi.Address {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]*workloadapi.Address, len(w.addrs))
+	for k, v := range w.addrs {
+		out[k] = v
+	}
+	return out
+}
+
+// SplitHorizon summarises the split-horizon workloads istiod sends for a remote network: one per
+// global service, carrying the network's endpoint count as capacity, reached via Gateway.
+type SplitHorizon struct {
+	Workloads int
+	Capacity  uint64
+	Gateways  map[string]bool // network gateway addresses seen
+	Services  map[string]bool // ns/hostname keys
+}
+
+// SplitHorizonFor returns what the watcher currently holds for network.
+func (w *Watcher) SplitHorizonFor(network string) SplitHorizon {
+	sh := SplitHorizon{Gateways: map[string]bool{}, Services: map[string]bool{}}
+	for name, a := range w.Addresses() {
+		wl := a.GetWorkload()
+		if wl == nil || wl.GetNetwork() != network || !strings.Contains(name, "/SplitHorizonWorkload/") {
+			continue
+		}
+		sh.Workloads++
+		sh.Capacity += uint64(wl.GetCapacity().GetValue())
+		if gw := wl.GetNetworkGateway().GetAddress(); gw != nil {
+			sh.Gateways[ipString(gw.GetAddress())] = true
+		}
+		for svc := range wl.GetServices() {
+			sh.Services[svc] = true
+		}
+	}
+	return sh
+}
+
+// WaitFor blocks until cond holds for the watcher's state, or ctx ends.
+func (w *Watcher) WaitFor(ctx context.Context, cond func(*Watcher) bool) error {
+	for {
+		w.mu.Lock()
+		changed := w.changed
+		w.mu.Unlock()
+		if cond(w) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-w.done:
+			return errors.New("xDS watcher: the stream to istiod ended")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func ipString(b []byte) string {
+	if len(b) == 4 {
+		return fmt.Sprintf("%d.%d.%d.%d", b[0], b[1], b[2], b[3])
+	}
+	return fmt.Sprintf("%x", b)
+}
