@@ -120,6 +120,7 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	}
 	*out = e
 	code = m.Run()
+	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
 		fmt.Fprintf(os.Stderr, "ambientmc: writing the report: %v\n", err)
 		code = 1

@@ -104,15 +104,21 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 	if err != nil {
 		return nil, err
 	}
+	return SecretFor(c.Name, data), nil
+}
+
+// SecretFor wraps a kubeconfig for cluster into a remote secret as istioctl lays it out: label
+// istio/multiCluster=true, the cluster annotation, and the cluster ID as the data key.
+func SecretFor(cluster string, kubeconfig []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        RemoteSecretName(c.Name),
+			Name:        RemoteSecretName(cluster),
 			Namespace:   SystemNamespace,
-			Annotations: map[string]string{clusterAnnotation: c.Name},
+			Annotations: map[string]string{clusterAnnotation: cluster},
 			Labels:      map[string]string{multicluster.MultiClusterSecretLabel: "true"},
 		},
-		Data: map[string][]byte{c.Name: data},
-	}, nil
+		Data: map[string][]byte{cluster: kubeconfig},
+	}
 }
 
 // ApplySecret creates (or replaces) a remote secret in cluster into.

@@ -52,7 +52,7 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 	quietADSC.Do(func() {
 		for _, name := range []string{"deltaadsc", "adsc"} {
 			if s := istiolog.FindScope(name); s != nil {
-				s.SetOutputLevel(istiolog.WarnLevel)
+				s.SetOutputLevel(istiolog.ErrorLevel)
 			}
 		}
 	})
