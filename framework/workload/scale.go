@@ -21,7 +21,7 @@ const MaxScalePods = topology.MaxPods - ReservedPodIPs
 // Scale is what one cluster gets: Services global services spread over Namespaces namespaces,
 // Pods pods spread over the services, scheduled round-robin onto Nodes fake nodes.
 type Scale struct {
-	Name                                 string
+	Name                              string
 	Services, Pods, Namespaces, Nodes int
 }
 
