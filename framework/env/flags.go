@@ -27,6 +27,12 @@ type Flags struct {
 	JoinSettle  time.Duration // after convergence, before memory samples (0: by scale)
 	JoinSteady  time.Duration // steady-CPU window ending at the settle point (0: by scale)
 	JoinSamples int           // memory samples per step
+
+	// Latency suites (Istio's data-plane benchmark defaults: 1 KB, 16 connections, 1000 QPS).
+	LatencyDuration    time.Duration
+	LatencyQPS         float64
+	LatencyConnections int
+	LatencyPayload     int
 }
 
 // flags holds the values of the registered command-line flags.
@@ -48,6 +54,10 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.DurationVar(&f.JoinSettle, "join.settle", 0, "wait after convergence before sampling istiod (0: 6s small, 20s medium, 60s published)")
 	fs.DurationVar(&f.JoinSteady, "join.steady", 0, "steady-CPU window ending at the settle point (0: 4s small, 15s medium, 30s published)")
 	fs.IntVar(&f.JoinSamples, "join.samples", 3, "memory samples (1s apart) per join; medians are reported")
+	fs.DurationVar(&f.LatencyDuration, "latency.duration", 10*time.Second, "length of each latency run")
+	fs.Float64Var(&f.LatencyQPS, "latency.qps", 1000, "requests per second of each latency run (all connections together)")
+	fs.IntVar(&f.LatencyConnections, "latency.connections", 16, "concurrent connections of each latency run")
+	fs.IntVar(&f.LatencyPayload, "latency.payload", 1024, "response size in bytes")
 	return f
 }
 
@@ -61,6 +71,10 @@ func (f *Flags) validate() error {
 	}
 	if f.JoinTimeout <= 0 {
 		return fmt.Errorf("-join.timeout=%s: must be positive", f.JoinTimeout)
+	}
+	if f.LatencyDuration <= 0 || f.LatencyQPS <= 0 || f.LatencyConnections < 1 || f.LatencyPayload < 0 {
+		return fmt.Errorf("-latency.duration=%s -latency.qps=%g -latency.connections=%d -latency.payload=%d: duration, QPS and connections must be positive",
+			f.LatencyDuration, f.LatencyQPS, f.LatencyConnections, f.LatencyPayload)
 	}
 	if f.JoinSamples < 1 {
 		return fmt.Errorf("-join.samples=%d: need at least 1", f.JoinSamples)

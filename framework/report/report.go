@@ -57,8 +57,19 @@ type Report struct {
 	Reference    Reference     `json:"reference"`
 
 	// Not in DESIGN.md's schema; extra keys a reader may ignore.
-	Warnings []string `json:"warnings,omitempty"`
-	Setup    *Setup   `json:"setup,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
+	Setup    *Setup    `json:"setup,omitempty"`
+	Failover *Failover `json:"failover,omitempty"`
+}
+
+// Failover records how traffic to a service with local and remote endpoints moved to the remote
+// cluster when the local endpoints became unready, and back when they recovered.
+type Failover struct {
+	Service         string  `json:"service"`
+	FailoverSeconds float64 `json:"failoverSeconds"`
+	FailbackSeconds float64 `json:"failbackSeconds"`
+	Requests        int64   `json:"requests"`
+	FailedRequests  int64   `json:"failedRequests"`
 }
 
 // Host describes the machine the run used.

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -268,16 +269,31 @@ func (d *deployer) pod(ctx context.Context, r podRef) error {
 		return d.fail("address", "Pod", ns+"/"+name, err)
 	}
 	pods := d.c.Client.CoreV1().Pods(ns)
-	p, err := pods.Create(ctx, &corev1.Pod{
+	p, err := pods.Create(ctx, NewPod(ns, name, svc, svc, NodeName(node)), metav1.CreateOptions{})
+	if err != nil {
+		return d.fail("create", "Pod", ns+"/"+name, err)
+	}
+	p.Status = RunningStatus(podIP, hostIP, true)
+	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		return d.fail("update status of", "Pod", ns+"/"+name, err)
+	}
+	d.done.Add(1)
+	return nil
+}
+
+// NewPod is an ambient pod as the framework creates it: labelled app=<app>, redirected by the
+// ambient annotation (istio-cni's job), already bound to node (the scheduler's job).
+func NewPod(ns, name, app, serviceAccount, node string) *corev1.Pod {
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   ns,
 			Name:        name,
-			Labels:      map[string]string{"app": svc},
+			Labels:      map[string]string{"app": app},
 			Annotations: map[string]string{RedirectionAnnotation: "enabled"},
 		},
 		Spec: corev1.PodSpec{
-			NodeName:                     NodeName(node), // the scheduler's job
-			ServiceAccountName:           svc,
+			NodeName:                     node,
+			ServiceAccountName:           serviceAccount,
 			AutomountServiceAccountToken: new(false), // no token controller signs one here
 			Containers: []corev1.Container{{
 				Name:  "app",
@@ -285,20 +301,24 @@ func (d *deployer) pod(ctx context.Context, r podRef) error {
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
 			}},
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return d.fail("create", "Pod", ns+"/"+name, err)
 	}
-	// The kubelet's job: istiod makes a workload only of a pod with an IP and a non-terminal
-	// phase, and marks it healthy only when Ready.
+}
+
+// RunningStatus is the status a kubelet would write for a running pod: istiod makes a workload
+// only of a pod with an IP and a non-terminal phase, and marks it healthy only when Ready.
+func RunningStatus(podIP, hostIP netip.Addr, ready bool) corev1.PodStatus {
 	now := metav1.Now()
-	cond := func(t corev1.PodConditionType) corev1.PodCondition {
-		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now}
+	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
+		st := corev1.ConditionTrue
+		if !ok {
+			st = corev1.ConditionFalse
+		}
+		return corev1.PodCondition{Type: t, Status: st, LastTransitionTime: now}
 	}
-	p.Status = corev1.PodStatus{
+	return corev1.PodStatus{
 		Phase: corev1.PodRunning,
 		Conditions: []corev1.PodCondition{
-			cond(corev1.PodScheduled), cond(corev1.PodInitialized), cond(corev1.ContainersReady), cond(corev1.PodReady),
+			cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true), cond(corev1.ContainersReady, ready), cond(corev1.PodReady, ready),
 		},
 		HostIP:    hostIP.String(),
 		HostIPs:   []corev1.HostIP{{IP: hostIP.String()}},
@@ -306,9 +326,4 @@ func (d *deployer) pod(ctx context.Context, r podRef) error {
 		PodIPs:    []corev1.PodIP{{IP: podIP.String()}},
 		StartTime: &now,
 	}
-	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		return d.fail("update status of", "Pod", ns+"/"+name, err)
-	}
-	d.done.Add(1)
-	return nil
 }

@@ -160,6 +160,16 @@ func (w *Watcher) SplitHorizonFor(network string) SplitHorizon {
 	return sh
 }
 
+// Changed returns a channel that is closed at the next change of the state.
+func (w *Watcher) Changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+// Done is closed when the stream to istiod has ended.
+func (w *Watcher) Done() <-chan struct{} { return w.done }
+
 // WaitFor blocks until cond holds for the watcher's state, or ctx ends.
 func (w *Watcher) WaitFor(ctx context.Context, cond func(*Watcher) bool) error {
 	for {

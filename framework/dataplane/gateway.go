@@ -1,0 +1,95 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/xdswatch"
+)
+
+// Gateway is an emulated east-west gateway: it terminates only the outer HBONE tunnel, picks a
+// local endpoint of the service named by the CONNECT authority, and forwards the inner bytes
+// (still encrypted end to end) to that endpoint's ztunnel on 15008, as Istio's Envoy gateway does.
+type Gateway struct {
+	node    Node
+	addr    netip.Addr
+	watcher *xdswatch.Watcher
+	server  *hbone.Server
+	// Forwarded counts tunnels relayed; Refused counts CONNECTs it could not route.
+	Forwarded, Refused atomic.Int64
+
+	mu   sync.Mutex
+	rand *rand.Rand
+}
+
+// StartGateway serves HBONE on addr:15008 with the gateway identity from the node's cluster CA.
+func StartGateway(ctx context.Context, n Node, addr netip.Addr) (*Gateway, error) {
+	w, err := n.watch(ctx, "eastwest-"+n.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
+	}
+	cert, err := n.CA.Issue("istio-system", "istio-eastwestgateway", 0)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
+	}
+	g := &Gateway{node: n, addr: addr, watcher: w, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))}
+	g.server = hbone.Serve(l, pki.ServerConfig(cert, n.Roots), g.route)
+	return g, nil
+}
+
+// route resolves host:port to a healthy endpoint of that service on the gateway's own network.
+func (g *Gateway) route(ctx context.Context, r *http.Request, _ string) (net.Conn, int, error) {
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		g.Refused.Add(1)
+		return nil, http.StatusBadRequest, fmt.Errorf("bad authority %q", r.Host)
+	}
+	v := BuildView(g.watcher.Addresses())
+	svc := v.ServiceByHostname(host)
+	if svc == nil {
+		g.Refused.Add(1)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("no service %s in cluster %s", host, g.node.Cluster)
+	}
+	var local []*Endpoint
+	for _, ep := range v.Endpoints(svc) {
+		if ep.Healthy && ep.Addr.IsValid() && ep.Network == g.node.Network {
+			local = append(local, ep)
+		}
+	}
+	if len(local) == 0 {
+		g.Refused.Add(1)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("service %s has no healthy endpoint in cluster %s", host, g.node.Cluster)
+	}
+	g.mu.Lock()
+	ep := local[g.rand.IntN(len(local))]
+	g.mu.Unlock()
+	var d net.Dialer
+	up, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(ep.Addr, HBONEPort).String())
+	if err != nil {
+		g.Refused.Add(1)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("endpoint %s: %v", ep.Addr, err)
+	}
+	g.Forwarded.Add(1)
+	return up, http.StatusOK, nil
+}
+
+// Close stops the gateway.
+func (g *Gateway) Close() {
+	g.server.Close()
+	g.watcher.Close()
+}

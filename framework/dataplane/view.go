@@ -1,0 +1,238 @@
+// Package dataplane emulates ztunnel and the east-west gateway for the local provider. Both act
+// only on what their cluster's istiod sends over workload xDS, and speak real HBONE and double
+// HBONE (framework/dataplane/hbone) with SPIFFE mTLS. Reports label this data plane "emulated".
+package dataplane
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+
+	"istio.io/istio/pkg/workloadapi"
+
+	"github.com/ambientmc/ambientmc/framework/pki"
+)
+
+// Service is a service as a ztunnel sees it.
+type Service struct {
+	Key       string // ns/hostname, the key workloads use
+	Hostname  string
+	Namespace string
+	VIPs      map[string][]netip.Addr // network -> addresses
+	Ports     map[uint32]uint32       // service port -> target port
+	SANs      []string
+	LB        *workloadapi.LoadBalancing
+}
+
+// Endpoint is one workload behind a service: a pod with an address on some network, or a
+// split-horizon summary of a remote network reached through its gateway.
+type Endpoint struct {
+	UID         string
+	Addr        netip.Addr // invalid for split-horizon workloads
+	Network     string
+	Identity    string
+	Node        string
+	Cluster     string
+	Region      string
+	Zone        string
+	Healthy     bool
+	Capacity    uint32
+	Ports       map[uint32]uint32 // service port -> target port for this workload
+	Gateway     netip.Addr        // network gateway of a split-horizon workload
+	GatewayPort uint32
+}
+
+// View is an immutable snapshot of what istiod sent, indexed for routing.
+type View struct {
+	services  map[string]*Service // by key
+	byVIP     map[netip.Addr]*Service
+	endpoints map[string][]*Endpoint // by service key
+	byAddr    map[netip.Addr]*Endpoint
+	gateways  map[netip.Addr]*Endpoint // network gateway workloads by address
+}
+
+// BuildView indexes the Address resources a watcher holds.
+func BuildView(addrs map[string]*workloadapi.Address) *View {
+	v := &View{services: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
+		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}}
+	for _, a := range addrs {
+		if s := a.GetService(); s != nil {
+			svc := &Service{Key: s.GetNamespace() + "/" + s.GetHostname(), Hostname: s.GetHostname(), Namespace: s.GetNamespace(),
+				VIPs: map[string][]netip.Addr{}, Ports: map[uint32]uint32{}, SANs: s.GetSubjectAltNames(), LB: s.GetLoadBalancing()}
+			for _, na := range s.GetAddresses() {
+				if ip, ok := netip.AddrFromSlice(na.GetAddress()); ok {
+					svc.VIPs[na.GetNetwork()] = append(svc.VIPs[na.GetNetwork()], ip)
+					v.byVIP[ip] = svc
+				}
+			}
+			for _, p := range s.GetPorts() {
+				svc.Ports[p.GetServicePort()] = p.GetTargetPort()
+			}
+			v.services[svc.Key] = svc
+		}
+	}
+	for name, a := range addrs {
+		w := a.GetWorkload()
+		if w == nil {
+			continue
+		}
+		ep := &Endpoint{UID: w.GetUid(), Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
+			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
+			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone()}
+		if c := w.GetCapacity(); c != nil {
+			ep.Capacity = c.GetValue()
+		}
+		if len(w.GetAddresses()) > 0 {
+			ep.Addr, _ = netip.AddrFromSlice(w.GetAddresses()[0])
+			v.byAddr[ep.Addr] = ep
+		}
+		if gw := w.GetNetworkGateway(); gw != nil {
+			ep.Gateway, _ = netip.AddrFromSlice(gw.GetAddress().GetAddress())
+			ep.GatewayPort = gw.GetHboneMtlsPort()
+		}
+		if strings.HasPrefix(name, "NetworkGateway/") && ep.Addr.IsValid() {
+			v.gateways[ep.Addr] = ep
+		}
+		for key, pl := range w.GetServices() {
+			ports := map[uint32]uint32{}
+			for _, p := range pl.GetPorts() {
+				ports[p.GetServicePort()] = p.GetTargetPort()
+			}
+			e := *ep
+			e.Ports = ports
+			v.endpoints[key] = append(v.endpoints[key], &e)
+		}
+	}
+	return v
+}
+
+// identity is the workload's SPIFFE ID; istiod omits the trust domain when it is cluster.local.
+func identity(w *workloadapi.Workload) string {
+	td := w.GetTrustDomain()
+	if td == "" {
+		td = pki.TrustDomain
+	}
+	return fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", td, w.GetNamespace(), w.GetServiceAccount())
+}
+
+// ServiceByVIP returns the service a ClusterIP belongs to.
+func (v *View) ServiceByVIP(ip netip.Addr) *Service { return v.byVIP[ip] }
+
+// ServiceByHostname returns the service whose hostname is host.
+func (v *View) ServiceByHostname(host string) *Service {
+	for _, s := range v.services {
+		if s.Hostname == host {
+			return s
+		}
+	}
+	return nil
+}
+
+// Services lists every service.
+func (v *View) Services() []*Service {
+	out := make([]*Service, 0, len(v.services))
+	for _, s := range v.services {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Endpoints lists the endpoints of a service.
+func (v *View) Endpoints(s *Service) []*Endpoint { return v.endpoints[s.Key] }
+
+// WorkloadByAddr returns the workload holding ip.
+func (v *View) WorkloadByAddr(ip netip.Addr) *Endpoint { return v.byAddr[ip] }
+
+// Gateway returns the network gateway workload at ip (its identity is what the outer tunnel checks).
+func (v *View) Gateway(ip netip.Addr) *Endpoint { return v.gateways[ip] }
+
+// TargetPort maps a service port to the endpoint's port: the workload's own mapping first, then
+// the service's.
+func (s *Service) TargetPort(ep *Endpoint, port uint32) uint32 {
+	if t, ok := ep.Ports[port]; ok && t != 0 {
+		return t
+	}
+	if t, ok := s.Ports[port]; ok && t != 0 {
+		return t
+	}
+	return port
+}
+
+// Pick chooses an endpoint for a connection from src to s as ztunnel does: only healthy
+// endpoints; with a load-balancing policy, endpoints are ranked by how many of the routing
+// preferences they share with the source (FAILOVER takes the best rank present, STRICT only
+// endpoints matching all); within the chosen set the choice is random, weighted by capacity (a
+// split-horizon workload stands for `capacity` endpoints behind its gateway).
+func (v *View) Pick(s *Service, src *Endpoint, port uint32, r *rand.Rand) (*Endpoint, error) {
+	var candidates []*Endpoint
+	for _, ep := range v.endpoints[s.Key] {
+		if ep.Healthy && (ep.Addr.IsValid() || ep.Gateway.IsValid()) {
+			candidates = append(candidates, ep)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil, fmt.Errorf("service %s has no healthy endpoints", s.Hostname)
+	}
+	if s.LB != nil && src != nil && s.LB.GetMode() != workloadapi.LoadBalancing_UNSPECIFIED_MODE && s.LB.GetMode() != workloadapi.LoadBalancing_PASSTHROUGH {
+		prefs := s.LB.GetRoutingPreference()
+		best := -1
+		var ranked []*Endpoint
+		for _, ep := range candidates {
+			rank := matching(prefs, src, ep)
+			if s.LB.GetMode() == workloadapi.LoadBalancing_STRICT && rank < len(prefs) {
+				continue
+			}
+			switch {
+			case rank > best:
+				best, ranked = rank, []*Endpoint{ep}
+			case rank == best:
+				ranked = append(ranked, ep)
+			}
+		}
+		if len(ranked) == 0 {
+			return nil, fmt.Errorf("service %s has no endpoint matching its strict routing preferences", s.Hostname)
+		}
+		candidates = ranked
+	}
+	var total uint64
+	for _, ep := range candidates {
+		total += uint64(max(ep.Capacity, 1))
+	}
+	n := r.Uint64N(total)
+	for _, ep := range candidates {
+		c := uint64(max(ep.Capacity, 1))
+		if n < c {
+			return ep, nil
+		}
+		n -= c
+	}
+	return candidates[len(candidates)-1], nil
+}
+
+// matching counts the leading routing preferences on which ep agrees with src.
+func matching(prefs []workloadapi.LoadBalancing_Scope, src, ep *Endpoint) int {
+	n := 0
+	for _, p := range prefs {
+		var same bool
+		switch p {
+		case workloadapi.LoadBalancing_NETWORK:
+			same = src.Network == ep.Network
+		case workloadapi.LoadBalancing_REGION:
+			same = src.Region == ep.Region
+		case workloadapi.LoadBalancing_ZONE:
+			same = src.Zone == ep.Zone
+		case workloadapi.LoadBalancing_NODE:
+			same = src.Node == ep.Node
+		case workloadapi.LoadBalancing_CLUSTER:
+			same = src.Cluster == ep.Cluster
+		default:
+			same = true
+		}
+		if !same {
+			break
+		}
+		n++
+	}
+	return n
+}

@@ -1,0 +1,368 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/xdswatch"
+)
+
+// HBONEPort is where ztunnels and gateways accept HBONE.
+const HBONEPort = 15008
+
+// GatewayIdentity is the east-west gateway's SPIFFE ID (its service account is the Gateway's name).
+var GatewayIdentity = pki.SPIFFEID("istio-system", "istio-eastwestgateway")
+
+// Node describes where an emulated component runs and whom it talks to.
+type Node struct {
+	Cluster    string
+	Network    string
+	Name       string     // node name, as in pods' spec.nodeName
+	IP         netip.Addr // node address (the ztunnel's own)
+	XDSAddress string     // the cluster's istiod secure xDS address
+	CA         *pki.Intermediate
+	Roots      *x509.CertPool
+	Dir        string // certificates for the xDS connection
+}
+
+// watch connects a ztunnel-like xDS client for n.
+func (n Node) watch(ctx context.Context, name string) (*xdswatch.Watcher, error) {
+	cert, err := n.CA.Issue("istio-system", "ztunnel", 0)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(n.Dir, name)
+	if err := cert.WriteDir(dir); err != nil {
+		return nil, err
+	}
+	return xdswatch.Start(ctx, xdswatch.Config{Address: n.XDSAddress, CertDir: dir, IP: n.IP.String(), Name: name, Node: n.Name, Cluster: n.Cluster}, time.Minute)
+}
+
+// ZtunnelStats count what a ztunnel carried, so tests can prove the path traffic took.
+type ZtunnelStats struct {
+	OutboundHBONE, OutboundDoubleHBONE, OutboundFailed atomic.Int64
+	Inbound, InboundViaGateway, InboundRefused         atomic.Int64
+}
+
+// Ztunnel is an emulated ztunnel for one node.
+type Ztunnel struct {
+	node    Node
+	watcher *xdswatch.Watcher
+	view    atomic.Pointer[View]
+	client  *hbone.Client
+	source  netip.Addr // the captured pod whose outbound traffic this ztunnel carries
+	Stats   ZtunnelStats
+
+	mu       sync.Mutex
+	certs    map[string]*pki.Cert
+	outbound map[netip.AddrPort]net.Listener
+	inbound  map[netip.Addr]*hbone.Server
+	rand     *rand.Rand
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// StartZtunnel connects to istiod and keeps listeners in line with what it sends: outbound on the
+// ClusterIP:port of every service with an address on this network (standing in for traffic
+// capture), inbound HBONE on podIP:15008 of every pod on this node. source is the pod whose
+// outbound connections the ztunnel attributes them to (its identity is used for mTLS).
+func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, error) {
+	w, err := n.watch(ctx, "ztunnel-"+n.Name)
+	if err != nil {
+		return nil, fmt.Errorf("ztunnel %s/%s: %w", n.Cluster, n.Name, err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	z := &Ztunnel{node: n, watcher: w, client: hbone.NewClient(), source: source, certs: map[string]*pki.Cert{},
+		outbound: map[netip.AddrPort]net.Listener{}, inbound: map[netip.Addr]*hbone.Server{},
+		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), cancel: cancel, done: make(chan struct{})}
+	if err := z.reconcile(); err != nil {
+		z.Close()
+		return nil, err
+	}
+	go z.run(runCtx)
+	return z, nil
+}
+
+func (z *Ztunnel) run(ctx context.Context) {
+	defer close(z.done)
+	for {
+		select {
+		case <-z.watcher.Changed():
+			if err := z.reconcile(); err != nil {
+				fmt.Fprintf(os.Stderr, "ambientmc: ztunnel %s/%s: %v\n", z.node.Cluster, z.node.Name, err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// View returns what the ztunnel currently knows.
+func (z *Ztunnel) View() *View { return z.view.Load() }
+
+// reconcile rebuilds the view from istiod's state and opens or closes listeners to match.
+func (z *Ztunnel) reconcile() error {
+	v := BuildView(z.watcher.Addresses())
+	z.view.Store(v)
+	wantOut := map[netip.AddrPort]bool{}
+	// Only a ztunnel that captures a pod's traffic listens on service addresses: several ztunnels
+	// share loopback here, where real ones each capture their own pods.
+	for _, s := range v.Services() {
+		if !z.source.IsValid() {
+			break
+		}
+		for _, vip := range s.VIPs[z.node.Network] {
+			for port := range s.Ports {
+				wantOut[netip.AddrPortFrom(vip, uint16(port))] = true
+			}
+		}
+	}
+	wantIn := map[netip.Addr]*Endpoint{}
+	for _, s := range v.Services() {
+		for _, ep := range v.Endpoints(s) {
+			if ep.Node == z.node.Name && ep.Network == z.node.Network && ep.Addr.IsValid() {
+				wantIn[ep.Addr] = ep
+			}
+		}
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	var errs []error
+	for ap, l := range z.outbound {
+		if !wantOut[ap] {
+			l.Close()
+			delete(z.outbound, ap)
+		}
+	}
+	for ap := range wantOut {
+		if _, ok := z.outbound[ap]; ok {
+			continue
+		}
+		l, err := net.Listen("tcp", ap.String())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("outbound listener %s: %w", ap, err))
+			continue
+		}
+		z.outbound[ap] = l
+		go z.serveOutbound(l)
+	}
+	for addr, srv := range z.inbound {
+		if wantIn[addr] == nil {
+			srv.Close()
+			delete(z.inbound, addr)
+		}
+	}
+	for addr, ep := range wantIn {
+		if _, ok := z.inbound[addr]; ok {
+			continue
+		}
+		cert, err := z.certLocked(ep.Identity)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l, err := net.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("inbound listener %s:%d: %w", addr, HBONEPort, err))
+			continue
+		}
+		z.inbound[addr] = hbone.Serve(l, pki.ServerConfig(cert, z.node.Roots), z.inboundHandler(addr))
+	}
+	return errors.Join(errs...)
+}
+
+// certLocked returns the certificate for a local workload identity, issued from the cluster's CA
+// (what ztunnel would obtain from istiod's CA for the pods on its node).
+func (z *Ztunnel) certLocked(id string) (*pki.Cert, error) {
+	if c := z.certs[id]; c != nil {
+		return c, nil
+	}
+	ns, sa, err := splitSPIFFE(id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := z.node.CA.Issue(ns, sa, 0)
+	if err != nil {
+		return nil, err
+	}
+	z.certs[id] = c
+	return c, nil
+}
+
+func (z *Ztunnel) serveOutbound(l net.Listener) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			if err := z.proxyOutbound(conn); err != nil {
+				z.Stats.OutboundFailed.Add(1)
+			}
+		}()
+	}
+}
+
+// proxyOutbound carries one captured connection to the service it was addressed to.
+func (z *Ztunnel) proxyOutbound(conn net.Conn) error {
+	defer conn.Close()
+	v := z.View()
+	dst, err := netip.ParseAddrPort(conn.LocalAddr().String())
+	if err != nil {
+		return err
+	}
+	svc := v.ServiceByVIP(dst.Addr())
+	src := v.WorkloadByAddr(z.source)
+	if svc == nil || src == nil {
+		return fmt.Errorf("no service at %s or no source workload %s", dst, z.source)
+	}
+	z.mu.Lock()
+	srcCert, err := z.certLocked(src.Identity)
+	r := z.rand.Uint64()
+	z.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	port := uint32(dst.Port())
+	ep, err := v.Pick(svc, src, port, rand.New(rand.NewPCG(r, 2)))
+	if err != nil {
+		return err
+	}
+	headers := http.Header{}
+	headers.Set("Forwarded", fmt.Sprintf("for=%q;host=%s", src.Addr.String(), svc.Hostname))
+	headers.Set("Baggage", "k8s.cluster.name="+z.node.Cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var upstream net.Conn
+	if ep.Addr.IsValid() && ep.Network == src.Network {
+		// Same network: one HBONE hop to the endpoint's ztunnel.
+		upstream, err = z.client.Dial(ctx, hbone.Target{
+			Addr:      netip.AddrPortFrom(ep.Addr, HBONEPort).String(),
+			Authority: net.JoinHostPort(ep.Addr.String(), strconv.Itoa(int(svc.TargetPort(ep, port)))),
+			TLS:       pki.ClientConfig(srcCert, z.node.Roots, append([]string{ep.Identity}, svc.SANs...)...),
+			PoolKey:   src.Identity + "|" + ep.Identity + "|" + ep.Addr.String(),
+			Headers:   headers,
+		})
+		if err == nil {
+			z.Stats.OutboundHBONE.Add(1)
+		}
+	} else {
+		// Another network: double HBONE through the network's east-west gateway. The outer tunnel
+		// is pooled and checks the gateway's identity; the inner one is end to end and checks the
+		// service's identities.
+		gwID := GatewayIdentity
+		if gw := v.Gateway(ep.Gateway); gw != nil {
+			gwID = gw.Identity
+		}
+		gwPort := ep.GatewayPort
+		if gwPort == 0 {
+			gwPort = HBONEPort
+		}
+		authority := net.JoinHostPort(svc.Hostname, strconv.Itoa(int(port)))
+		inner := headers.Clone()
+		inner.Set("X-Forwarded-Network", src.Network)
+		upstream, err = z.client.DialDouble(ctx, hbone.Target{
+			Addr:      netip.AddrPortFrom(ep.Gateway, uint16(gwPort)).String(),
+			Authority: authority,
+			TLS:       pki.ClientConfig(srcCert, z.node.Roots, gwID),
+			PoolKey:   src.Identity + "|" + gwID + "|" + ep.Gateway.String(),
+			Headers:   headers,
+		}, hbone.Target{
+			Authority: authority,
+			TLS:       pki.ClientConfig(srcCert, z.node.Roots, svc.SANs...),
+			Headers:   inner,
+		})
+		if err == nil {
+			z.Stats.OutboundDoubleHBONE.Add(1)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	hbone.Pipe(conn, upstream)
+	return nil
+}
+
+// inboundHandler serves HBONE for the pod at addr: it accepts a tunnel from any identity under the
+// mesh root and forwards to the pod's application port.
+func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
+	return func(ctx context.Context, r *http.Request, peerID string) (net.Conn, int, error) {
+		host, portStr, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			z.Stats.InboundRefused.Add(1)
+			return nil, http.StatusBadRequest, fmt.Errorf("bad authority %q", r.Host)
+		}
+		port, _ := strconv.Atoi(portStr)
+		target := netip.AddrPortFrom(addr, uint16(port))
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if ip != addr {
+				z.Stats.InboundRefused.Add(1)
+				return nil, http.StatusBadRequest, fmt.Errorf("authority %s is not this pod (%s)", host, addr)
+			}
+		} else {
+			// A hostname authority arrives through an east-west gateway: resolve the service port.
+			v := z.View()
+			svc := v.ServiceByHostname(host)
+			ep := v.WorkloadByAddr(addr)
+			if svc == nil || ep == nil {
+				z.Stats.InboundRefused.Add(1)
+				return nil, http.StatusNotFound, fmt.Errorf("unknown service %s", host)
+			}
+			target = netip.AddrPortFrom(addr, uint16(svc.TargetPort(ep, uint32(port))))
+			z.Stats.InboundViaGateway.Add(1)
+		}
+		var d net.Dialer
+		app, err := d.DialContext(ctx, "tcp", target.String())
+		if err != nil {
+			z.Stats.InboundRefused.Add(1)
+			return nil, http.StatusServiceUnavailable, fmt.Errorf("application %s: %v", target, err)
+		}
+		z.Stats.Inbound.Add(1)
+		return app, http.StatusOK, nil
+	}
+}
+
+// Close stops listeners, the xDS stream and pooled connections.
+func (z *Ztunnel) Close() {
+	z.cancel()
+	if z.done != nil {
+		select {
+		case <-z.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	z.mu.Lock()
+	for _, l := range z.outbound {
+		l.Close()
+	}
+	for _, s := range z.inbound {
+		s.Close()
+	}
+	z.mu.Unlock()
+	z.client.Close()
+	z.watcher.Close()
+}
+
+// splitSPIFFE returns the namespace and service account of a SPIFFE ID.
+func splitSPIFFE(id string) (ns, sa string, err error) {
+	parts := strings.Split(strings.TrimPrefix(id, "spiffe://"), "/")
+	if !strings.HasPrefix(id, "spiffe://") || len(parts) != 5 || parts[1] != "ns" || parts[3] != "sa" {
+		return "", "", fmt.Errorf("not a workload SPIFFE ID: %q", id)
+	}
+	return parts[2], parts[4], nil
+}

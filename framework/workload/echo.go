@@ -1,0 +1,55 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"fortio.org/fortio/fhttp"
+)
+
+// Echo is a probe pod's application: fortio's echo handler on the pod's own IP, served by an
+// http.Server we own (fortio's Serve helpers cannot be shut down).
+type Echo struct {
+	Addr     netip.AddrPort
+	Requests atomic.Int64
+	srv      *http.Server
+	done     chan struct{}
+}
+
+// ServeEcho listens on ip:EchoPort.
+func ServeEcho(ip netip.Addr) (*Echo, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(EchoPort)))
+	if err != nil {
+		return nil, err
+	}
+	e := &Echo{Addr: netip.AddrPortFrom(ip, EchoPort), done: make(chan struct{})}
+	e.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.Requests.Add(1)
+			fhttp.EchoHandler(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		defer close(e.done)
+		if err := e.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return
+		}
+	}()
+	return e, nil
+}
+
+// Close stops the server.
+func (e *Echo) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := e.srv.Shutdown(ctx)
+	<-e.done
+	return err
+}

@@ -1,0 +1,183 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Probe workloads carry the latency suites' real traffic. Every cluster defines the same global
+// services; only some clusters run their pods:
+//
+//	echo-local     endpoints in the client's cluster only
+//	echo-remote    endpoints in the second cluster only
+//	echo-failover  endpoints in both, PreferClose (the client's cluster first)
+const (
+	ProbeNamespace  = "probe"
+	ProbeClientNode = "probe-client"
+	ProbeServerNode = "probe-server"
+	EchoLocal       = "echo-local"
+	EchoRemote      = "echo-remote"
+	EchoFailover    = "echo-failover"
+	ProbePort       = 80
+	EchoPort        = 8080
+)
+
+// ProbePod is one probe pod and where it runs.
+type ProbePod struct {
+	Cluster *cluster.Cluster
+	Name    string
+	App     string
+	Node    string
+	IP      netip.Addr
+}
+
+// Probes are the probe pods deployed across the clusters.
+type Probes struct {
+	Client  ProbePod
+	Servers []ProbePod
+}
+
+// Server returns the echo pod of app in cluster, if any.
+func (p *Probes) Server(app, cluster string) (ProbePod, bool) {
+	for _, s := range p.Servers {
+		if s.App == app && s.Cluster.Name == cluster {
+			return s, true
+		}
+	}
+	return ProbePod{}, false
+}
+
+// probe pod slots inside the reserved block of each cluster's pod range.
+const (
+	slotClient = iota
+	slotEchoLocal
+	slotEchoRemote
+	slotEchoFailover
+)
+
+// probe nodes use the top of the node range, away from the scale nodes.
+const (
+	clientNodeIndex = topology.MaxNodes - 2
+	serverNodeIndex = topology.MaxNodes - 1
+)
+
+// ProbeNodeIP returns the address of a probe node (what its ztunnel uses as its own IP).
+func ProbeNodeIP(c *cluster.Cluster, node string) (netip.Addr, error) {
+	if node == ProbeClientNode {
+		return topology.NodeIP(c.Index, clientNodeIndex)
+	}
+	return topology.NodeIP(c.Index, serverNodeIndex)
+}
+
+// DeployProbes creates the probe services in every cluster, the client and echo-local in local,
+// and echo-remote in remote; echo-failover runs in both.
+func DeployProbes(ctx context.Context, clusters []*cluster.Cluster, local, remote *cluster.Cluster) (*Probes, error) {
+	p := &Probes{}
+	for _, c := range clusters {
+		if err := probeBase(ctx, c); err != nil {
+			return nil, fmt.Errorf("cluster %s: probes: %w", c.Name, err)
+		}
+	}
+	var err error
+	if p.Client, err = createProbePod(ctx, local, "client", "client", "client", ProbeClientNode, slotClient); err != nil {
+		return nil, err
+	}
+	for _, s := range []struct {
+		c    *cluster.Cluster
+		app  string
+		slot int
+	}{{local, EchoLocal, slotEchoLocal}, {remote, EchoRemote, slotEchoRemote}, {local, EchoFailover, slotEchoFailover}, {remote, EchoFailover, slotEchoFailover}} {
+		pod, err := createProbePod(ctx, s.c, s.app+"-0", s.app, "echo", ProbeServerNode, s.slot)
+		if err != nil {
+			return nil, err
+		}
+		p.Servers = append(p.Servers, pod)
+	}
+	return p, nil
+}
+
+// probeBase creates the namespace, service accounts, nodes and the three global services.
+func probeBase(ctx context.Context, c *cluster.Cluster) error {
+	cs := c.Client.CoreV1()
+	if _, err := cs.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ProbeNamespace, Labels: map[string]string{DataplaneModeLabel: "ambient"},
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, sa := range []string{"client", "echo"} {
+		if _, err := cs.ServiceAccounts(ProbeNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	for _, node := range []string{ProbeClientNode, ProbeServerNode} {
+		if _, err := cs.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:   node,
+			Labels: map[string]string{RegionLabel: fmt.Sprintf("region-%d", c.Index), ZoneLabel: "zone-probe"},
+		}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	for _, app := range []string{EchoLocal, EchoRemote, EchoFailover} {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ProbeNamespace, Labels: map[string]string{GlobalLabel: "true"}},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": app},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: ProbePort, TargetPort: intstr.FromInt32(EchoPort)}},
+			},
+		}
+		if app == EchoFailover {
+			// PreferClose makes istiod send a FAILOVER load-balancing policy: the client's own
+			// network first, the other network only when nothing local is healthy.
+			svc.Spec.TrafficDistribution = new(corev1.ServiceTrafficDistributionPreferClose)
+		}
+		if _, err := cs.Services(ProbeNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createProbePod(ctx context.Context, c *cluster.Cluster, name, app, sa, node string, slot int) (ProbePod, error) {
+	ip, err := topology.PodIP(c.Index, slot)
+	if err != nil {
+		return ProbePod{}, err
+	}
+	hostIP, err := ProbeNodeIP(c, node)
+	if err != nil {
+		return ProbePod{}, err
+	}
+	pods := c.Client.CoreV1().Pods(ProbeNamespace)
+	pod, err := pods.Create(ctx, NewPod(ProbeNamespace, name, app, sa, node), metav1.CreateOptions{})
+	if err != nil {
+		return ProbePod{}, fmt.Errorf("cluster %s: probe pod %s: %w", c.Name, name, err)
+	}
+	pod.Status = RunningStatus(ip, hostIP, true)
+	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return ProbePod{}, fmt.Errorf("cluster %s: probe pod %s status: %w", c.Name, name, err)
+	}
+	return ProbePod{Cluster: c, Name: name, App: app, Node: node, IP: ip}, nil
+}
+
+// SetReady writes a probe pod's readiness, as a kubelet would after its readiness probe.
+func SetReady(ctx context.Context, p ProbePod, ready bool) error {
+	pods := p.Cluster.Client.CoreV1().Pods(ProbeNamespace)
+	pod, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	hostIP, err := ProbeNodeIP(p.Cluster, p.Node)
+	if err != nil {
+		return err
+	}
+	pod.Status = RunningStatus(p.IP, hostIP, ready)
+	_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,203 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// probeEnv is the emulated data plane with its probe workloads: a client in the local cluster,
+// echo servers in the local and the remote cluster, the ztunnels of their nodes and the clusters'
+// east-west gateways.
+type probeEnv struct {
+	local, remote *cluster.Cluster
+	probes        *workload.Probes
+	echoes        map[string]*workload.Echo // "cluster/pod"
+	clientZ       *dataplane.Ztunnel
+	serverZ       map[string]*dataplane.Ztunnel // by cluster
+	gateways      map[string]*dataplane.Gateway // by cluster
+	vips          map[string]netip.Addr         // service -> ClusterIP in the local cluster
+}
+
+var (
+	dpOnce sync.Once
+	dp     *probeEnv
+	dpErr  error
+)
+
+// dataPlane sets up the probe environment once for all data-plane tests; it is torn down with the
+// environment.
+func dataPlane(t *testing.T) *probeEnv {
+	t.Helper()
+	if len(mc.Clusters) < 2 {
+		t.Skip("the data-plane suites need at least two clusters")
+	}
+	dpOnce.Do(func() { dp, dpErr = startDataPlane(context.Background()) })
+	require.NoError(t, dpErr)
+	return dp
+}
+
+func startDataPlane(ctx context.Context) (*probeEnv, error) {
+	local, err := observed(mc)
+	if err != nil {
+		return nil, err
+	}
+	var remote *cluster.Cluster
+	for _, c := range mc.Clusters {
+		if c.Name != local.Name && c.IsPrimary() {
+			remote = c
+			break
+		}
+	}
+	for _, c := range []*cluster.Cluster{local, remote} {
+		if remote == nil || ambient.Istiods[c.Name] == nil {
+			return nil, fmt.Errorf("the data plane needs istiod in %s and in a second primary: run with -mesh.istiods=all", local.Name)
+		}
+	}
+	p := &probeEnv{local: local, remote: remote, echoes: map[string]*workload.Echo{},
+		serverZ: map[string]*dataplane.Ztunnel{}, gateways: map[string]*dataplane.Gateway{}, vips: map[string]netip.Addr{}}
+	mc.Cleanup("stop the data plane", func() error { p.close(); return nil })
+	mc.Logf("dataplane: joining %s and %s, deploying probes", local.Name, remote.Name)
+	if err := joinEach(ctx, local, remote); err != nil {
+		return nil, err
+	}
+	if p.probes, err = workload.DeployProbes(ctx, mc.Clusters, local, remote); err != nil {
+		return nil, err
+	}
+	for _, s := range p.probes.Servers {
+		e, err := workload.ServeEcho(s.IP)
+		if err != nil {
+			return nil, fmt.Errorf("echo server %s/%s: %w", s.Cluster.Name, s.Name, err)
+		}
+		p.echoes[s.Cluster.Name+"/"+s.Name] = e
+	}
+	for _, app := range []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover} {
+		svc, err := local.Client.CoreV1().Services(workload.ProbeNamespace).Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		p.vips[app] = netip.MustParseAddr(svc.Spec.ClusterIP)
+	}
+	if p.clientZ, err = dataplane.StartZtunnel(ctx, node(local, workload.ProbeClientNode), p.probes.Client.IP); err != nil {
+		return nil, err
+	}
+	for _, c := range []*cluster.Cluster{local, remote} {
+		if p.serverZ[c.Name], err = dataplane.StartZtunnel(ctx, node(c, workload.ProbeServerNode), netip.Addr{}); err != nil {
+			return nil, err
+		}
+		gw, _ := topology.GatewayIP(c.Index)
+		if p.gateways[c.Name], err = dataplane.StartGateway(ctx, node(c, "eastwest"), gw); err != nil {
+			return nil, err
+		}
+	}
+	// Ready when a request through the mesh reaches each echo service.
+	for _, app := range []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover} {
+		if err := waitServing(ctx, p.url(app), time.Minute); err != nil {
+			return nil, fmt.Errorf("dataplane: %s never answered through the mesh: %w", app, err)
+		}
+	}
+	mc.Logf("dataplane: ready (client ztunnel on %s/%s, gateways in %s and %s)", local.Name, workload.ProbeClientNode, local.Name, remote.Name)
+	return p, nil
+}
+
+// joinEach makes sure the given clusters are in the mesh (joining what is missing).
+func joinEach(ctx context.Context, cs ...*cluster.Cluster) error {
+	obs, err := observed(mc)
+	if err != nil {
+		return err
+	}
+	i := ambient.Istiods[obs.Name]
+	for _, c := range cs {
+		if contains(ambient.Joined(), c.Name) {
+			continue
+		}
+		start := time.Now()
+		if err := ambient.Join(ctx, c.Name); err != nil {
+			return err
+		}
+		if c.Name == obs.Name {
+			continue
+		}
+		if _, err := waitJoined(ctx, i, nil, c, start, mc.Flags.JoinTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// node describes an emulated component on a node of cluster c.
+func node(c *cluster.Cluster, name string) dataplane.Node {
+	ip, _ := workload.ProbeNodeIP(c, name)
+	if name == "eastwest" {
+		ip, _ = topology.GatewayIP(c.Index)
+	}
+	return dataplane.Node{
+		Cluster: c.Name, Network: c.Network, Name: name, IP: ip,
+		XDSAddress: ambient.Istiods[c.Name].SecureXDSAddress(),
+		CA:         ambient.Intermediates[c.Name], Roots: ambient.Root.Pool(),
+		Dir: filepath.Join(mc.RunDir, "dataplane", c.Name),
+	}
+}
+
+// url is the address the client uses for a probe service: its ClusterIP, captured by the client
+// node's ztunnel.
+func (p *probeEnv) url(app string) string {
+	return fmt.Sprintf("http://%s:%d/echo", p.vips[app], workload.ProbePort)
+}
+
+func (p *probeEnv) echo(c *cluster.Cluster, pod string) *workload.Echo {
+	return p.echoes[c.Name+"/"+pod]
+}
+
+func (p *probeEnv) close() {
+	for _, z := range p.serverZ {
+		z.Close()
+	}
+	if p.clientZ != nil {
+		p.clientZ.Close()
+	}
+	for _, g := range p.gateways {
+		g.Close()
+	}
+	for _, e := range p.echoes {
+		_ = e.Close()
+	}
+}
+
+// waitServing polls url until it answers 200.
+func waitServing(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
