@@ -37,6 +37,9 @@ func fortioRun(t *testing.T, url, path, conns string) report.LatencyRun {
 			Resolution: 1e-5,
 			Out:        io.Discard,
 			Labels:     path + "-" + conns,
+			// Spread the connections' schedules over the period: in lockstep, all of them open a
+			// connection at the same instant and the latency measures that burst's queueing.
+			Uniform: true,
 		},
 		HTTPOptions: fhttp.HTTPOptions{
 			URL:              url + "?size=" + strconv.Itoa(mc.Flags.LatencyPayload),
