@@ -23,10 +23,11 @@ e2e: bins
 	$(GO) test -count=1 -v -timeout=120m $(SUITE) $(E2E_FLAGS) -report-dir=$(REPORT_DIR)
 
 ## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites
-ci: lint test bins ci-suite
+ci: lint bins test ci-suite
 
+# Every suite on 3 clusters at small scale, with short latency runs.
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -report-dir=$(REPORT_DIR)
+	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -latency.qps=200 -report-dir=$(REPORT_DIR)
 
 ## lint: formatting and vet
 lint:
