@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -38,16 +39,39 @@ var (
 	dpErr  error
 )
 
-// dataPlane sets up the probe environment once for all data-plane tests; it is torn down with the
-// environment.
+// errNoIstiods says the run did not start the istiods the data plane needs.
+var errNoIstiods = errors.New("the data plane needs istiod in the client's cluster and in a second primary: run with -mesh.istiods=all")
+
+// dataPlane sets up the probe environment once for all data-plane tests (it is torn down with the
+// environment) and makes sure, on every call, that its clusters are joined and traffic flows:
+// other tests may have taken clusters out of the mesh in between.
 func dataPlane(t *testing.T) *probeEnv {
 	t.Helper()
 	if len(mc.Clusters) < 2 {
 		t.Skip("the data-plane suites need at least two clusters")
 	}
 	dpOnce.Do(func() { dp, dpErr = startDataPlane(context.Background()) })
+	if errors.Is(dpErr, errNoIstiods) {
+		t.Skip(dpErr)
+	}
 	require.NoError(t, dpErr)
+	require.NoError(t, dp.ready(context.Background()))
+	mc.Report.DataPlane = mc.Provider.DataPlane()
 	return dp
+}
+
+// ready joins the probe clusters if needed and waits until a request through the mesh reaches
+// each echo service.
+func (p *probeEnv) ready(ctx context.Context) error {
+	if err := joinEach(ctx, p.local, p.remote); err != nil {
+		return err
+	}
+	for _, app := range []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover} {
+		if err := waitServing(ctx, p.url(app), time.Minute); err != nil {
+			return fmt.Errorf("dataplane: %s never answered through the mesh: %w", app, err)
+		}
+	}
+	return nil
 }
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
@@ -64,16 +88,13 @@ func startDataPlane(ctx context.Context) (*probeEnv, error) {
 	}
 	for _, c := range []*cluster.Cluster{local, remote} {
 		if remote == nil || ambient.Istiods[c.Name] == nil {
-			return nil, fmt.Errorf("the data plane needs istiod in %s and in a second primary: run with -mesh.istiods=all", local.Name)
+			return nil, errNoIstiods
 		}
 	}
 	p := &probeEnv{local: local, remote: remote, echoes: map[string]*workload.Echo{},
 		serverZ: map[string]*dataplane.Ztunnel{}, gateways: map[string]*dataplane.Gateway{}, vips: map[string]netip.Addr{}}
 	mc.Cleanup("stop the data plane", func() error { p.close(); return nil })
-	mc.Logf("dataplane: joining %s and %s, deploying probes", local.Name, remote.Name)
-	if err := joinEach(ctx, local, remote); err != nil {
-		return nil, err
-	}
+	mc.Logf("dataplane: deploying probes in %s and %s", local.Name, remote.Name)
 	if p.probes, err = workload.DeployProbes(ctx, mc.Clusters, local, remote); err != nil {
 		return nil, err
 	}
@@ -103,11 +124,8 @@ func startDataPlane(ctx context.Context) (*probeEnv, error) {
 			return nil, err
 		}
 	}
-	// Ready when a request through the mesh reaches each echo service.
-	for _, app := range []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover} {
-		if err := waitServing(ctx, p.url(app), time.Minute); err != nil {
-			return nil, fmt.Errorf("dataplane: %s never answered through the mesh: %w", app, err)
-		}
+	if err := p.ready(ctx); err != nil {
+		return nil, err
 	}
 	mc.Logf("dataplane: ready (client ztunnel on %s/%s, gateways in %s and %s)", local.Name, workload.ProbeClientNode, local.Name, remote.Name)
 	return p, nil

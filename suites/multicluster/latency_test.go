@@ -133,7 +133,6 @@ func TestLatency(t *testing.T) {
 			"host CPU was above %.0f%% busy during latency runs: these latencies measure a saturated %d-core machine, not the mesh; lower -latency.qps",
 			100*saturated, mc.Report.Host.CPUs))
 	}
-	mc.Report.DataPlane = mc.Provider.DataPlane()
 	mc.Report.Latency = lat
 	if o := lat.Overhead; o != nil {
 		for name, d := range map[string]*report.Delta{"new": o.New, "reused": o.Reused} {
