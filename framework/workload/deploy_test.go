@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
 	"github.com/ambientmc/ambientmc/topology"
@@ -33,15 +32,11 @@ import (
 // or skips when the binaries are not built: building them takes minutes (`make bins`).
 func realClusters(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
 	tb.Helper()
-	cache, err := bins.Default()
-	require.NoError(tb, err)
-	missing, err := cache.Missing(bins.All...)
+	p, missing, err := local.NewIfBuilt(local.Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
 	require.NoError(tb, err)
 	if len(missing) > 0 {
 		tb.Skipf("binaries not built (%v): run `make bins`", missing)
 	}
-	cache.Log = io.Discard
-	p := local.New(local.Options{RunDir: tb.TempDir(), Cache: cache, Log: io.Discard, ReadyTimeout: 2 * time.Minute})
 	topo, err := topology.Generate(n)
 	require.NoError(tb, err)
 	ctx := context.Background()

@@ -52,6 +52,22 @@ func New(opts Options) *Provider {
 	return &Provider{opts: opts}
 }
 
+// NewIfBuilt returns a provider on the default binary cache, or the binaries still missing from it
+// (building them takes minutes, so tests skip instead).
+func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
+	cache, err := bins.Default()
+	if err != nil {
+		return nil, nil, err
+	}
+	missing, err := cache.Missing(bins.All...)
+	if err != nil || len(missing) > 0 {
+		return nil, missing, err
+	}
+	cache.Log = io.Discard
+	opts.Cache = cache
+	return New(opts), nil, nil
+}
+
 func (p *Provider) Name() string      { return "local" }
 func (p *Provider) DataPlane() string { return "emulated" }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }

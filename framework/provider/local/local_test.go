@@ -22,15 +22,11 @@ import (
 // minutes (`make bins`), and CI runs these tests after building.
 func cachedProvider(tb testing.TB) *Provider {
 	tb.Helper()
-	cache, err := bins.Default()
-	require.NoError(tb, err)
-	missing, err := cache.Missing(bins.All...)
+	p, missing, err := NewIfBuilt(Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
 	require.NoError(tb, err)
 	if len(missing) > 0 {
 		tb.Skipf("binaries not built (%v): run `make bins`", missing)
 	}
-	cache.Log = io.Discard
-	p := New(Options{RunDir: tb.TempDir(), Cache: cache, Log: io.Discard, ReadyTimeout: 2 * time.Minute})
 	return p
 }
 
