@@ -73,7 +73,9 @@ func Bench(r *Report) []byte {
 		for _, run := range append(slices.Clone(l.Runs), l.HarnessFloor...) {
 			qpsName := "max"
 			if run.QPS > 0 {
-				qpsName = strconv.FormatFloat(run.QPS, 'g', -1, 64)
+				// Measured rates wobble in the last digits; benchstat matches names exactly, so
+				// round to the nearest 10 requests per second.
+				qpsName = strconv.FormatFloat(math.Round(run.QPS/10)*10, 'f', 0, 64)
 			}
 			name := fmt.Sprintf("BenchmarkLatency/path=%s/conn=%s/qps=%s", token(run.Path), token(run.Connections), qpsName)
 			ms := []metric{{run.AvgMs, "avg-ms"}, {run.P50Ms, "p50-ms"}, {run.P90Ms, "p90-ms"}, {run.P99Ms, "p99-ms"},

@@ -198,7 +198,8 @@ func qps(v float64) string {
 	if v == 0 {
 		return "max"
 	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	// Measured rates have many digits; one decimal is all a reader needs.
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 // cell keeps free text from breaking a Markdown table row.
