@@ -42,6 +42,8 @@ type Env struct {
 	start    time.Time
 	mu       sync.Mutex
 	cleanups []cleanup
+	// keepRunDir keeps component logs after a failure, for reading.
+	keepRunDir bool
 }
 
 type cleanup struct {
@@ -112,9 +114,7 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	ctx := context.Background()
 	if err := e.setup(ctx, steps); err != nil {
 		fmt.Fprintf(os.Stderr, "ambientmc: setup failed: %v\n", err)
-		if e.RunDir != "" {
-			fmt.Fprintf(os.Stderr, "ambientmc: logs kept in %s\n", e.RunDir)
-		}
+		e.keepLogs()
 		e.teardown()
 		return 1
 	}
@@ -130,11 +130,26 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 		e.keep()
 	}
 	if code != 0 {
-		// Failures keep the logs so they can be read; the removal cleanup is skipped.
-		e.Cleanup("keep logs", func() error { fmt.Fprintf(os.Stderr, "ambientmc: logs kept in %s\n", e.RunDir); return nil })
+		e.keepLogs()
 	}
 	e.teardown()
 	return code
+}
+
+// removeRunDir deletes the run directory unless -keep or a failure asked to keep it.
+func (e *Env) removeRunDir() error {
+	if e.Flags.Keep || e.keepRunDir {
+		return nil
+	}
+	return os.RemoveAll(e.RunDir)
+}
+
+// keepLogs keeps the run directory after a failure if anything wrote logs into it.
+func (e *Env) keepLogs() {
+	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {
+		e.keepRunDir = true
+		fmt.Fprintf(os.Stderr, "ambientmc: component logs kept in %s\n", e.RunDir)
+	}
 }
 
 func (e *Env) setup(ctx context.Context, steps []Step) error {
@@ -153,13 +168,7 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	if e.RunDir, err = os.MkdirTemp("", "ambientmc-run-"); err != nil {
 		return err
 	}
-	runDir := e.RunDir
-	e.Cleanup("remove run directory", func() error {
-		if e.Flags.Keep {
-			return nil
-		}
-		return os.RemoveAll(runDir)
-	})
+	e.Cleanup("remove run directory", e.removeRunDir)
 	if e.Provider, err = provider.New(e.Flags.Provider, provider.Options{RunDir: filepath.Join(e.RunDir, "clusters"), Log: e.Log}); err != nil {
 		return err
 	}

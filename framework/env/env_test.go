@@ -77,3 +77,20 @@ func TestCleanupsRunNewestFirstAndOnce(t *testing.T) {
 	e.teardown()
 	assert.Equal(t, []string{"second", "first"}, order)
 }
+
+func TestFailedRunKeepsLogs(t *testing.T) {
+	e := &Env{Log: io.Discard, Flags: flagsWith(func(f *Flags) { f.Clusters = 1 }), start: time.Now()}
+	var err error
+	e.RunDir, err = os.MkdirTemp("", "ambientmc-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(e.RunDir) })
+	dir := e.RunDir
+	e.Cleanup("remove run directory", e.removeRunDir)
+	e.keepLogs()
+	assert.False(t, e.keepRunDir, "an empty run directory is not worth keeping")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etcd.log"), []byte("boom"), 0o600))
+	e.keepLogs()
+	e.teardown()
+	_, err = os.Stat(filepath.Join(dir, "etcd.log"))
+	assert.NoError(t, err, "logs survive a failed run")
+}
