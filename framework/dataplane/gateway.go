@@ -23,6 +23,8 @@ type Gateway struct {
 	node    Node
 	addr    netip.Addr
 	watcher *xdswatch.Watcher
+	view    atomic.Pointer[View]
+	stop    func()
 	server  *hbone.Server
 	// Forwarded counts tunnels relayed; Refused counts CONNECTs it could not route.
 	Forwarded, Refused atomic.Int64
@@ -48,6 +50,7 @@ func StartGateway(ctx context.Context, n Node, addr netip.Addr) (*Gateway, error
 		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
 	}
 	g := &Gateway{node: n, addr: addr, watcher: w, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))}
+	g.stop = follow(w, g.view.Store)
 	g.server = hbone.Serve(l, pki.ServerConfig(cert, n.Roots), g.route)
 	return g, nil
 }
@@ -59,7 +62,7 @@ func (g *Gateway) route(ctx context.Context, r *http.Request, _ string) (net.Con
 		g.Refused.Add(1)
 		return nil, http.StatusBadRequest, fmt.Errorf("bad authority %q", r.Host)
 	}
-	v := BuildView(g.watcher.Addresses())
+	v := g.view.Load()
 	svc := v.ServiceByHostname(host)
 	if svc == nil {
 		g.Refused.Add(1)
@@ -91,5 +94,6 @@ func (g *Gateway) route(ctx context.Context, r *http.Request, _ string) (net.Con
 // Close stops the gateway.
 func (g *Gateway) Close() {
 	g.server.Close()
+	g.stop()
 	g.watcher.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"istio.io/istio/pkg/workloadapi"
 
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
 
 // Service is a service as a ztunnel sees it.
@@ -46,6 +47,7 @@ type Endpoint struct {
 // View is an immutable snapshot of what istiod sent, indexed for routing.
 type View struct {
 	services  map[string]*Service // by key
+	byHost    map[string]*Service
 	byVIP     map[netip.Addr]*Service
 	endpoints map[string][]*Endpoint // by service key
 	byAddr    map[netip.Addr]*Endpoint
@@ -54,7 +56,7 @@ type View struct {
 
 // BuildView indexes the Address resources a watcher holds.
 func BuildView(addrs map[string]*workloadapi.Address) *View {
-	v := &View{services: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
+	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
 		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}}
 	for _, a := range addrs {
 		if s := a.GetService(); s != nil {
@@ -70,6 +72,7 @@ func BuildView(addrs map[string]*workloadapi.Address) *View {
 				svc.Ports[p.GetServicePort()] = p.GetTargetPort()
 			}
 			v.services[svc.Key] = svc
+			v.byHost[svc.Hostname] = svc
 		}
 	}
 	for name, a := range addrs {
@@ -120,14 +123,7 @@ func identity(w *workloadapi.Workload) string {
 func (v *View) ServiceByVIP(ip netip.Addr) *Service { return v.byVIP[ip] }
 
 // ServiceByHostname returns the service whose hostname is host.
-func (v *View) ServiceByHostname(host string) *Service {
-	for _, s := range v.services {
-		if s.Hostname == host {
-			return s
-		}
-	}
-	return nil
-}
+func (v *View) ServiceByHostname(host string) *Service { return v.byHost[host] }
 
 // Services lists every service.
 func (v *View) Services() []*Service {
@@ -235,4 +231,25 @@ func matching(prefs []workloadapi.LoadBalancing_Scope, src, ep *Endpoint) int {
 		n++
 	}
 	return n
+}
+
+// follow keeps calling apply with a fresh View whenever the watcher's state changes (and once at
+// once), until stop is called. Views are built here, off the connection path.
+func follow(w *xdswatch.Watcher, apply func(*View)) (stop func()) {
+	apply(BuildView(w.Addresses()))
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-w.Changed():
+				apply(BuildView(w.Addresses()))
+			case <-w.Done():
+				return
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }

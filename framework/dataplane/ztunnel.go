@@ -73,8 +73,7 @@ type Ztunnel struct {
 	outbound map[netip.AddrPort]net.Listener
 	inbound  map[netip.Addr]*hbone.Server
 	rand     *rand.Rand
-	cancel   context.CancelFunc
-	done     chan struct{}
+	stop     func()
 }
 
 // StartZtunnel connects to istiod and keeps listeners in line with what it sends: outbound on the
@@ -86,38 +85,31 @@ func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, err
 	if err != nil {
 		return nil, fmt.Errorf("ztunnel %s/%s: %w", n.Cluster, n.Name, err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
 	z := &Ztunnel{node: n, watcher: w, client: hbone.NewClient(), source: source, certs: map[string]*pki.Cert{},
 		outbound: map[netip.AddrPort]net.Listener{}, inbound: map[netip.Addr]*hbone.Server{},
-		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), cancel: cancel, done: make(chan struct{})}
-	if err := z.reconcile(); err != nil {
-		z.Close()
-		return nil, err
-	}
-	go z.run(runCtx)
-	return z, nil
-}
-
-func (z *Ztunnel) run(ctx context.Context) {
-	defer close(z.done)
-	for {
-		select {
-		case <-z.watcher.Changed():
-			if err := z.reconcile(); err != nil {
-				fmt.Fprintf(os.Stderr, "ambientmc: ztunnel %s/%s: %v\n", z.node.Cluster, z.node.Name, err)
-			}
-		case <-ctx.Done():
-			return
+		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	var first error
+	started := false
+	z.stop = follow(w, func(v *View) {
+		err := z.reconcile(v)
+		if !started {
+			first, started = err, true
+		} else if err != nil {
+			fmt.Fprintf(os.Stderr, "ambientmc: ztunnel %s/%s: %v\n", z.node.Cluster, z.node.Name, err)
 		}
+	})
+	if first != nil {
+		z.Close()
+		return nil, first
 	}
+	return z, nil
 }
 
 // View returns what the ztunnel currently knows.
 func (z *Ztunnel) View() *View { return z.view.Load() }
 
-// reconcile rebuilds the view from istiod's state and opens or closes listeners to match.
-func (z *Ztunnel) reconcile() error {
-	v := BuildView(z.watcher.Addresses())
+// reconcile adopts a new view of istiod's state and opens or closes listeners to match.
+func (z *Ztunnel) reconcile(v *View) error {
 	z.view.Store(v)
 	wantOut := map[netip.AddrPort]bool{}
 	// Only a ztunnel that captures a pod's traffic listens on service addresses: several ztunnels
@@ -339,12 +331,8 @@ func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 
 // Close stops listeners, the xDS stream and pooled connections.
 func (z *Ztunnel) Close() {
-	z.cancel()
-	if z.done != nil {
-		select {
-		case <-z.done:
-		case <-time.After(5 * time.Second):
-		}
+	if z.stop != nil {
+		z.stop()
 	}
 	z.mu.Lock()
 	for _, l := range z.outbound {
