@@ -87,8 +87,11 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	if err := t.Check(p.Capabilities()); err != nil {
 		return err
 	}
-	if t.HasKubeconfigs() {
-		fmt.Fprintf(p.opts.Log, "ambientmc: the local provider ignores the kubeconfig paths in %s and starts its own API servers\n", t.Source)
+	for _, c := range t.Clusters {
+		if c.Kubeconfig != "" {
+			fmt.Fprintf(p.opts.Log, "ambientmc: the local provider ignores the kubeconfig paths in %s (meta.kubeconfig) and starts its own API servers\n", t.Source)
+			break
+		}
 	}
 	if err := checkHost(len(t.Clusters)); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -128,4 +129,14 @@ func BenchmarkClusterStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestPreflightSaysItIgnoresKubeconfigsOnce(t *testing.T) {
+	p := cachedProvider(t)
+	var log strings.Builder
+	p.opts.Log = &log
+	topo, err := topology.Parse([]byte(`[{"kind":"Kubernetes","clusterName":"a","meta":{"kubeconfig":"/x/a"}},{"kind":"Kubernetes","clusterName":"b","meta":{"kubeconfig":"/x/b"}}]`), "prow.json")
+	require.NoError(t, err)
+	require.NoError(t, p.Preflight(context.Background(), topo))
+	assert.Equal(t, 1, strings.Count(log.String(), "ignores the kubeconfig paths in prow.json"), log.String())
 }
