@@ -30,7 +30,7 @@ func TestJoinFailurePaths(t *testing.T) {
 		// A remote secret for an API server that is not there: nothing listens on the port.
 		ports, err := proc.FreePorts(1)
 		require.NoError(t, err)
-		cfg := kubeconfig.Token("ghost", "https://127.0.0.1:"+itoa(ports[0]), ambient.Root.CertPEM, "no-token")
+		cfg := kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token")
 		data, err := kubeconfig.Bytes(cfg)
 		require.NoError(t, err)
 		require.NoError(t, mesh.ApplySecret(ctx, obs, mesh.SecretFor("ghost", data)))
@@ -84,4 +84,3 @@ func TestJoinFailurePaths(t *testing.T) {
 	})
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
