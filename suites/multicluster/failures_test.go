@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,21 +28,24 @@ func TestJoinFailurePaths(t *testing.T) {
 	obs, istiod := observedIstiod(t)
 
 	t.Run("unreachable remote", func(t *testing.T) {
-		// A remote secret for an API server that is not there: nothing listens on the port.
+		// A second istiod for the observed cluster reads remote clusters from a kubeconfig
+		// directory, so the suite's own istiod never sees the broken cluster (istiod's secret
+		// controller can stall when a still-syncing remote is deleted).
+		dir := filepath.Join(t.TempDir(), "remotes")
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		isolated := extraIstiod(t, obs, "PILOT_MULTICLUSTER_KUBECONFIG_PATH="+dir)
+		// A kubeconfig for an API server that is not there: nothing listens on the port.
 		ports, err := proc.FreePorts(1)
 		require.NoError(t, err)
 		cfg := kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token")
-		data, err := kubeconfig.Bytes(cfg)
-		require.NoError(t, err)
-		require.NoError(t, mesh.ApplySecret(ctx, obs, mesh.SecretFor("ghost", data)))
-		t.Cleanup(func() { _ = mesh.DeleteSecret(context.Background(), obs, "ghost") })
+		require.NoError(t, kubeconfig.WriteFile(filepath.Join(dir, "ghost"), cfg))
 		ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
-		_, err = waitJoined(ctx, istiod, nil, ghost, time.Now(), 8*time.Second)
+		_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), 8*time.Second)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "join of ghost")
 		assert.Contains(t, err.Error(), "-join.timeout=8s")
-		assert.Contains(t, err.Error(), "--- last 40 lines of "+istiod.Proc.LogFile())
+		assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.Proc.LogFile())
 	})
 
 	t.Run("join timeout", func(t *testing.T) {
@@ -58,23 +62,18 @@ func TestJoinFailurePaths(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "join of "+other.Name)
 		assert.Contains(t, err.Error(), "-join.timeout=1ms")
+		// Let the join finish before the cleanup removes it: deleting a remote secret while istiod
+		// is still syncing that cluster can stall istiod's secret controller for minutes.
+		_, err = waitJoined(ctx, istiod, nil, other, start, mc.Flags.JoinTimeout)
+		require.NoError(t, err)
 	})
 
 	t.Run("istiod killed", func(t *testing.T) {
-		cache, err := bins.Default()
-		require.NoError(t, err)
-		bin, err := cache.Path(bins.PilotDiscovery)
-		require.NoError(t, err)
-		// A second istiod for the observed cluster, so the suite's own keeps running.
-		doomed, err := mesh.StartIstiod(ctx, obs, mesh.IstiodOptions{
-			Binary: bin, Dir: filepath.Join(t.TempDir(), "istiod"), Intermediate: ambient.Intermediates[obs.Name],
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = doomed.Stop() })
+		doomed := extraIstiod(t, obs)
 		require.NoError(t, syscall.Kill(doomed.Proc.Pid(), syscall.SIGKILL))
 
 		start := time.Now()
-		_, err = waitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
+		_, err := waitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
 		require.Error(t, err)
 		assert.Less(t, time.Since(start), 30*time.Second, "a dead istiod fails the wait at once, not at the timeout")
 		assert.Contains(t, err.Error(), "istiod "+obs.Name+" exited")
@@ -84,3 +83,18 @@ func TestJoinFailurePaths(t *testing.T) {
 	})
 }
 
+// extraIstiod starts a second istiod for cluster c (the suite's own keeps running) and stops it
+// when the test ends.
+func extraIstiod(t *testing.T, c *cluster.Cluster, env ...string) *mesh.Istiod {
+	t.Helper()
+	cache, err := bins.Default()
+	require.NoError(t, err)
+	bin, err := cache.Path(bins.PilotDiscovery)
+	require.NoError(t, err)
+	i, err := mesh.StartIstiod(context.Background(), c, mesh.IstiodOptions{
+		Binary: bin, Dir: filepath.Join(t.TempDir(), "istiod"), Intermediate: ambient.Intermediates[c.Name], Env: env,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = i.Stop() })
+	return i
+}
