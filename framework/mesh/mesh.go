@@ -32,7 +32,7 @@ type Mesh struct {
 	joined  []string                  // clusters in the mesh, in join order
 }
 
-// Options configure Install.
+// Options configure StartIstiods.
 type Options struct {
 	IstiodBinary string
 	Dir          string // per-istiod working directories go here
@@ -43,10 +43,7 @@ type Options struct {
 
 // Install sets up PKI and the east-west gateway in every cluster (in parallel), and prepares each
 // cluster's remote secret without applying it. StartIstiods starts the control planes.
-func Install(ctx context.Context, clusters []*cluster.Cluster, o Options) (*Mesh, error) {
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
+func Install(ctx context.Context, clusters []*cluster.Cluster) (*Mesh, error) {
 	root, err := pki.NewRoot()
 	if err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ func installMesh(ctx context.Context, e *env.Env) error {
 		return err
 	}
 	e.Report.Scale = &report.Scale{ServicesPerCluster: scale.Services, PodsPerCluster: scale.Pods}
-	ambient, err = mesh.Install(ctx, e.Clusters, mesh.Options{Log: e.Log})
+	ambient, err = mesh.Install(ctx, e.Clusters)
 	if err != nil {
 		return err
 	}
