@@ -67,6 +67,7 @@ type Ztunnel struct {
 	client  *hbone.Client
 	source  netip.Addr // the captured pod whose outbound traffic this ztunnel carries
 	Stats   ZtunnelStats
+	lastErr atomic.Pointer[string] // why the latest failed outbound connection failed
 
 	mu       sync.Mutex
 	certs    map[string]*pki.Cert
@@ -103,6 +104,14 @@ func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, err
 		return nil, first
 	}
 	return z, nil
+}
+
+// LastError says why the latest failed outbound connection failed ("" if none has).
+func (z *Ztunnel) LastError() string {
+	if p := z.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // View returns what the ztunnel currently knows.
@@ -205,6 +214,8 @@ func (z *Ztunnel) serveOutbound(l net.Listener) {
 		go func() {
 			if err := z.proxyOutbound(conn); err != nil {
 				z.Stats.OutboundFailed.Add(1)
+				msg := err.Error()
+				z.lastErr.Store(&msg)
 			}
 		}()
 	}

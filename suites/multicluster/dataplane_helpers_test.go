@@ -61,14 +61,29 @@ func dataPlane(t *testing.T) *probeEnv {
 }
 
 // ready joins the probe clusters if needed and waits until a request through the mesh reaches
-// each echo service.
+// each echo service. A client ztunnel that does not get there in 20 s is restarted (fresh xDS
+// stream, fresh connection pool) up to twice, and the restart is logged with its reason: after
+// clusters leave and rejoin in quick succession a first attempt has been seen to stay stuck.
 func (p *probeEnv) ready(ctx context.Context) error {
 	if err := joinEach(ctx, p.local, p.remote); err != nil {
 		return err
 	}
 	for _, app := range []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover} {
-		if err := waitServing(ctx, p.url(app), time.Minute); err != nil {
-			return fmt.Errorf("dataplane: %s never answered through the mesh: %w", app, err)
+		for attempt := 1; ; attempt++ {
+			err := waitServing(ctx, p.url(app), 20*time.Second)
+			if err == nil {
+				break
+			}
+			err = fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
+				app, err, p.clientZ.LastError())
+			if attempt == 3 {
+				return err
+			}
+			mc.Logf("%v; restarting the client ztunnel", err)
+			p.clientZ.Close()
+			if p.clientZ, err = dataplane.StartZtunnel(ctx, node(p.local, workload.ProbeClientNode), p.probes.Client.IP); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
