@@ -61,32 +61,64 @@ func dataPlane(t *testing.T) *probeEnv {
 }
 
 // ready joins the probe clusters if needed and waits until a request through the mesh reaches
-// each echo service. A client ztunnel that does not get there in 20 s is restarted (fresh xDS
-// stream, fresh connection pool) up to twice, and the restart is logged with its reason: after
-// clusters leave and rejoin in quick succession a first attempt has been seen to stay stuck.
+// each echo service and the client ztunnel knows the remote endpoints of echo-remote and
+// echo-failover. A client ztunnel that does not get there is restarted (fresh xDS stream, fresh
+// connection pool) up to twice, logging why: after a cluster leaves and rejoins, the long-lived
+// delta xDS stream has been seen to keep lacking the rejoined cluster's split-horizon workloads
+// while a new stream receives them at once.
 func (p *probeEnv) ready(ctx context.Context) error {
 	if err := joinEach(ctx, p.local, p.remote); err != nil {
 		return err
 	}
+	for attempt := 1; ; attempt++ {
+		err := p.complete(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt == 3 {
+			return err
+		}
+		mc.Logf("%v; restarting the client ztunnel", err)
+		p.clientZ.Close()
+		if p.clientZ, err = dataplane.StartZtunnel(ctx, node(p.local, workload.ProbeClientNode), p.probes.Client.IP); err != nil {
+			return err
+		}
+	}
+}
+
+// complete checks, within 20 s, that traffic flows and the client's view has the remote endpoints.
+func (p *probeEnv) complete(ctx context.Context) error {
 	for _, app := range []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover} {
-		for attempt := 1; ; attempt++ {
-			err := waitServing(ctx, p.url(app), 20*time.Second)
-			if err == nil {
-				break
-			}
-			err = fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
+		if err := waitServing(ctx, p.url(app), 20*time.Second); err != nil {
+			return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
 				app, err, p.clientZ.LastError())
-			if attempt == 3 {
-				return err
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, app := range []string{workload.EchoRemote, workload.EchoFailover} {
+		for !p.knowsRemote(app) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("dataplane: the client ztunnel's view has no healthy endpoint of %s in %s", app, p.remote.Network)
 			}
-			mc.Logf("%v; restarting the client ztunnel", err)
-			p.clientZ.Close()
-			if p.clientZ, err = dataplane.StartZtunnel(ctx, node(p.local, workload.ProbeClientNode), p.probes.Client.IP); err != nil {
-				return err
-			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	return nil
+}
+
+// knowsRemote says whether the client ztunnel holds a healthy endpoint of app in the remote network.
+func (p *probeEnv) knowsRemote(app string) bool {
+	v := p.clientZ.View()
+	svc := v.ServiceByVIP(p.vips[app])
+	if svc == nil {
+		return false
+	}
+	for _, ep := range v.Endpoints(svc) {
+		if ep.Network == p.remote.Network && ep.Healthy {
+			return true
+		}
+	}
+	return false
 }
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
