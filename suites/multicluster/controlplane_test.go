@@ -145,16 +145,7 @@ func TestControlPlaneLeave(t *testing.T) {
 		c := mc.Cluster(name)
 		start := time.Now()
 		require.NoError(t, ambient.Leave(ctx, name))
-		waitCtx, cancel := whileAlive(ctx, istiod, mc.Flags.JoinTimeout)
-		_, err := istiod.Sampler.WaitRemoteGone(waitCtx, name, 50*time.Millisecond)
-		if err == nil {
-			err = w.WaitFor(waitCtx, lacksNetwork(c))
-		}
-		if err != nil {
-			err = failure(istiod, "leave of "+name, mc.Flags.JoinTimeout, waitCtx, err)
-		}
-		cancel()
-		require.NoError(t, err)
+		require.NoError(t, waitLeft(ctx, istiod, w, c, mc.Flags.JoinTimeout))
 		elapsed := time.Since(start)
 		settled, err := istiod.Sampler.Settled(ctx, mc.Flags.JoinSamples, time.Second)
 		require.NoError(t, err)

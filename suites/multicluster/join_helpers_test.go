@@ -160,12 +160,24 @@ func leaveAll(t *testing.T, i *mesh.Istiod) {
 	for k := len(joined) - 1; k >= 0; k-- {
 		require.NoError(t, ambient.Leave(context.Background(), joined[k]))
 		if joined[k] != i.Cluster {
-			ctx, cancel := whileAlive(context.Background(), i, mc.Flags.JoinTimeout)
-			_, err := i.Sampler.WaitRemoteGone(ctx, joined[k], 50*time.Millisecond)
-			cancel()
-			require.NoError(t, err)
+			require.NoError(t, waitLeft(context.Background(), i, nil, mc.Cluster(joined[k]), mc.Flags.JoinTimeout))
 		}
 	}
+}
+
+// waitLeft waits until istiod no longer manages c and, with a watcher, until the watcher holds
+// nothing of c's network.
+func waitLeft(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, timeout time.Duration) error {
+	ctx, cancel := whileAlive(ctx, i, timeout)
+	defer cancel()
+	_, err := i.Sampler.WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
+	if err == nil && w != nil {
+		err = w.WaitFor(ctx, lacksNetwork(c))
+	}
+	if err != nil {
+		return failure(i, "leave of "+c.Name, timeout, ctx, err)
+	}
+	return nil
 }
 
 // sleepUntil waits until t (or returns at once if it has passed).
