@@ -15,7 +15,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/pki"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Mesh is ambient installed across the clusters of an environment: one shared root CA, an
@@ -24,10 +23,12 @@ import (
 type Mesh struct {
 	Root          *pki.Root
 	Intermediates map[string]*pki.Intermediate
-	Istiods       map[string]*Istiod
+	Istiods       map[string]cluster.Istiod
 	Clusters      []*cluster.Cluster
+	provider      cluster.Provider
 
-	mu      sync.Mutex
+	mu       sync.Mutex
+	gateways map[string]string // cluster -> east-west gateway address
 	secrets map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
 	joined  []string                  // clusters in the mesh, in join order
 }
@@ -39,17 +40,20 @@ type Options struct {
 	// Istiods selects which primaries run istiod; nil means all of them.
 	Istiods func(c *cluster.Cluster) bool
 	Log     io.Writer
+	// GatewayTimeout bounds the wait for an east-west gateway's address.
+	GatewayTimeout time.Duration
 }
 
-// Install sets up PKI and the east-west gateway in every cluster (in parallel), and prepares each
-// cluster's remote secret without applying it. StartIstiods starts the control planes.
-func Install(ctx context.Context, clusters []*cluster.Cluster) (*Mesh, error) {
+// Install sets up PKI in every cluster (in parallel) and prepares each cluster's remote secret
+// without applying it. StartIstiods starts the control planes and the east-west gateways through
+// the provider.
+func Install(ctx context.Context, p cluster.Provider, clusters []*cluster.Cluster) (*Mesh, error) {
 	root, err := pki.NewRoot()
 	if err != nil {
 		return nil, err
 	}
-	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{},
-		Istiods: map[string]*Istiod{}, secrets: map[string]*corev1.Secret{}}
+	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{}, provider: p,
+		Istiods: map[string]cluster.Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{}}
 	for _, c := range clusters {
 		if m.Intermediates[c.Name], err = root.NewIntermediate(c.Name); err != nil {
 			return nil, err
@@ -74,13 +78,6 @@ func (m *Mesh) installCluster(ctx context.Context, c *cluster.Cluster) error {
 	if _, err := c.Client.CoreV1().Secrets(SystemNamespace).Create(ctx, inter.CACertsSecret(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("cluster %s: cacerts: %w", c.Name, err)
 	}
-	gw, err := topology.GatewayIP(c.Index)
-	if err != nil {
-		return err
-	}
-	if err := EnsureEastWestGateway(ctx, c, gw.String()); err != nil {
-		return err
-	}
 	secret, err := RemoteSecret(ctx, c)
 	if err != nil {
 		return err
@@ -91,35 +88,53 @@ func (m *Mesh) installCluster(ctx context.Context, c *cluster.Cluster) error {
 	return nil
 }
 
-// StartIstiods starts istiod for every primary that o.Istiods selects, in parallel. Starting them
-// after the workloads exist lets each istiod sync its own cluster once instead of pod by pod.
+// StartIstiods starts istiod for every primary that o.Istiods selects, then every cluster's
+// east-west gateway, in parallel across clusters. Starting them after the workloads exist lets
+// each istiod sync its own cluster once instead of pod by pod; the gateway comes after istiod
+// because on real clusters istiod creates the gateway class and deploys the gateway.
 func (m *Mesh) StartIstiods(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.GatewayTimeout == 0 {
+		o.GatewayTimeout = 5 * time.Minute
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range m.Clusters {
-		if !c.IsPrimary() || (o.Istiods != nil && !o.Istiods(c)) {
-			continue
-		}
 		g.Go(func() error {
-			start := time.Now()
-			i, err := StartIstiod(gctx, c, IstiodOptions{
-				Binary:       o.IstiodBinary,
-				Dir:          filepath.Join(o.Dir, c.Name),
-				Intermediate: m.Intermediates[c.Name],
-			})
+			if c.IsPrimary() && (o.Istiods == nil || o.Istiods(c)) {
+				start := time.Now()
+				i, err := m.provider.ControlPlane().StartIstiod(gctx, c, cluster.IstiodOptions{
+					Binary: o.IstiodBinary,
+					Dir:    filepath.Join(o.Dir, c.Name),
+					CA:     m.Intermediates[c.Name],
+				})
+				if err != nil {
+					return err
+				}
+				m.mu.Lock()
+				m.Istiods[c.Name] = i
+				m.mu.Unlock()
+				fmt.Fprintf(o.Log, "ambientmc: %s: istiod ready in %.1fs\n", c.Name, time.Since(start).Seconds())
+			}
+			addr, err := m.provider.Gateways().EastWestGateway(gctx, c, o.GatewayTimeout)
 			if err != nil {
-				return err
+				return fmt.Errorf("cluster %s: east-west gateway: %w", c.Name, err)
 			}
 			m.mu.Lock()
-			m.Istiods[c.Name] = i
+			m.gateways[c.Name] = addr
 			m.mu.Unlock()
-			fmt.Fprintf(o.Log, "ambientmc: %s: istiod ready in %.1fs\n", c.Name, time.Since(start).Seconds())
 			return nil
 		})
 	}
 	return g.Wait()
+}
+
+// GatewayAddress is the address in c's east-west Gateway status ("" before StartIstiods).
+func (m *Mesh) GatewayAddress(c string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gateways[c]
 }
 
 // Cluster returns the named cluster or nil.

@@ -70,6 +70,8 @@ type Failover struct {
 	FailbackSeconds float64 `json:"failbackSeconds"`
 	Requests        int64   `json:"requests"`
 	FailedRequests  int64   `json:"failedRequests"`
+	// ResolutionSeconds is the interval between requests: the times are only as fine as that.
+	ResolutionSeconds float64 `json:"resolutionSeconds"`
 }
 
 // Host describes the machine the run used.

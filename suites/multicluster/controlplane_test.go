@@ -2,14 +2,15 @@ package multicluster
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
-	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -84,14 +85,14 @@ type stepSample struct {
 
 // sampleAfter waits until settleAt, reading CPU over the steady window that ends there, then takes
 // the memory samples. CPU-seconds and the average rate count from `from` (just before the step).
-func sampleAfter(t *testing.T, i *mesh.Istiod, from *measure.Metrics, settleAt time.Time, steady time.Duration, samples int) stepSample {
+func sampleAfter(t *testing.T, i cluster.Istiod, from *measure.Metrics, settleAt time.Time, steady time.Duration, samples int) stepSample {
 	t.Helper()
 	sleepUntil(settleAt.Add(-steady))
 	steadyStart := scrape(t, i)
 	sleepUntil(settleAt)
 	end := scrape(t, i)
-	settled, err := i.Sampler.Settled(context.Background(), samples, time.Second)
-	require.NoError(t, err, "sampling istiod %s", i.Cluster)
+	settled, err := i.Sampler().Settled(context.Background(), samples, time.Second)
+	require.NoError(t, err, "sampling istiod %s", i.Cluster())
 	s := stepSample{Sample: settled.ReportSample()}
 	s.CPUCores = report.F(measure.CPURate(from, end))
 	s.SteadyCPUCores = report.F(measure.CPURate(steadyStart, end))
@@ -126,7 +127,7 @@ func TestControlPlaneLeave(t *testing.T) {
 		require.NoError(t, ambient.Join(ctx, obs.Name))
 	}
 	for _, c := range mc.Clusters {
-		if !contains(ambient.Joined(), c.Name) {
+		if !slices.Contains(ambient.Joined(), c.Name) {
 			joinAndWait(t, istiod, w, c)
 		}
 	}
@@ -147,7 +148,7 @@ func TestControlPlaneLeave(t *testing.T) {
 		require.NoError(t, ambient.Leave(ctx, name))
 		require.NoError(t, waitLeft(ctx, istiod, w, c, mc.Flags.JoinTimeout))
 		elapsed := time.Since(start)
-		settled, err := istiod.Sampler.Settled(ctx, mc.Flags.JoinSamples, time.Second)
+		settled, err := istiod.Sampler().Settled(ctx, mc.Flags.JoinSamples, time.Second)
 		require.NoError(t, err)
 		after := scrape(t, istiod)
 		remaining := len(ambient.Joined()) - 1
@@ -160,13 +161,4 @@ func TestControlPlaneLeave(t *testing.T) {
 		mc.Logf("leave: %s gone in %.2fs; istiod live heap %.0f MB, rss %.0f MB, %d remote clusters left",
 			name, elapsed.Seconds(), settled.LiveHeapBytes/1e6, settled.RSSBytes/1e6, remaining)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -54,7 +53,7 @@ func installMesh(ctx context.Context, e *env.Env) error {
 		return err
 	}
 	e.Report.Scale = &report.Scale{ServicesPerCluster: scale.Services, PodsPerCluster: scale.Pods}
-	ambient, err = mesh.Install(ctx, e.Clusters)
+	ambient, err = mesh.Install(ctx, e.Provider, e.Clusters)
 	if err != nil {
 		return err
 	}
@@ -88,23 +87,14 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 }
 
 func startIstiods(ctx context.Context, e *env.Env) error {
-	cache, err := bins.Default()
-	if err != nil {
-		return err
-	}
-	bin, err := cache.Path(bins.PilotDiscovery)
-	if err != nil {
-		return err
-	}
 	obs, err := observed(e)
 	if err != nil {
 		return err
 	}
 	e.Report.ControlPlane = nil
 	return ambient.StartIstiods(ctx, mesh.Options{
-		IstiodBinary: bin,
-		Dir:          filepath.Join(e.RunDir, "istiod"),
-		Log:          e.Log,
+		Dir: filepath.Join(e.RunDir, "istiod"),
+		Log: e.Log,
 		Istiods: func(c *cluster.Cluster) bool {
 			return e.Flags.Istiods == "all" || c.Name == obs.Name
 		},

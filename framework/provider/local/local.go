@@ -39,6 +39,7 @@ type Provider struct {
 
 	mu      sync.Mutex
 	members []*member
+	istiods []*Istiod
 }
 
 // New returns a local provider writing into opts.RunDir.
@@ -172,9 +173,15 @@ func (p *Provider) Destroy(context.Context) error {
 
 func (p *Provider) stopAll() {
 	p.mu.Lock()
-	members := p.members
+	members, istiods := p.members, p.istiods
+	p.istiods = nil
 	p.mu.Unlock()
 	var wg sync.WaitGroup
+	for _, i := range istiods {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = i.Stop() }()
+	}
+	wg.Wait()
 	for _, m := range members {
 		wg.Add(1)
 		go func() { defer wg.Done(); m.stop() }()
