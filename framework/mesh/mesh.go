@@ -28,9 +28,9 @@ type Mesh struct {
 	provider      cluster.Provider
 
 	mu       sync.Mutex
-	gateways map[string]string // cluster -> east-west gateway address
-	secrets map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
-	joined  []string                  // clusters in the mesh, in join order
+	gateways map[string]string         // cluster -> east-west gateway address
+	secrets  map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
+	joined   []string                  // clusters in the mesh, in join order
 }
 
 // Options configure StartIstiods.

@@ -48,15 +48,15 @@ type IstiodPorts struct {
 
 var _ cluster.Istiod = (*Istiod)(nil)
 
-func (i *Istiod) Cluster() string           { return i.cluster }
-func (i *Istiod) Sampler() *measure.Istiod  { return i.sampler }
-func (i *Istiod) LogFile() string           { return i.Proc.LogFile() }
-func (i *Istiod) Tail(n int) string         { return i.Proc.Tail(n) }
-func (i *Istiod) Done() <-chan struct{}     { return i.Proc.Done() }
-func (i *Istiod) ExitErr() error            { return i.Proc.ExitErr() }
-func (i *Istiod) Kill() error               { return syscall.Kill(i.Proc.Pid(), syscall.SIGKILL) }
-func (i *Istiod) Stop() error               { return i.Proc.Stop(10 * time.Second) }
-func (i *Istiod) XDSAddress() string        { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
+func (i *Istiod) Cluster() string          { return i.cluster }
+func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
+func (i *Istiod) LogFile() string          { return i.Proc.LogFile() }
+func (i *Istiod) Tail(n int) string        { return i.Proc.Tail(n) }
+func (i *Istiod) Done() <-chan struct{}    { return i.Proc.Done() }
+func (i *Istiod) ExitErr() error           { return i.Proc.ExitErr() }
+func (i *Istiod) Kill() error              { return syscall.Kill(i.Proc.Pid(), syscall.SIGKILL) }
+func (i *Istiod) Stop() error              { return i.Proc.Stop(10 * time.Second) }
+func (i *Istiod) XDSAddress() string       { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
 
 // istiodReadyTimeout bounds a cold istiod start (it lists every object of its cluster first).
 const istiodReadyTimeout = 3 * time.Minute

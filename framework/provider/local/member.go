@@ -93,7 +93,6 @@ func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
 	return c, nil
 }
 
-
 // writeCredentials writes the admin token file and the service-account signing key pair (so the
 // TokenRequest API works without a controller-manager). All of them are 0600.
 func (m *member) writeCredentials() (string, error) {
