@@ -32,6 +32,8 @@ const (
 	// ServedByHeader is set by every echo server to its cluster's name, so each response says
 	// which cluster served it.
 	ServedByHeader = "x-served-by"
+	// PartOfLabel (value "ambientmc") marks every probe object, to find them with one selector.
+	PartOfLabel = "app.kubernetes.io/part-of"
 	// Service accounts, as the local provider names them (their SPIFFE identities match).
 	clientServiceAccount = "client"
 	echoServiceAccount   = "echo"
@@ -115,6 +117,12 @@ func probeObjects(cluster string, p ProbeOptions) ([]*unstructured.Unstructured,
 		if err != nil {
 			return nil, err
 		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[PartOfLabel] = "ambientmc"
+		u.SetLabels(labels)
 		out = append(out, u)
 	}
 	return out, nil
