@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // DefaultProbeImage is the fortio image of the probe pods: the version go.mod pins, so the client
@@ -162,4 +163,32 @@ func fortio(ns, app, sa, image string, extra ...string) *appsv1.Deployment {
 			},
 		},
 	}
+}
+
+// ProbePlan places the probes as the local provider does (workload.DeployProbes): every cluster
+// gets the three Services; client runs fortio-client, echo-local and echo-failover; remote runs
+// echo-remote and echo-failover; the other clusters run no probe pods. remote may be "" (a
+// one-cluster mesh, where echo-remote has no endpoints).
+func ProbePlan(t *topology.Topology, client, remote string) (map[string]*ProbeOptions, error) {
+	if _, ok := t.Get(client); !ok {
+		return nil, fmt.Errorf("install: probe client cluster %q is not in the topology (%s)", client, t.Source)
+	}
+	if _, ok := t.Get(remote); remote != "" && !ok {
+		return nil, fmt.Errorf("install: probe remote cluster %q is not in the topology (%s)", remote, t.Source)
+	}
+	if client == remote {
+		return nil, fmt.Errorf("install: probe client and remote are both %q: pick two clusters", client)
+	}
+	plan := map[string]*ProbeOptions{}
+	for _, c := range t.Clusters {
+		switch c.Name {
+		case client:
+			plan[c.Name] = &ProbeOptions{Role: RoleClient, Apps: []string{workload.EchoLocal, workload.EchoFailover}}
+		case remote:
+			plan[c.Name] = &ProbeOptions{Role: RoleServer, Apps: []string{workload.EchoRemote, workload.EchoFailover}}
+		default:
+			plan[c.Name] = &ProbeOptions{Role: RoleServer}
+		}
+	}
+	return plan, nil
 }
