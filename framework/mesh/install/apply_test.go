@@ -252,6 +252,26 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		require.NoError(t, inst.Teardown(ctx))
 	})
 
+	t.Run("RefusesToReplaceAForeignCACerts", func(t *testing.T) {
+		foreignRoot, err := pki.NewRoot()
+		require.NoError(t, err)
+		foreign, err := foreignRoot.NewIntermediate(c.Name)
+		require.NoError(t, err)
+		secrets := c.Client.CoreV1().Secrets(mesh.SystemNamespace)
+		_, err = secrets.Create(ctx, foreign.CACertsSecret(), metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = secrets.Delete(context.Background(), pki.CACertsSecret, metav1.DeleteOptions{}) })
+
+		inst, err := Apply(ctx, c, m, ApplyOptions{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "install: cluster cluster-1: component base: istio-system/cacerts already exists with another root CA")
+		assert.Contains(t, err.Error(), "kubectl -n istio-system delete secret cacerts")
+		got, err := secrets.Get(ctx, pki.CACertsSecret, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, foreign.RootPEM, got.Data[pki.RootCertFile], "the cluster's CA is untouched")
+		require.NoError(t, inst.Teardown(ctx))
+	})
+
 	t.Run("RejectsManifestsOfAnotherCluster", func(t *testing.T) {
 		other := *m
 		other.Cluster = "cluster-9"
