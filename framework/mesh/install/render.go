@@ -240,6 +240,9 @@ func renderIstio(o Options) (map[string][]*unstructured.Unstructured, error) {
 			continue
 		}
 		for _, m := range set.Manifests {
+			if m.GetKind() == "Namespace" && m.GetName() == mesh.SystemNamespace {
+				continue // Render adds its own, with the network label
+			}
 			out[name] = append(out[name], m.Unstructured.DeepCopy())
 		}
 	}
