@@ -144,6 +144,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Cluster.Network == "" {
 		return o, fmt.Errorf("install: cluster %s: Options.Cluster.Network is empty: set the cluster's network (topology.Generate names them network-N)", o.Cluster.Name)
 	}
+	if o.Cluster.IsRemote() {
+		return o, fmt.Errorf("install: cluster %s is a remote of %s: ambient multicluster is multi-primary only, so every cluster must be its own primary", o.Cluster.Name, o.Cluster.Primary)
+	}
 	if o.Images.Hub == "" {
 		return o, fmt.Errorf("install: cluster %s: Images.Hub is empty: pass -istio.hub (e.g. -istio.hub=registry.istio.io/testing); there is no default", o.Cluster.Name)
 	}
@@ -155,6 +158,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CACerts.Cluster != o.Cluster.Name {
 		return o, fmt.Errorf("install: cluster %s: Options.CACerts is the intermediate of cluster %q: pass this cluster's own intermediate", o.Cluster.Name, o.CACerts.Cluster)
+	}
+	if o.Probes != nil {
+		if err := o.Probes.validate(o.Cluster.Name); err != nil {
+			return o, err
+		}
 	}
 	if o.MeshID == "" {
 		o.MeshID = DefaultMeshID
@@ -232,6 +240,9 @@ func renderIstio(o Options) (map[string][]*unstructured.Unstructured, error) {
 			continue
 		}
 		for _, m := range set.Manifests {
+			if m.GetKind() == "Namespace" && m.GetName() == mesh.SystemNamespace {
+				continue // Render adds its own, with the network label
+			}
 			out[name] = append(out[name], m.Unstructured.DeepCopy())
 		}
 	}

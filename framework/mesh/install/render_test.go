@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -36,18 +37,6 @@ const (
 	testHub = "example.com/hub"
 	testTag = "t1"
 )
-
-// probesFor gives the golden topology's probes: cluster-1 runs the client, echo-local and
-// echo-failover; cluster-2 echo-remote and echo-failover; cluster-3 only has the Services.
-func probesFor(c topology.Cluster) *ProbeOptions {
-	switch c.Index {
-	case 1:
-		return &ProbeOptions{Role: RoleClient, Apps: []string{workload.EchoLocal, workload.EchoFailover}}
-	case 2:
-		return &ProbeOptions{Role: RoleServer, Apps: []string{workload.EchoFailover, workload.EchoRemote}}
-	}
-	return &ProbeOptions{Role: RoleServer}
-}
 
 var rendered struct {
 	once   sync.Once
@@ -70,6 +59,13 @@ func renderThree(t *testing.T) (*topology.Topology, map[string]*pki.Intermediate
 			rendered.err = err
 			return
 		}
+		// cluster-1 runs the client, echo-local and echo-failover; cluster-2 echo-remote and
+		// echo-failover; cluster-3 only has the Services.
+		plan, err := ProbePlan(rendered.topo, "cluster-1", "cluster-2")
+		if err != nil {
+			rendered.err = err
+			return
+		}
 		rendered.cas, rendered.byName = map[string]*pki.Intermediate{}, map[string]*Manifests{}
 		for _, c := range rendered.topo.Clusters {
 			ca, err := root.NewIntermediate(c.Name)
@@ -77,7 +73,7 @@ func renderThree(t *testing.T) (*topology.Topology, map[string]*pki.Intermediate
 				rendered.err = err
 				return
 			}
-			m, err := Render(Options{Cluster: c, Images: Images{Hub: testHub, Tag: testTag}, CACerts: ca, Probes: probesFor(c)})
+			m, err := Render(Options{Cluster: c, Images: Images{Hub: testHub, Tag: testTag}, CACerts: ca, Probes: plan[c.Name]})
 			if err != nil {
 				rendered.err = err
 				return
@@ -132,6 +128,35 @@ func TestRenderIstiodCarriesItsClusterAndMultiNetwork(t *testing.T) {
 		assert.Equal(t, "true", env["AMBIENT_ENABLE_MULTI_NETWORK"], c.Name)
 		assert.Equal(t, "true", env["PILOT_ENABLE_AMBIENT"], c.Name)
 	}
+}
+
+func TestRenderMeshConfigHasMeshIDAndGlobalScope(t *testing.T) {
+	_, _, ms := renderThree(t)
+	cm := find(t, *ms["cluster-2"].Component(ComponentIstiod), "ConfigMap", mesh.SystemNamespace, "istio")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "mesh")
+	var cfg struct {
+		DefaultConfig struct {
+			MeshID string `json:"meshId"`
+		} `json:"defaultConfig"`
+		TrustDomain         string `json:"trustDomain"`
+		ServiceScopeConfigs []struct {
+			Scope            string `json:"scope"`
+			ServicesSelector struct {
+				MatchExpressions []struct {
+					Key    string   `json:"key"`
+					Values []string `json:"values"`
+				} `json:"matchExpressions"`
+			} `json:"servicesSelector"`
+		} `json:"serviceScopeConfigs"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(data), &cfg))
+	assert.Equal(t, DefaultMeshID, cfg.DefaultConfig.MeshID)
+	assert.Equal(t, pki.TrustDomain, cfg.TrustDomain)
+	require.Len(t, cfg.ServiceScopeConfigs, 1)
+	assert.Equal(t, "GLOBAL", cfg.ServiceScopeConfigs[0].Scope)
+	require.Len(t, cfg.ServiceScopeConfigs[0].ServicesSelector.MatchExpressions, 1)
+	assert.Equal(t, workload.GlobalLabel, cfg.ServiceScopeConfigs[0].ServicesSelector.MatchExpressions[0].Key)
+	assert.Equal(t, []string{"true"}, cfg.ServiceScopeConfigs[0].ServicesSelector.MatchExpressions[0].Values)
 }
 
 func TestRenderZtunnelCarriesItsOwnClusterAndNetwork(t *testing.T) {
@@ -201,6 +226,7 @@ func TestRenderBaseHasNetworkNamespaceAndCACerts(t *testing.T) {
 		ns := find(t, *base, "Namespace", "", mesh.SystemNamespace)
 		assert.Equal(t, c.Network, ns.GetLabels()[mesh.NetworkLabel], c.Name)
 		assert.Same(t, ns, base.Objects[0], "the namespace comes first")
+		assert.Equal(t, 1, countKind(*base, "Namespace"), "one istio-system: ours, with the network label")
 
 		var secret corev1.Secret
 		fromUnstructured(t, find(t, *base, "Secret", mesh.SystemNamespace, pki.CACertsSecret), &secret)
@@ -292,6 +318,7 @@ func TestRenderRejectsBadOptions(t *testing.T) {
 		{"bad role", func(o *Options) { o.Probes = &ProbeOptions{Role: "both"} }, `Probes.Role is "both"`},
 		{"bad app", func(o *Options) { o.Probes = &ProbeOptions{Role: RoleServer, Apps: []string{"echo"}} }, `Probes.Apps has "echo"`},
 		{"bad hub", func(o *Options) { o.Images.Hub = "Upper/Case" }, `hub "Upper/Case"`},
+		{"remote cluster", func(o *Options) { o.Cluster.Primary = "cluster-2" }, "cluster cluster-1 is a remote of cluster-2: ambient multicluster is multi-primary only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok
@@ -338,6 +365,16 @@ func find(t *testing.T, c Component, kind, ns, name string) *unstructured.Unstru
 	}
 	t.Fatalf("component %s has no %s %s/%s", c.Name, kind, ns, name)
 	return nil
+}
+
+func countKind(c Component, kind string) int {
+	n := 0
+	for _, o := range c.Objects {
+		if o.GetKind() == kind {
+			n++
+		}
+	}
+	return n
 }
 
 func fromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
@@ -475,6 +512,13 @@ func details(t *testing.T, o *unstructured.Unstructured) []string {
 		if spec, ok := o.Object["spec"]; ok {
 			out = append(out, "spec "+compact(t, spec))
 		}
+	case "ConfigMap":
+		if o.GetName() == "istio" { // the mesh config: mesh ID, trust domain, GLOBAL service scope
+			mesh, _, _ := unstructured.NestedString(o.Object, "data", "mesh")
+			var v any
+			require.NoError(t, yaml.Unmarshal([]byte(mesh), &v))
+			out = append(out, "mesh "+compact(t, v))
+		}
 	case "Secret":
 		data, _, _ := unstructured.NestedMap(o.Object, "data")
 		var keys []string
@@ -523,4 +567,18 @@ func namespaceOf(comp string) string {
 		return workload.ProbeNamespace
 	}
 	return mesh.SystemNamespace
+}
+
+func TestProbePlanRejectsUnknownClusters(t *testing.T) {
+	topo, _, _ := renderThree(t)
+	_, err := ProbePlan(topo, "cluster-9", "cluster-2")
+	assert.ErrorContains(t, err, `probe client cluster "cluster-9" is not in the topology`)
+	_, err = ProbePlan(topo, "cluster-1", "cluster-9")
+	assert.ErrorContains(t, err, `probe remote cluster "cluster-9" is not in the topology`)
+	_, err = ProbePlan(topo, "cluster-1", "cluster-1")
+	assert.ErrorContains(t, err, "pick two clusters")
+	plan, err := ProbePlan(topo, "cluster-2", "")
+	require.NoError(t, err)
+	assert.Equal(t, RoleClient, plan["cluster-2"].Role)
+	assert.Equal(t, &ProbeOptions{Role: RoleServer}, plan["cluster-1"])
 }
