@@ -30,20 +30,6 @@ const (
 	envoyStatsPort   = "15090" // the gateway's Envoy /stats/prometheus
 )
 
-// probeApps says which echo servers run where: echo-local in the client's cluster, echo-remote in
-// the second cluster, echo-failover in both (the other clusters get the Services only).
-func probeApps(c *cluster.Cluster, s cluster.ProbeSetup) install.ProbeOptions {
-	o := install.ProbeOptions{Role: install.RoleServer}
-	switch c.Name {
-	case s.Local.Name:
-		o.Role = install.RoleClient
-		o.Apps = []string{cluster.EchoLocal, cluster.EchoFailover}
-	case s.Remote.Name:
-		o.Apps = []string{cluster.EchoRemote, cluster.EchoFailover}
-	}
-	return o
-}
-
 // DeployProbes renders and applies the probe workloads in every cluster (fortio pods enrolled in
 // ambient), waits for their Deployments and reaches the client's fortio REST API through a
 // port-forward.
@@ -54,13 +40,21 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			_ = e.Close()
 		}
 	}()
+	p.mu.Lock()
+	topo := p.checked
+	p.mu.Unlock()
+	// The same placement scripts/render writes: echo-local in the client's cluster, echo-remote in
+	// the second, echo-failover in both, the Services everywhere.
+	plan, err := install.ProbePlan(topo, s.Local.Name, s.Remote.Name)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range s.Clusters {
 		m, err := p.member(c.Name)
 		if err != nil {
 			return nil, err
 		}
-		po := probeApps(c, s)
-		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: &po})
+		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name]})
 		if err != nil {
 			return nil, err
 		}
