@@ -53,6 +53,9 @@ const preflightTimeout = 15 * time.Second
 //
 // It reads only. It returns one error that lists every cluster with all of its problems.
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
+	if t.Source == topology.SourceGenerated {
+		return fmt.Errorf("-provider=kube uses existing clusters: pass -topology=FILE whose clusters name their kubeconfigs (ambientmc YAML/JSON \"clusters: [{name, network, kubeconfig}]\" or Istio's prow JSON with meta.kubeconfig) instead of -clusters")
+	}
 	if err := t.Check(p.Capabilities()); err != nil {
 		return err
 	}

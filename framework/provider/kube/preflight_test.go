@@ -19,6 +19,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 const fakeOnly = "no schedulable node that is not a fake node"
@@ -198,4 +199,19 @@ func TestNewNeedsHubAndTag(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "-istio.hub")
 	assert.Contains(t, err.Error(), "-istio.tag")
+}
+
+func TestPreflightNeedsATopologyFile(t *testing.T) {
+	topo, err := topology.Generate(2)
+	require.NoError(t, err)
+	err = newProvider(t, false).Preflight(context.Background(), topo)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-provider=kube uses existing clusters: pass -topology=FILE")
+
+	topo, err = topology.Parse([]byte(`[{"kind":"Kubernetes","clusterName":"a","meta":{"kubeconfig":"/k/a"}},{"kind":"Kubernetes","clusterName":"b"}]`), "prow.json")
+	require.NoError(t, err)
+	err = newProvider(t, false).Preflight(context.Background(), topo)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `[1].meta.kubeconfig: cluster "b" has no kubeconfig`)
+	assert.NotContains(t, err.Error(), "/k/a", "refused before any cluster is contacted")
 }
