@@ -121,3 +121,41 @@ func TestDestroyRemovesOnlyWhatTheRunCreated_FakeNamespaceController(t *testing.
 	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
 	require.NoError(t, p.Destroy(ctx), "a second Destroy has nothing to do")
 }
+
+// StartIstiod on a real API server that has no controllers: the install is applied, istiod never
+// becomes Available, the error names the component, and Destroy removes every object the install
+// and the run created. The east-west gateway of a cluster without the run's istiod is refused.
+func TestStartIstiodFailureIsTornDown_FakeNamespaceController(t *testing.T) {
+	cs := localClusters(t, 1)
+	local := cs[0]
+	ctx := context.Background()
+	before := snapshot(t, local)
+
+	topo := kubeTopology(t, cs, nil)
+	p := newProvider(t, false)
+	p.opts.InstallTimeout = 2 * time.Second
+	p.checked = topo
+	kcs, err := p.Create(ctx, topo)
+	require.NoError(t, err)
+	c := kcs[0]
+
+	_, err = p.EastWestGateway(ctx, c, time.Second)
+	require.ErrorContains(t, err, "use -mesh.istiods=all")
+
+	root, err := pki.NewRoot()
+	require.NoError(t, err)
+	inter, err := root.NewIntermediate(c.Name)
+	require.NoError(t, err)
+	_, err = p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: inter})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "component istiod not ready")
+	require.NotEmpty(t, p.members[c.Name].installs)
+	assert.NotEmpty(t, p.members[c.Name].installs[0].Created, "the install created objects")
+	require.NotEqual(t, before, snapshot(t, local))
+
+	stop := namespaceController(t, local)
+	defer stop()
+	require.NoError(t, p.Destroy(ctx))
+	stop()
+	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
+}
