@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"fortio.org/fortio/fhttp"
@@ -103,6 +104,26 @@ type probeEnv struct {
 	setup cluster.ProbeSetup
 	fwd   *forward
 	api   string // the client's fortio server, through the port-forward
+
+	mu      sync.Mutex
+	echoFwd *forward // to echo-local's fortio server, opened by the first Direct load
+}
+
+// echoAPI is echo-local's fortio server in the client's cluster, through a port-forward.
+func (e *probeEnv) echoAPI(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.echoFwd == nil {
+		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, cluster.EchoLocal)
+		if err != nil {
+			return "", err
+		}
+		if e.echoFwd, err = forwardPod(e.setup.Local, workload.ProbeNamespace, pod.Name, []int{workload.EchoPort},
+			lineWriter{prefix: "ambientmc: " + e.setup.Local.Name + ": echo-local port-forward: ", w: e.p.opts.Log}); err != nil {
+			return "", fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
+		}
+	}
+	return "http://" + e.echoFwd.addr(workload.EchoPort), nil
 }
 
 var _ cluster.ProbeEnv = (*probeEnv)(nil)
@@ -212,21 +233,25 @@ func runREST(ctx context.Context, base string, o *fhttp.HTTPRunnerOptions) (*fht
 	return res, nil
 }
 
-// Load runs fortio in the client pod (through the mesh, or straight at echo-local's pod IP).
+// Load runs fortio in the client pod through the mesh, or (Direct) in the echo-local pod against
+// itself.
 // Host CPU is not measured: the load runs on a remote node.
 func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
-	url := serviceURL(l.App)
+	url, api := serviceURL(l.App), e.api
 	if l.Direct {
-		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, cluster.EchoLocal)
-		if err != nil {
+		// In ambient every outbound connection of a pod is captured, even to a pod IP, so the
+		// harness floor is fortio in the echo-local pod calling its own server on loopback, which
+		// ztunnel does not capture.
+		var err error
+		if api, err = e.echoAPI(ctx); err != nil {
 			return nil, err
 		}
-		url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(workload.EchoPort)) + "/echo"
+		url = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(workload.EchoPort)) + "/echo"
 	} else if l.App == "" {
 		return nil, errors.New("probes: Load needs an App unless Direct")
 	}
 	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
-	res, err := runREST(ctx, e.api, o)
+	res, err := runREST(ctx, api, o)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
 	}
@@ -350,6 +375,11 @@ func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
 func (e *probeEnv) Close() error {
 	if e.fwd != nil {
 		e.fwd.Close()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.echoFwd != nil {
+		e.echoFwd.Close()
 	}
 	return nil
 }
