@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -38,7 +39,30 @@ func localClusters(tb testing.TB, n int) []*cluster.Cluster {
 	cs, err := p.Create(ctx, topo)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = p.Destroy(ctx) })
+	for _, c := range cs {
+		settle(tb, c)
+	}
 	return cs
+}
+
+// settle waits until the API server has made its own objects (the kubernetes Service and its
+// ClusterIP appear a moment after it answers), so before/after snapshots compare only the test's.
+func settle(tb testing.TB, c *cluster.Cluster) {
+	tb.Helper()
+	require.Eventually(tb, func() bool {
+		_, err := c.Client.CoreV1().Services("default").Get(context.Background(), "kubernetes", metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the API server never created the kubernetes Service")
+	last := snapshot(tb, c)
+	for range 60 {
+		time.Sleep(500 * time.Millisecond)
+		now := snapshot(tb, c)
+		if slices.Equal(now, last) {
+			return
+		}
+		last = now
+	}
+	tb.Fatalf("cluster %s: its objects never settled", c.Name)
 }
 
 // kubeTopology writes an ambientmc topology file naming each cluster's kubeconfig (kubeconfigs
@@ -70,7 +94,7 @@ func newProvider(t *testing.T, reuse bool) *Provider {
 
 // snapshot lists every object of every listable resource of c as "resource ns/name uid", so a
 // test can show that nothing was created, changed into another object or deleted.
-func snapshot(t *testing.T, c *cluster.Cluster) []string {
+func snapshot(t testing.TB, c *cluster.Cluster) []string {
 	t.Helper()
 	ctx := context.Background()
 	lists, err := c.Client.Discovery().ServerPreferredResources()
