@@ -89,3 +89,14 @@ func TestCheckNeedsKubeconfigs(t *testing.T) {
 	assert.Equal(t, `topology prow.json: [1].meta.kubeconfig: cluster "b" has no kubeconfig; the kube provider uses existing clusters: set meta.kubeconfig to the path of cluster "b"'s kubeconfig`, err.Error())
 	assert.NoError(t, topo.Check(local), "the local provider makes its own")
 }
+
+func TestCheckKubeDoesNotSuggestItself(t *testing.T) {
+	topo, err := Parse([]byte(`[
+  {"kind": "Kubernetes", "clusterName": "primary", "meta": {"kubeconfig": "/k/p"}},
+  {"kind": "Kubernetes", "clusterName": "remote", "primaryClusterName": "primary", "meta": {"kubeconfig": "/k/r"}}
+]`), "mc.json")
+	require.NoError(t, err)
+	err = topo.Check(Capabilities{Provider: "kube", NeedsKubeconfigs: true})
+	require.Error(t, err)
+	assert.Equal(t, `topology mc.json: [1].primaryClusterName: cluster "remote" is a remote of "primary"; the kube provider builds primary clusters only; drop primaryClusterName`, err.Error())
+}

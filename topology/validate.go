@@ -191,14 +191,18 @@ func (t *Topology) Check(c Capabilities) error {
 			"%d clusters, but the %s provider builds at most %d%s", len(t.Clusters), c.Provider, c.MaxClusters, why))
 	}
 	for i, cl := range t.Clusters {
+		orKube := " or use -provider=kube"
+		if c.Provider == "kube" {
+			orKube = ""
+		}
 		if cl.IsRemote() && !c.Remotes {
 			errs = append(errs, t.errorf(f.path(i, fieldPrimary),
-				fmt.Sprintf("the %s provider builds primary clusters only; drop %s or use -provider=kube", c.Provider, f.key(fieldPrimary)),
+				fmt.Sprintf("the %s provider builds primary clusters only; drop %s%s", c.Provider, f.key(fieldPrimary), orKube),
 				"cluster %q is a remote of %q", cl.Name, cl.Primary))
 		}
 		if cl.isExternalControlPlane() && !c.ExternalControlPlane {
 			errs = append(errs, t.errorf(f.path(i, fieldConfig),
-				fmt.Sprintf("the %s provider cannot build an external control plane; drop %s or use -provider=kube", c.Provider, f.key(fieldConfig)),
+				fmt.Sprintf("the %s provider cannot build an external control plane; drop %s%s", c.Provider, f.key(fieldConfig), orKube),
 				"cluster %q is an external control plane (its config cluster is %q)", cl.Name, cl.Config))
 		}
 		if c.NeedsKubeconfigs && cl.Kubeconfig == "" {
