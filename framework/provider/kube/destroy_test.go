@@ -151,6 +151,14 @@ func TestStartIstiodFailureIsTornDown_FakeNamespaceController(t *testing.T) {
 	assert.Contains(t, err.Error(), "component istiod not ready")
 	require.NotEmpty(t, p.members[c.Name].installs)
 	assert.NotEmpty(t, p.members[c.Name].installs[0].Created, "the install created objects")
+
+	// The probes too: every object accepted, nothing ever ready without a kubelet.
+	_, err = p.DeployProbes(ctx, cluster.ProbeSetup{Clusters: kcs, Local: c, Remote: &cluster.Cluster{},
+		CAs: map[string]*pki.Intermediate{c.Name: inter}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "component probes not ready")
+	_, err = c.Client.AppsV1().Deployments(workload.ProbeNamespace).Get(ctx, "fortio-client", metav1.GetOptions{})
+	require.NoError(t, err, "the client's fortio Deployment was applied")
 	require.NotEqual(t, before, snapshot(t, local))
 
 	stop := namespaceController(t, local)
