@@ -150,10 +150,31 @@ func markdownLatency(b *bytes.Buffer, l *Latency, ref Reference) {
 		}
 		p("\n")
 	}
+	if rs := l.RateSearch; rs != nil {
+		if rs.Forced {
+			p("Request rate: %s QPS, forced by -latency.qps.\n\n", qps(rs.QPS))
+		} else {
+			p("Request rate: %s QPS, the highest this host carried in the probe steps below (%s).\n\n", qps(rs.QPS), rs.Rule)
+			p("| Requested QPS | Achieved QPS | Host CPU busy | Accepted | Why |\n|---|---|---|---|---|\n")
+			for _, st := range rs.Steps {
+				busy := missingCellValue
+				if st.HostCPUBusy > 0 {
+					busy = num(st.HostCPUBusy*100, 0) + "%"
+				}
+				p("| %s | %s | %s | %t | %s |\n", qps(st.QPS), qps(st.AchievedQPS), busy, st.Accepted, cell(st.Reason))
+			}
+			p("\n")
+		}
+	}
 	if len(l.Runs) > 0 {
 		table(l.Runs)
 	}
-	if o := l.Overhead; o != nil {
+	if o := l.Overhead; o != nil && l.HostCPUSaturated {
+		// A saturated host's latency is not the mesh's: never beside the published figures.
+		p("### Overhead\n\nCross-cluster minus local, on average latency. Not comparable with the published figures: the host was saturated.\n\n| Connections | Measured |\n|---|---|\n")
+		p("| new | %s |\n", delta(o.New))
+		p("| reused | %s |\n\n", delta(o.Reused))
+	} else if o != nil {
 		p("### Overhead\n\nCross-cluster minus local, on average latency.\n\n| Connections | Measured | Published |\n|---|---|---|\n")
 		p("| new | %s | %s |\n", delta(o.New), delta(&Delta{ref.NewConnOverheadMs, ref.NewConnOverheadPercent}))
 		p("| reused | %s | %s |\n\n", delta(o.Reused), delta(&Delta{ref.ReusedConnOverheadMs, ref.ReusedConnOverheadPercent}))

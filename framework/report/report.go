@@ -167,8 +167,31 @@ type Latency struct {
 	Overhead *Overhead    `json:"overhead,omitempty"`
 	// HarnessFloor are runs on path "direct" (no data plane): the latency of the harness itself.
 	HarnessFloor []LatencyRun `json:"harnessFloor,omitempty"`
-	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies.
+	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies, or
+	// a run fell short of its requested rate; the overhead is then not comparable with published
+	// figures.
 	HostCPUSaturated bool `json:"hostCPUSaturated,omitempty"`
+	// RateSearch says how the request rate was chosen.
+	RateSearch *RateSearch `json:"rateSearch,omitempty"`
+}
+
+// RateSearch is how the latency suite chose its request rate: probe steps at rising rates, keeping
+// the highest this host carried, or the rate -latency.qps forced.
+type RateSearch struct {
+	QPS    float64    `json:"qps"`
+	Forced bool       `json:"forced,omitempty"`
+	Steps  []RateStep `json:"steps,omitempty"`
+	// Rule is the acceptance rule the steps were judged by.
+	Rule string `json:"rule,omitempty"`
+}
+
+// RateStep is one probe of the rate search.
+type RateStep struct {
+	QPS         float64 `json:"qps"`
+	AchievedQPS float64 `json:"achievedQps"`
+	HostCPUBusy float64 `json:"hostCPUBusy,omitempty"`
+	Accepted    bool    `json:"accepted"`
+	Reason      string  `json:"reason,omitempty"`
 }
 
 // LatencyRun is one fortio run.
