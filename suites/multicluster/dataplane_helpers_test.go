@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -186,7 +187,7 @@ func joinEach(ctx context.Context, cs ...*cluster.Cluster) error {
 	}
 	i := ambient.Istiods[obs.Name]
 	for _, c := range cs {
-		if contains(ambient.Joined(), c.Name) {
+		if slices.Contains(ambient.Joined(), c.Name) {
 			continue
 		}
 		start := time.Now()
