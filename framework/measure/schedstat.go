@@ -15,6 +15,9 @@ import (
 // SchedstatResolution is the unit of the scheduler's runtime counters: nanoseconds.
 const SchedstatResolution = 1e-9
 
+// SchedstatName is Schedstat's Name.
+const SchedstatName = "schedstat"
+
 // Schedstat is a CPUSource for a local process: the scheduler's per-thread runtime in
 // nanoseconds, where process_cpu_seconds_total has 10 ms ticks.
 //
@@ -43,7 +46,7 @@ func NewSchedstat(pid int) *Schedstat { return &Schedstat{PID: pid} }
 func (*Schedstat) Resolution() float64 { return SchedstatResolution }
 
 // Name says which counter this is.
-func (*Schedstat) Name() string { return "schedstat" }
+func (*Schedstat) Name() string { return SchedstatName }
 
 // CPUSeconds sums the runtime of the process's threads, the departed ones included.
 func (s *Schedstat) CPUSeconds(context.Context) (float64, error) {

@@ -91,7 +91,12 @@ func dropNonFinite(r *Report) (plain []plainField) {
 		}
 	}
 	walk(reflect.ValueOf(r).Elem(), nil)
-	r.Warnings = append(r.Warnings, warnings...)
+	// A report written twice (partial, then final) names a plain field once.
+	for _, w := range warnings {
+		if !slices.Contains(r.Warnings, w) {
+			r.Warnings = append(r.Warnings, w)
+		}
+	}
 	return plain
 }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/measure"
 )
 
 // Markdown renders r as report.md.
@@ -91,6 +93,10 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		p("CPU from %s", cell(cp.CPUSource))
 		if cp.CPUResolutionSeconds != nil {
 			p(" (resolution %s s)", res(*cp.CPUResolutionSeconds))
+		}
+		if cp.CPUSource == measure.SchedstatName {
+			// The kernel updates a running thread's counter at switches and ticks (measure.Schedstat).
+			p("; a thread that is on a CPU at a read lags by up to one scheduler tick, which an idle istiod rarely is")
 		}
 		p(". ")
 	}
@@ -242,7 +248,7 @@ func markdownLatency(b *bytes.Buffer, l *Latency, ref Reference) {
 }
 
 func delta(d *Delta) string {
-	if d == nil {
+	if d == nil || !finiteValue(d.DeltaMs) || !finiteValue(d.Percent) {
 		return missingCellValue
 	}
 	return fmt.Sprintf("%+.2f ms (%+.0f%%)", d.DeltaMs, d.Percent)
@@ -272,6 +278,9 @@ func num(v float64, prec int) string {
 }
 
 func qps(v float64) string {
+	if !finiteValue(v) {
+		return missingCellValue
+	}
 	if v == 0 {
 		return "max"
 	}

@@ -103,6 +103,7 @@ func TestWriteDropsNonFiniteValuesWithAWarning(t *testing.T) {
 	r.ControlPlane.PerRemoteCluster.RSSBytes = F(math.Inf(1))
 	r.Failover = &Failover{Service: "echo-failover", FailoverSeconds: math.NaN(), FailbackSeconds: 0.17, Requests: 10}
 	r.Latency.Runs[1].P99Ms = math.Inf(-1)
+	r.Latency.Overhead.New.DeltaMs = math.NaN()
 	r.Setup.Clusters[0].RSSBytes["istiod"] = math.NaN()
 	dir := t.TempDir()
 	require.NoError(t, Write(dir, r))
@@ -138,5 +139,11 @@ func TestWriteDropsNonFiniteValuesWithAWarning(t *testing.T) {
 	assert.Contains(t, string(md), "| echo-failover | - | 0.17 |")
 	assert.NotContains(t, string(md), "NaN |")
 	assert.NotContains(t, string(md), "Inf |")
+	assert.Contains(t, string(md), "| new | - | +2.20 ms (+346%) |")
 	assert.Equal(t, math.Inf(-1), r.Latency.Runs[1].P99Ms, "plain fields are restored after writing")
+
+	// Written again (a partial report, then the final one): each field is named once.
+	n := len(r.Warnings)
+	require.NoError(t, Write(dir, r))
+	assert.Len(t, r.Warnings, n)
 }
