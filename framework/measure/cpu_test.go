@@ -210,3 +210,23 @@ func TestSchedstatRefusesAnotherProcessUnderTheSamePID(t *testing.T) {
 	_, err = NewSchedstat(1 << 30).CPUSeconds(context.Background())
 	assert.Error(t, err)
 }
+
+// The sum over threads agrees with the kernel's own process-wide CPU clock (which also counts
+// exited threads), to within a scheduler tick of the threads running at either read.
+func TestSchedstatAgreesWithTheProcessCPUClock(t *testing.T) {
+	processCPU := func() float64 {
+		var ts unix.Timespec
+		require.NoError(t, unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return float64(ts.Nano()) * 1e-9
+	}
+	s := NewSchedstat(os.Getpid())
+	ctx := context.Background()
+	a, err := s.CPUSeconds(ctx)
+	require.NoError(t, err)
+	ca := processCPU()
+	onOtherThread(t, false, func(int) { spinThreadCPU(120 * time.Millisecond) })
+	b, err := s.CPUSeconds(ctx)
+	require.NoError(t, err)
+	cb := processCPU()
+	assert.InDelta(t, cb-ca, b-a, 0.005, "schedstat %.6f s, process clock %.6f s", b-a, cb-ca)
+}
