@@ -3,9 +3,11 @@ package measure
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -156,23 +158,63 @@ func TestSchedstatCountsEveryThread(t *testing.T) {
 	assert.Less(t, leaderAfter-leaderBefore, spin.Seconds()/2, "the leader's schedstat alone does not see other threads")
 }
 
-// Below one 10 ms tick: a 3 ms spin shows as 3 ms, where process_cpu_seconds_total shows 0 or 10 ms.
+// processClock reads another process's CPU clock (clock_getcpuclockid: the kernel's process-wide
+// runtime, exited threads included), an independent nanosecond reference.
+func processClock(t *testing.T, pid int) float64 {
+	var ts unix.Timespec
+	require.NoError(t, unix.ClockGettime(int32(^pid<<3|2), &ts)) // CPUCLOCK_SCHED of pid
+	return float64(ts.Nano()) * 1e-9
+}
+
+// Below one 10 ms tick: another process (as istiod is) spins 3 ms of CPU between two reads, and
+// Schedstat agrees with the kernel's process CPU clock to a fraction of a millisecond, where
+// process_cpu_seconds_total would show 0 or 10 ms. The child is off CPU at the reads, so the
+// counters are exact there.
 func TestSchedstatResolvesBelowATick(t *testing.T) {
-	s := NewSchedstat(os.Getpid())
+	const childEnv = "AMBIENTMC_SCHEDSTAT_CHILD"
+	if os.Getenv(childEnv) == "1" {
+		// Child: spin 3 ms of CPU per byte read, answer, and wait for the next.
+		buf := make([]byte, 1)
+		for {
+			if _, err := os.Stdin.Read(buf); err != nil {
+				os.Exit(0)
+			}
+			spinThreadCPU(3 * time.Millisecond)
+			_, _ = os.Stdout.Write(buf)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSchedstatResolvesBelowATick$")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = in.Close(); _ = cmd.Wait() })
+
+	pid := cmd.Process.Pid
+	s := NewSchedstat(pid)
 	ctx := context.Background()
-	var before, after float64
-	onOtherThread(t, false, func(int) {
-		var err error
-		before, err = s.CPUSeconds(ctx)
+	read := func() (float64, float64) {
+		v, err := s.CPUSeconds(ctx)
 		require.NoError(t, err)
-		spinThreadCPU(3 * time.Millisecond)
-		after, err = s.CPUSeconds(ctx)
+		return v, processClock(t, pid)
+	}
+	for k := range 4 {
+		before, clockBefore := read()
+		_, err = in.Write([]byte{'x'})
 		require.NoError(t, err)
-	})
-	d := after - before
-	assert.GreaterOrEqual(t, d, 0.003)
-	// Other threads of the test binary may run a little meanwhile, not a tick's worth.
-	assert.Less(t, d, 0.008, "schedstat delta %.6f s", d)
+		_, err = io.ReadFull(out, make([]byte, 1))
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond) // let the child block again
+		after, clockAfter := read()
+		if k == 0 {
+			continue // the child's start-up
+		}
+		d, ref := after-before, clockAfter-clockBefore
+		assert.GreaterOrEqual(t, d, 0.003, "the 3 ms spin")
+		assert.InDelta(t, ref, d, 0.0005, "schedstat %.6f s, process clock %.6f s", d, ref)
+	}
 }
 
 // A thread that exits takes its counter with it; the total must not fall.
