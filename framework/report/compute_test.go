@@ -1,7 +1,9 @@
 package report
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -50,7 +52,7 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 }
 
 func TestFitPerRemoteUsesBaseline(t *testing.T) {
-	// One join plus the baseline is two points: slope = difference, stderr 0.
+	// One join plus the baseline is two points: slope = difference, stderr unknown (absent, not 0).
 	cp := &ControlPlane{Baseline: Sample{RSSBytes: F(100)}, Joins: []Join{{RemoteClusters: 1, Sample: Sample{RSSBytes: F(250)}}}}
 	if err := cp.FitPerRemote(); err != nil {
 		t.Fatal(err)
@@ -58,8 +60,40 @@ func TestFitPerRemoteUsesBaseline(t *testing.T) {
 	if got := *cp.PerRemoteCluster.RSSBytes; got != 150 {
 		t.Errorf("slope = %v, want 150", got)
 	}
-	if got := *cp.PerRemoteCluster.RSSBytesStdErr; got != 0 {
-		t.Errorf("stderr = %v, want 0", got)
+	if se := cp.PerRemoteCluster.RSSBytesStdErr; se != nil {
+		t.Errorf("stderr = %v from two points, want absent", *se)
+	}
+	b, err := json.Marshal(cp.PerRemoteCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "StdErr") {
+		t.Errorf("JSON carries a standard error of a two-point fit: %s", b)
+	}
+	if md := string(Markdown(&Report{Provider: ProviderLocal, ControlPlane: cp})); !strings.Contains(md, "| RSS (MB) | 0.0 ± - |") {
+		t.Errorf("report.md does not show the absent stderr as -:\n%s", md)
+	}
+}
+
+// A CPU slope carries the resolution of its points over the fitted range.
+func TestFitPerRemoteCPUResolution(t *testing.T) {
+	cp := &ControlPlane{Baseline: Sample{SteadyCPUCores: F(0.005), SteadyCPUCoresResolution: F(0.0025)}}
+	for k := 1; k <= 4; k++ {
+		cp.Joins = append(cp.Joins, Join{RemoteClusters: k, JoinCPUSeconds: F(0.1), JoinCPUSecondsResolution: F(0.01),
+			Sample: Sample{SteadyCPUCores: F(0.005), SteadyCPUCoresResolution: F(0.0025 * float64(k))}})
+	}
+	if err := cp.FitPerRemote(); err != nil {
+		t.Fatal(err)
+	}
+	pr := cp.PerRemoteCluster
+	if pr.SteadyCPUCoresResolution == nil || !near(*pr.SteadyCPUCoresResolution, 0.01/4, 1e-15) {
+		t.Errorf("steady slope resolution = %v, want coarsest 0.01 over 4 clusters", pr.SteadyCPUCoresResolution)
+	}
+	if pr.JoinCPUSecondsResolution == nil || !near(*pr.JoinCPUSecondsResolution, 0.01/4, 1e-15) {
+		t.Errorf("join slope resolution = %v", pr.JoinCPUSecondsResolution)
+	}
+	if pr.RSSBytes != nil || pr.CPUCoresResolution != nil {
+		t.Errorf("unmeasured metrics fitted: %+v", pr)
 	}
 }
 

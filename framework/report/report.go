@@ -102,7 +102,17 @@ type Scale struct {
 type ControlPlane struct {
 	ObservedIstiod string `json:"observedIstiod"`
 	// Istiods is "all" or "observed": whether the other istiods ran during the joins.
-	Istiods          string     `json:"istiods"`
+	Istiods string `json:"istiods"`
+	// CPUSource names where the CPU figures come from ("schedstat": nanoseconds;
+	// "process_cpu_seconds_total": 10 ms ticks), CPUResolutionSeconds its step.
+	CPUSource            string   `json:"cpuSource,omitempty"`
+	CPUResolutionSeconds *float64 `json:"cpuResolutionSeconds,omitempty"`
+	// SettleSeconds is the wait after convergence before sampling (a flag): the blended CPU
+	// window runs from just before the step to convergence plus it. SteadyWindowSeconds is the
+	// length of the steady window that ends there (a flag).
+	SettleSeconds       *float64 `json:"settleSeconds,omitempty"`
+	SteadyWindowSeconds *float64 `json:"steadyWindowSeconds,omitempty"`
+
 	Baseline         Sample     `json:"baseline"`
 	Joins            []Join     `json:"joins,omitempty"`
 	PerRemoteCluster *PerRemote `json:"perRemoteCluster,omitempty"`
@@ -110,12 +120,19 @@ type ControlPlane struct {
 }
 
 // Sample is istiod's state once settled; nil fields were not measured.
+//
+// CPUCores is the blended average from just before the step to convergence plus the settle time
+// (join burst and steady use mixed); SteadyCPUCores the average over the steady window. Each
+// ...Resolution is the smallest rate its window can show (the CPU source's step over the
+// window's length): a figure below it is not resolved.
 type Sample struct {
-	CPUCores       *float64 `json:"cpuCores,omitempty"`
-	SteadyCPUCores *float64 `json:"steadyCPUCores,omitempty"`
-	RSSBytes       *float64 `json:"rssBytes,omitempty"`
-	HeapInuseBytes *float64 `json:"heapInuseBytes,omitempty"`
-	LiveHeapBytes  *float64 `json:"liveHeapBytes,omitempty"`
+	CPUCores                 *float64 `json:"cpuCores,omitempty"`
+	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
+	SteadyCPUCores           *float64 `json:"steadyCPUCores,omitempty"`
+	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
+	RSSBytes                 *float64 `json:"rssBytes,omitempty"`
+	HeapInuseBytes           *float64 `json:"heapInuseBytes,omitempty"`
+	LiveHeapBytes            *float64 `json:"liveHeapBytes,omitempty"`
 }
 
 // Join is one cluster joining; RemoteClusters is the count of remote clusters after it joined.
@@ -126,6 +143,8 @@ type Join struct {
 	XDSSeconds         *float64 `json:"xdsSeconds,omitempty"`
 	ConvergenceSeconds *float64 `json:"convergenceSeconds,omitempty"`
 	JoinCPUSeconds     *float64 `json:"joinCPUSeconds,omitempty"`
+	// JoinCPUSecondsResolution is the CPU source's step: JoinCPUSeconds is known to within it.
+	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
 	Sample
 	DeltaCPUCores       *float64 `json:"deltaCPUCores,omitempty"`
 	DeltaRSSBytes       *float64 `json:"deltaRSSBytes,omitempty"`
@@ -134,8 +153,15 @@ type Join struct {
 }
 
 // PerRemote holds least-squares slopes per remote cluster over baseline + joins, each with its
-// standard error. nil fields could not be fitted (fewer than two measured points).
+// standard error. A nil slope could not be fitted (fewer than two measured points); a nil
+// standard error could not be estimated (fewer than three: two points leave no residual). Each
+// ...Resolution is the slope of one resolution step across the fitted range of remote clusters:
+// a slope below it is not resolved.
 type PerRemote struct {
+	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
+	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
+	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
+
 	CPUCores             *float64 `json:"cpuCores,omitempty"`
 	CPUCoresStdErr       *float64 `json:"cpuCoresStdErr,omitempty"`
 	SteadyCPUCores       *float64 `json:"steadyCPUCores,omitempty"`
@@ -230,6 +256,8 @@ type Reference struct {
 	NewConnOverheadPercent      float64 `json:"newConnOverheadPercent"`
 	ReusedConnOverheadMs        float64 `json:"reusedConnOverheadMs"`
 	ReusedConnOverheadPercent   float64 `json:"reusedConnOverheadPercent"`
+	// Scale is the per-cluster scale the published figures were measured at (not in DESIGN.md).
+	Scale Scale `json:"scale"`
 }
 
 // Published returns the published reference figures.
@@ -241,6 +269,7 @@ func Published() Reference {
 		NewConnOverheadPercent:      346,
 		ReusedConnOverheadMs:        0.13,
 		ReusedConnOverheadPercent:   72,
+		Scale:                       Scale{ServicesPerCluster: 300, PodsPerCluster: 4000},
 	}
 }
 

@@ -68,7 +68,7 @@ func controlPlaneSVG(cp *ControlPlane) []byte {
 			level("live heap", func(s Sample) *float64 { return s.LiveHeapBytes }, bytesPerMB),
 		}},
 		{title: "istiod CPU rate", xLabel: x, yLabel: "CPU cores", series: []series{
-			level("CPU", func(s Sample) *float64 { return s.CPUCores }, 1),
+			level("blended CPU", func(s Sample) *float64 { return s.CPUCores }, 1),
 			level("steady CPU", func(s Sample) *float64 { return s.SteadyCPUCores }, 1),
 		}},
 		{title: "istiod CPU per join", xLabel: x, yLabel: "CPU-seconds", series: []series{joinCPU}},

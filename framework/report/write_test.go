@@ -78,7 +78,7 @@ func TestControlPlaneSVG(t *testing.T) {
 	}
 	text, series := parseSVG(t, filepath.Join(dir, ControlPlaneSVG))
 	// Three levels (baseline + 2 joins) per memory/CPU series, one polyline each.
-	for _, s := range []string{"RSS", "heap in use", "live heap", "CPU", "steady CPU", "join CPU-seconds"} {
+	for _, s := range []string{"RSS", "heap in use", "live heap", "blended CPU", "steady CPU", "join CPU-seconds"} {
 		if series[s] != 1 {
 			t.Errorf("series %q drawn %d times, want 1", s, series[s])
 		}

@@ -183,6 +183,14 @@ func waitLeft(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *clu
 // sleepUntil waits until t (or returns at once if it has passed).
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
+// readCPU reads istiod's CPU time from its CPU source or fails the test naming it.
+func readCPU(t *testing.T, i cluster.Istiod) measure.CPUReading {
+	t.Helper()
+	r, err := i.Sampler().ReadCPU(context.Background())
+	require.NoError(t, err, "reading istiod %s CPU", i.Cluster())
+	return r
+}
+
 // scrape reads istiod's metrics or fails the test naming it.
 func scrape(t *testing.T, i cluster.Istiod) *measure.Metrics {
 	t.Helper()

@@ -155,6 +155,8 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	}
 	i.Proc = p
 	i.sampler = &measure.Istiod{
+		// The scheduler's nanosecond counters instead of process_cpu_seconds_total's 10 ms ticks.
+		CPU:        measure.NewSchedstat(p.Pid()),
 		Name:       c.Name + "/" + name,
 		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
 		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
