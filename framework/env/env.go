@@ -20,6 +20,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/proc"
@@ -50,6 +51,8 @@ type Env struct {
 	// ready is set once setup finished and the tests may run.
 	ready   bool
 	cutOnce sync.Once
+	// peakMemory samples host memory in use over the whole run.
+	peakMemory *measure.PeakMemory
 }
 
 type cleanup struct {
@@ -105,7 +108,8 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now()}
+	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second)}
+	defer e.peakMemory.Stop()
 	release := proc.TrapSignals(func(sig os.Signal) {
 		e.cutShort(fmt.Sprintf("interrupted by %s", sig))
 		e.Logf("%s: stopping everything", sig)
@@ -341,6 +345,11 @@ func installCRDs(ctx context.Context, e *Env) error {
 func (e *Env) writeReport() error {
 	if err := os.MkdirAll(e.ReportDir, 0o755); err != nil {
 		return err
+	}
+	if e.peakMemory != nil && e.Report.Setup != nil {
+		if peak := e.peakMemory.Peak(); peak > 0 {
+			e.Report.Setup.PeakHostMemoryBytes = report.F(float64(peak))
+		}
 	}
 	if err := report.Write(e.ReportDir, e.Report); err != nil {
 		return err

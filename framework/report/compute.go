@@ -151,3 +151,36 @@ func (cp *ControlPlane) FitPerRemote() error {
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// FitJoinGrowth fits each join's own cost (join CPU-seconds, convergence, sync) against the number
+// of remote clusters already joined when it started (0 for the first join). The cumulative
+// per-remote slope of FitPerRemote is the average join's cost; this says whether the k-th join
+// costs more than the first.
+func (cp *ControlPlane) FitJoinGrowth() {
+	line := func(get func(Join) *float64) *Line {
+		var xs, ys []float64
+		for _, j := range cp.Joins {
+			if v := get(j); v != nil {
+				xs, ys = append(xs, float64(j.RemoteClusters-1)), append(ys, *v)
+			}
+		}
+		f, err := stats.LinearFit(xs, ys)
+		if err != nil {
+			return nil
+		}
+		l := &Line{Intercept: f.Intercept, Slope: f.Slope, N: f.N}
+		if f.N >= 3 && finite(f.SlopeStdErr) {
+			l.SlopeStdErr = F(f.SlopeStdErr)
+		}
+		return l
+	}
+	g := &JoinGrowth{
+		JoinCPUSeconds:     line(func(j Join) *float64 { return j.JoinCPUSeconds }),
+		ConvergenceSeconds: line(func(j Join) *float64 { return j.ConvergenceSeconds }),
+		SyncSeconds:        line(func(j Join) *float64 { return j.SyncSeconds }),
+	}
+	if g.JoinCPUSeconds == nil && g.ConvergenceSeconds == nil && g.SyncSeconds == nil {
+		g = nil
+	}
+	cp.JoinGrowth = g
+}

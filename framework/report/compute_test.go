@@ -5,6 +5,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
@@ -156,4 +159,32 @@ func TestComputeOverhead(t *testing.T) {
 	if o := ComputeOverhead(runs[1:3]); o != nil {
 		t.Errorf("no local runs: want nil, got %+v", o)
 	}
+}
+
+func TestFitJoinGrowth(t *testing.T) {
+	cp := &ControlPlane{}
+	// The k-th join (k already joined) costs 2 + 0.5k CPU-s; convergence is flat at 1.5 s.
+	for k := 0; k < 4; k++ {
+		cp.Joins = append(cp.Joins, Join{RemoteClusters: k + 1, JoinCPUSeconds: F(2 + 0.5*float64(k)), ConvergenceSeconds: F(1.5)})
+	}
+	cp.FitJoinGrowth()
+	g := cp.JoinGrowth
+	require.NotNil(t, g)
+	require.NotNil(t, g.JoinCPUSeconds)
+	assert.InDelta(t, 2, g.JoinCPUSeconds.Intercept, 1e-9, "a is the first join's cost")
+	assert.InDelta(t, 0.5, g.JoinCPUSeconds.Slope, 1e-9)
+	require.NotNil(t, g.JoinCPUSeconds.SlopeStdErr)
+	assert.Equal(t, 4, g.JoinCPUSeconds.N)
+	assert.InDelta(t, 0, g.ConvergenceSeconds.Slope, 1e-9)
+	assert.Nil(t, g.SyncSeconds, "never measured: absent")
+
+	two := &ControlPlane{Joins: cp.Joins[:2]}
+	two.FitJoinGrowth()
+	assert.Nil(t, two.JoinGrowth.JoinCPUSeconds.SlopeStdErr, "two joins leave no residual: no standard error")
+	one := &ControlPlane{Joins: cp.Joins[:1]}
+	one.FitJoinGrowth()
+	assert.Nil(t, one.JoinGrowth, "one join fits no line")
+
+	md := string(Markdown(&Report{ControlPlane: cp}))
+	assert.Contains(t, md, "| Join CPU-s | 2.00 | 0.500 ± 0.000 | 4 |")
 }

@@ -57,15 +57,27 @@ func Markdown(r *Report) []byte {
 		p("| %s | %s | %s | %d | %d |\n\n", cell(f.Service), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
 	}
 	if s := r.Setup; s != nil {
-		p("## Setup\n\nTotal %s s.\n\n", num(s.TotalSeconds, 1))
+		p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
+		if s.PeakHostMemoryBytes != nil {
+			p(" Peak host memory in use: %s GB.", num(*s.PeakHostMemoryBytes/1e9, 2))
+		}
+		p("\n\n")
+		if w := s.Workloads; w != nil {
+			p("Scale workloads: %s pods/s over all clusters in %s s; the client's rate limiter waited %d times (%s s)",
+				num(w.PodsPerSecond, 0), num(w.Seconds, 1), w.ClientWaits, num(w.ClientWaitSeconds, 2))
+			if w.TestProcessCPUCores != nil {
+				p("; the test process used %s cores", num(*w.TestProcessCPUCores, 2))
+			}
+			p(".\n\n")
+		}
 		if len(s.Clusters) > 0 {
-			p("| Cluster | Ready s | RSS MB by process |\n|---|---|---|\n")
+			p("| Cluster | Ready s | RSS MB by process | Pods/s |\n|---|---|---|---|\n")
 			for _, c := range s.Clusters {
 				var parts []string
 				for _, k := range sortedKeys(c.RSSBytes) {
 					parts = append(parts, k+" "+num(c.RSSBytes[k]/bytesPerMB, 1))
 				}
-				p("| %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(parts, ", ")))
+				p("| %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(parts, ", ")), opt(c.PodsPerSecond, 1, 0))
 			}
 			p("\n")
 		}
@@ -106,14 +118,14 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		"A figure below its resolution (the CPU source's step over the window) is shown as \"< resolution\".\n\n", settle, steady)
 
 	p("### Joins\n\n")
-	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	sampleCells := func(s Sample) string {
 		return strings.Join([]string{cpu(s.CPUCores, s.CPUCoresResolution, 4), cpu(s.SteadyCPUCores, s.SteadyCPUCoresResolution, 5),
 			opt(s.RSSBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
 	}
 	m := missingCellValue
-	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, sampleCells(cp.Baseline), m, m, m, m)
+	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
 	prev := cp.Baseline
 	for _, j := range cp.Joins {
 		// A difference of two readings is known to within both their resolutions.
@@ -121,10 +133,14 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		if prev.CPUCoresResolution != nil && j.CPUCoresResolution != nil {
 			dres = F(*prev.CPUCoresResolution + *j.CPUCoresResolution)
 		}
-		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
+		busy := m
+		if j.HostCPUBusy != nil {
+			busy = num(*j.HostCPUBusy*100, 0) + "%"
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
 			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), cpu(j.JoinCPUSeconds, j.JoinCPUSecondsResolution, 2),
 			sampleCells(j.Sample), cpu(j.DeltaCPUCores, dres, 4), opt(j.DeltaRSSBytes, bytesPerMB, 1),
-			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1))
+			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1), busy)
 		prev = j.Sample
 	}
 	p("\n")
@@ -153,6 +169,26 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		p("| RSS (MB) | %s | %s |\n", slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), pubMem)
 		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 1), m)
 		p("| Live heap (MB) | %s | %s |\n\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 1), m)
+	}
+	if g := cp.JoinGrowth; g != nil {
+		p("### Join cost against mesh size\n\n")
+		p("Each join's own cost fitted against k, the remote clusters already joined when it started: the k-th join costs a + b·k. " +
+			"A b well above its standard error means joins get dearer as the mesh grows (and the per-remote join CPU above is then the average join's cost, not the next one's).\n\n")
+		p("| Per join | a (first join) | b (per joined cluster) | Joins fitted |\n|---|---|---|---|\n")
+		row := func(name string, l *Line) {
+			if l == nil {
+				return
+			}
+			b := num(l.Slope, 3) + " ± -"
+			if l.SlopeStdErr != nil {
+				b = num(l.Slope, 3) + " ± " + num(*l.SlopeStdErr, 3)
+			}
+			p("| %s | %s | %s | %d |\n", name, num(l.Intercept, 2), b, l.N)
+		}
+		row("Join CPU-s", g.JoinCPUSeconds)
+		row("Convergence s", g.ConvergenceSeconds)
+		row("Remote sync s", g.SyncSeconds)
+		p("\n")
 	}
 
 	if len(cp.Leaves) > 0 {

@@ -103,6 +103,9 @@ type ControlPlane struct {
 	ObservedIstiod string `json:"observedIstiod"`
 	// Istiods is "all" or "observed": whether the other istiods ran during the joins.
 	Istiods string `json:"istiods"`
+	// XDSClients is how many ztunnel-like delta xDS clients the observed istiod served during
+	// the joins (push cost grows with connected clients).
+	XDSClients int `json:"xdsClients,omitempty"`
 	// CPUSource names where the CPU figures come from ("schedstat": nanoseconds;
 	// "process_cpu_seconds_total": 10 ms ticks), CPUResolutionSeconds its step.
 	CPUSource            string   `json:"cpuSource,omitempty"`
@@ -116,6 +119,9 @@ type ControlPlane struct {
 	Baseline         Sample     `json:"baseline"`
 	Joins            []Join     `json:"joins,omitempty"`
 	PerRemoteCluster *PerRemote `json:"perRemoteCluster,omitempty"`
+	// JoinGrowth fits each join's own cost against the clusters already joined: whether a join
+	// gets dearer as the mesh grows.
+	JoinGrowth *JoinGrowth `json:"joinGrowth,omitempty"`
 	Leaves           []Leave    `json:"leaves,omitempty"` // not in DESIGN.md; extra
 }
 
@@ -145,11 +151,30 @@ type Join struct {
 	JoinCPUSeconds     *float64 `json:"joinCPUSeconds,omitempty"`
 	// JoinCPUSecondsResolution is the CPU source's step: JoinCPUSeconds is known to within it.
 	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
+	// HostCPUBusy is the share of all host CPUs in use from the secret write to the settle point.
+	HostCPUBusy *float64 `json:"hostCPUBusy,omitempty"`
 	Sample
 	DeltaCPUCores       *float64 `json:"deltaCPUCores,omitempty"`
 	DeltaRSSBytes       *float64 `json:"deltaRSSBytes,omitempty"`
 	DeltaHeapInuseBytes *float64 `json:"deltaHeapInuseBytes,omitempty"`
 	DeltaLiveHeapBytes  *float64 `json:"deltaLiveHeapBytes,omitempty"`
+}
+
+// JoinGrowth says "the k-th join costs a + b·k", k being the remote clusters already joined,
+// for each per-join cost; a nil line could not be fitted (fewer than two joins measured it).
+type JoinGrowth struct {
+	JoinCPUSeconds     *Line `json:"joinCPUSeconds,omitempty"`
+	ConvergenceSeconds *Line `json:"convergenceSeconds,omitempty"`
+	SyncSeconds        *Line `json:"syncSeconds,omitempty"`
+}
+
+// Line is a least-squares fit y = intercept + slope·x over n points; the slope's standard error
+// is absent below three points.
+type Line struct {
+	Intercept   float64  `json:"intercept"`
+	Slope       float64  `json:"slope"`
+	SlopeStdErr *float64 `json:"slopeStdErr,omitempty"`
+	N           int      `json:"n"`
 }
 
 // PerRemote holds least-squares slopes per remote cluster over baseline + joins, each with its
@@ -277,6 +302,23 @@ func Published() Reference {
 type Setup struct {
 	Clusters     []ClusterSetup `json:"clusters,omitempty"`
 	TotalSeconds float64        `json:"totalSeconds"`
+	// PeakHostMemoryBytes is the most host memory in use (MemTotal - MemAvailable) seen during
+	// the run, sampled every second.
+	PeakHostMemoryBytes *float64 `json:"peakHostMemoryBytes,omitempty"`
+	// Workloads is how fast the scale workloads were created.
+	Workloads *WorkloadSetup `json:"workloads,omitempty"`
+}
+
+// WorkloadSetup says whether creating the scale workloads was limited by the API servers (as it
+// should be) or by the test process.
+type WorkloadSetup struct {
+	Seconds       float64 `json:"seconds"`
+	PodsPerSecond float64 `json:"podsPerSecond"` // all clusters together
+	// ClientWaits and ClientWaitSeconds count the client-side rate limiter's waits (0: it never throttled).
+	ClientWaits       int64   `json:"clientWaits"`
+	ClientWaitSeconds float64 `json:"clientWaitSeconds"`
+	// TestProcessCPUCores is the test process's own CPU use while creating them.
+	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
 }
 
 // ClusterSetup is one cluster's start-up: seconds until ready and the RSS of each process kind
@@ -285,6 +327,8 @@ type ClusterSetup struct {
 	Name         string             `json:"name"`
 	ReadySeconds float64            `json:"readySeconds"`
 	RSSBytes     map[string]float64 `json:"rssBytes,omitempty"`
+	// PodsPerSecond is how fast this cluster's scale pods were created.
+	PodsPerSecond *float64 `json:"podsPerSecond,omitempty"`
 }
 
 // F returns a pointer to v, for the optional numbers.

@@ -24,10 +24,15 @@ func TestControlPlaneJoin(t *testing.T) {
 	leaveAll(t, istiod)
 	require.NoError(t, ambient.Join(ctx, obs.Name), "a mesh of one")
 	w := startWatcher(t, obs, istiod)
+	clients := xdsClients()
+	for n := 1; n < clients; n++ {
+		// Extra clients only add istiod's push work; the first one is what the joins wait for.
+		startWatcher(t, obs, istiod)
+	}
 	settle, steady := windows()
 	samples := mc.Flags.JoinSamples
 
-	cp := &report.ControlPlane{ObservedIstiod: obs.Name, Istiods: mc.Flags.Istiods}
+	cp := &report.ControlPlane{ObservedIstiod: obs.Name, Istiods: mc.Flags.Istiods, XDSClients: clients}
 	src := istiod.Sampler().CPUSource()
 	cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
 	cp.SettleSeconds, cp.SteadyWindowSeconds = report.F(settle.Seconds()), report.F(steady.Seconds())
@@ -44,10 +49,15 @@ func TestControlPlaneJoin(t *testing.T) {
 	for k, name := range others {
 		c := mc.Cluster(name)
 		before := readCPU(t, istiod)
+		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, istiod, w, c)
 		mc.Logf("join %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs)", k+1, len(others), name,
 			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds())
 		sample := sampleAfter(t, istiod, before, joinedAt.Add(conv.Total+settle), steady, samples)
+		var hostBusy *float64
+		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
+			hostBusy = report.F(hostAfter.BusySince(hostBefore))
+		}
 		j := report.Join{
 			Cluster:            name,
 			RemoteClusters:     k + 1,
@@ -58,6 +68,7 @@ func TestControlPlaneJoin(t *testing.T) {
 			Sample:             sample.Sample,
 
 			JoinCPUSecondsResolution: sample.JoinCPUSecondsResolution,
+			HostCPUBusy:              hostBusy,
 		}
 		cp.Joins = append(cp.Joins, j)
 		mc.Logf("join %d/%d: %s: istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.2fs, steady %.4f cores",
@@ -73,6 +84,11 @@ func TestControlPlaneJoin(t *testing.T) {
 		return
 	}
 	require.NoError(t, cp.FitPerRemote())
+	cp.FitJoinGrowth()
+	if g := cp.JoinGrowth; g != nil && g.JoinCPUSeconds != nil && g.ConvergenceSeconds != nil {
+		mc.Logf("join: the k-th join costs %.2f + %.3f·k CPU-s and converges in %.2f + %.3f·k s (k = clusters already joined; %d joins)",
+			g.JoinCPUSeconds.Intercept, g.JoinCPUSeconds.Slope, g.ConvergenceSeconds.Intercept, g.ConvergenceSeconds.Slope, g.JoinCPUSeconds.N)
+	}
 	pr := cp.PerRemoteCluster
 	require.NotNil(t, pr.LiveHeapBytes)
 	mc.Logf("join: per remote cluster: rss %.1f±%.1f MB, live heap %.1f±%.1f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
