@@ -122,7 +122,7 @@ type ControlPlane struct {
 	// JoinGrowth fits each join's own cost against the clusters already joined: whether a join
 	// gets dearer as the mesh grows.
 	JoinGrowth *JoinGrowth `json:"joinGrowth,omitempty"`
-	Leaves           []Leave    `json:"leaves,omitempty"` // not in DESIGN.md; extra
+	Leaves     []Leave     `json:"leaves,omitempty"` // not in DESIGN.md; extra
 }
 
 // Sample is istiod's state once settled; nil fields were not measured.
