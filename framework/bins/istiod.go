@@ -310,6 +310,12 @@ func versionOutput(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("istiod binary %s does not run as pilot-discovery: `%s version` printed %q (%v); give a pilot-discovery binary",
 			path, filepath.Base(path), firstLine(out), err)
 	}
+	// Keep Istio's line only: the binary also logs (automemlimit) to the same output.
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "version.BuildInfo{") {
+			return strings.TrimSpace(l), nil
+		}
+	}
 	return strings.TrimSpace(out), nil
 }
 

@@ -38,6 +38,7 @@ type Env struct {
 	Report    *report.Report
 	Log       io.Writer
 	Flags     Flags
+	Istiod    *bins.IstiodBuild // the pilot-discovery under test (-istiod.version, -istiod.binary)
 
 	start    time.Time
 	mu       sync.Mutex
@@ -156,6 +157,9 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	if err := e.Flags.validate(); err != nil {
 		return err
 	}
+	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {
+		return err
+	}
 	var err error
 	if e.Flags.Topology != "" {
 		e.Topology, err = topology.Load(e.Flags.Topology)
@@ -178,6 +182,7 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	e.Report = newReport(e.Provider.Name(), e.Topology)
 	all := append([]Step{
 		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
+		{"istiod-binary", resolveIstiod},
 		{"clusters", createClusters},
 		{"crds", installCRDs},
 	}, steps...)
@@ -214,7 +219,11 @@ func installCRDs(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	set, err := crds.Load(ctx, root)
+	istioSrc := "" // the embedded CRDs of the pinned istio.io/istio
+	if e.Istiod != nil {
+		istioSrc = e.Istiod.SourceDir
+	}
+	set, err := crds.LoadFrom(ctx, root, istioSrc)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ type Flags struct {
 	LatencyQPS         float64
 	LatencyConnections int
 	LatencyPayload     int
+
+	Istiod IstiodFlags // -istiod.version, -istiod.binary (istiod_flags.go)
 }
 
 // flags holds the values of the registered command-line flags.
@@ -75,6 +77,9 @@ func (f *Flags) validate() error {
 	if f.LatencyDuration <= 0 || f.LatencyQPS <= 0 || f.LatencyConnections < 1 || f.LatencyPayload < 0 {
 		return fmt.Errorf("-latency.duration=%s -latency.qps=%g -latency.connections=%d -latency.payload=%d: duration, QPS and connections must be positive",
 			f.LatencyDuration, f.LatencyQPS, f.LatencyConnections, f.LatencyPayload)
+	}
+	if err := f.Istiod.validate(); err != nil {
+		return err
 	}
 	if f.JoinSamples < 1 {
 		return fmt.Errorf("-join.samples=%d: need at least 1", f.JoinSamples)

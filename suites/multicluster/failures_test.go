@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -87,10 +86,7 @@ func TestJoinFailurePaths(t *testing.T) {
 // when the test ends.
 func extraIstiod(t *testing.T, c *cluster.Cluster, env ...string) *mesh.Istiod {
 	t.Helper()
-	cache, err := bins.Default()
-	require.NoError(t, err)
-	bin, err := cache.Path(bins.PilotDiscovery)
-	require.NoError(t, err)
+	bin := mc.Istiod.Path // the istiod under test, as the suite's own
 	i, err := mesh.StartIstiod(context.Background(), c, mesh.IstiodOptions{
 		Binary: bin, Dir: filepath.Join(t.TempDir(), "istiod"), Intermediate: ambient.Intermediates[c.Name], Env: env,
 	})

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -88,14 +87,8 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 }
 
 func startIstiods(ctx context.Context, e *env.Env) error {
-	cache, err := bins.Default()
-	if err != nil {
-		return err
-	}
-	bin, err := cache.Path(bins.PilotDiscovery)
-	if err != nil {
-		return err
-	}
+	// -istiod.version / -istiod.binary, resolved (and built) by the env before any cluster started.
+	bin := e.Istiod.Path
 	obs, err := observed(e)
 	if err != nil {
 		return err
