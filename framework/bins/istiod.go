@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -364,9 +365,11 @@ func InspectIstiod(ctx context.Context, path string) (*IstiodBuild, error) {
 	if info, err := buildinfo.ReadFile(abs); err == nil {
 		b.GoVersion = info.GoVersion
 		b.BuildInfo = info.String()
-		for _, d := range info.Deps {
-			if d.Path == istioModule && d.Replace == nil {
-				b.ModuleVersion = d.Version
+		// go build of the main package from a wrapper records istio.io/istio as the main module;
+		// a build from a developer's checkout says "(devel)", which names no version.
+		for _, m := range append([]*debug.Module{&info.Main}, info.Deps...) {
+			if m.Path == istioModule && m.Replace == nil && strings.HasPrefix(m.Version, "v") {
+				b.ModuleVersion = m.Version
 			}
 		}
 	}
