@@ -191,7 +191,7 @@ func TestBuiltIstiodsRunAndDescribeThemselves(t *testing.T) {
 			assert.Contains(t, b.BuildInfo, "istio.io/istio\t"+tc.version)
 			if tc.version == rel130 {
 				assert.Len(t, b.ReplacedPins, 5)
-				assert.Contains(t, b.BuildInfo, "=> istio.io/api\tv1.30.8", "the replace is what was linked")
+				assert.Contains(t, b.BuildInfo, "=>\tistio.io/api\tv1.30.8", "the replace is what was linked")
 			}
 
 			// -istiod.binary with a copy: same content, the version read back from its buildinfo.
