@@ -371,6 +371,10 @@ func InspectIstiod(ctx context.Context, path string) (*IstiodBuild, error) {
 			if m.Path == istioModule && m.Replace == nil && strings.HasPrefix(m.Version, "v") {
 				b.ModuleVersion = m.Version
 			}
+			// As linked; Istiod replaces this with the pins from the wrapper's go.mod.
+			if r := m.Replace; r != nil {
+				b.ReplacedPins = append(b.ReplacedPins, fmt.Sprintf("%s %s => %s", m.Path, m.Version, strings.TrimSpace(strings.TrimPrefix(r.Path+" "+r.Version, m.Path))))
+			}
 		}
 	}
 	if b.ModuleVersion != "" {

@@ -205,6 +205,7 @@ func TestBuiltIstiodsRunAndDescribeThemselves(t *testing.T) {
 			assert.Equal(t, b.SHA256, got.SHA256)
 			assert.Equal(t, tc.version, got.ModuleVersion)
 			assert.Equal(t, b.SourceDir, got.SourceDir)
+			assert.Len(t, got.ReplacedPins, len(b.ReplacedPins), "a binary's replaces are read from its buildinfo")
 			assert.True(t, strings.HasSuffix(got.Path, "my-pilot-discovery"))
 		})
 	}
