@@ -45,7 +45,7 @@ report:
 
 ## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds
 ROUNDS ?= 3
-SUITE_FLAGS ?= -clusters=3 -run TestControlPlaneJoin
+SUITE_FLAGS ?= -clusters=3 -run 'TestControlPlaneJoin|TestControlPlaneLeave'
 compare:
 	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
 
