@@ -176,11 +176,10 @@ func (c *Cache) IstiodMissing(s IstiodSpec) bool {
 	if s.Binary != "" {
 		return false
 	}
-	v, r, err := c.knownIstiodRecipe(s)
+	r, err := c.knownIstiodRecipe(s)
 	if err != nil {
 		return true
 	}
-	_ = v
 	p, err := c.pathOf(PilotDiscovery, r)
 	if err != nil {
 		return true
@@ -190,23 +189,22 @@ func (c *Cache) IstiodMissing(s IstiodSpec) bool {
 }
 
 // knownIstiodRecipe is the recipe of s without generating anything.
-func (c *Cache) knownIstiodRecipe(s IstiodSpec) (string, recipe, error) {
+func (c *Cache) knownIstiodRecipe(s IstiodSpec) (recipe, error) {
 	v := s.Version
 	if v == "" {
 		var err error
 		if v, err = c.PinnedIstio(); err != nil {
-			return "", recipe{}, err
+			return recipe{}, err
 		}
 	}
 	if c.hasCheckedIn(v) {
-		r, err := c.checkedInIstiod(v)
-		return v, r, err
+		return c.checkedInIstiod(v)
 	}
 	dir := c.generatedDir(v)
 	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err != nil {
-		return v, recipe{}, err
+		return recipe{}, err
 	}
-	return v, recipe{moduleDir: dir, pkg: pilotDiscoveryPkg, coldBuild: 5 * time.Minute, versionOf: istioModule}, nil
+	return recipe{moduleDir: dir, pkg: pilotDiscoveryPkg, coldBuild: 5 * time.Minute, versionOf: istioModule}, nil
 }
 
 // Istiod returns the pilot-discovery s names, building it into the cache first when s names a
