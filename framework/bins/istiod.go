@@ -252,7 +252,8 @@ func (c *Cache) CheckIstiod(ctx context.Context, s IstiodSpec) error {
 	case s.Version != "" && s.Binary != "":
 		return errors.New("istiod: a version and a binary were both given; choose one")
 	case s.Binary != "":
-		return checkPilotDiscovery(ctx, s.Binary)
+		_, err := checkPilotDiscovery(ctx, s.Binary)
+		return err
 	case s.Version != "" && !c.hasCheckedIn(s.Version):
 		return CheckIstioVersion(ctx, s.Version)
 	}
@@ -286,21 +287,23 @@ func CheckIstioVersion(ctx context.Context, version string) error {
 
 // checkPilotDiscovery makes sure path is an executable that runs as pilot-discovery: its `version`
 // prints Istio's BuildInfo and it has the `discovery` command (istioctl and pilot-agent do not).
-func checkPilotDiscovery(ctx context.Context, path string) error {
+// It returns the version output.
+func checkPilotDiscovery(ctx context.Context, path string) (string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("istiod binary %s: %w", path, err)
+		return "", fmt.Errorf("istiod binary %s: %w", path, err)
 	}
 	if !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
-		return fmt.Errorf("istiod binary %s is not an executable file (chmod +x it, or give the pilot-discovery you built)", path)
+		return "", fmt.Errorf("istiod binary %s is not an executable file (chmod +x it, or give the pilot-discovery you built)", path)
 	}
-	if _, err := versionOutput(ctx, path); err != nil {
-		return err
+	version, err := versionOutput(ctx, path)
+	if err != nil {
+		return "", err
 	}
 	if out, err := run(ctx, path, "discovery", "--help"); err != nil || !strings.Contains(out, "discovery") {
-		return fmt.Errorf("istiod binary %s has no `discovery` command, so it is not pilot-discovery (build istio.io/istio/pilot/cmd/pilot-discovery)", path)
+		return "", fmt.Errorf("istiod binary %s has no `discovery` command, so it is not pilot-discovery (build istio.io/istio/pilot/cmd/pilot-discovery)", path)
 	}
-	return nil
+	return version, nil
 }
 
 func versionOutput(ctx context.Context, path string) (string, error) {
@@ -343,11 +346,8 @@ func InspectIstiod(ctx context.Context, path string) (*IstiodBuild, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPilotDiscovery(ctx, abs); err != nil {
-		return nil, err
-	}
 	b := &IstiodBuild{Path: abs}
-	if b.VersionOutput, err = versionOutput(ctx, abs); err != nil {
+	if b.VersionOutput, err = checkPilotDiscovery(ctx, abs); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(abs)

@@ -4,10 +4,13 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -28,6 +31,12 @@ type Cluster struct {
 	KubernetesVersion string
 	// StartSeconds is how long the provider took to bring this cluster's API server up.
 	StartSeconds float64
+	// ServiceCIDR is the range ClusterIPs come from, where the provider knows it.
+	ServiceCIDR netip.Prefix
+	// FakeNodes says how scale workloads' fake nodes must be set up in this cluster.
+	FakeNodes FakeNodes
+	// ClientWaits counts the client-side rate limiter's waits of Client and Dynamic.
+	ClientWaits *ClientWaits
 }
 
 // Provider creates and destroys the clusters of a topology. Implementations: local (embedded
@@ -47,4 +56,45 @@ type Provider interface {
 	LogDir() string
 	// Destroy stops and removes everything Create made.
 	Destroy(ctx context.Context) error
+
+	// ControlPlane runs istiod in the clusters Create made.
+	ControlPlane() ControlPlane
+	// Gateways give the clusters' east-west gateways their addresses.
+	Gateways() Gateways
+	// Probes deploys the probe workloads and carries their traffic.
+	Probes() Probes
+}
+
+// New builds the clients of a ready cluster from its admin REST config and reads its version.
+func New(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*Cluster, error) {
+	// Loading thousands of objects is the framework's job, so client-side throttling only hurts;
+	// the waits are counted so a report can show it never throttled.
+	cfg.QPS, cfg.Burst = 5000, 10000
+	cfg.UserAgent = "ambientmc"
+	waits := &ClientWaits{}
+	cfg.RateLimiter = countingLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), waits}
+	proto := rest.CopyConfig(cfg)
+	proto.ContentType = "application/vnd.kubernetes.protobuf"
+	client, err := kubernetes.NewForConfig(proto)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: reading the server version: %w", tc.Name, err)
+	}
+	return &Cluster{
+		Cluster:            tc,
+		Kubeconfig:         kubeconfig,
+		InternalKubeconfig: internal,
+		RESTConfig:         cfg,
+		Client:             client,
+		Dynamic:            dyn,
+		KubernetesVersion:  v.GitVersion,
+		ClientWaits:        waits,
+	}, nil
 }

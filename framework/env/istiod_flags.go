@@ -37,6 +37,25 @@ func (f IstiodFlags) validate() error {
 	return nil
 }
 
+// validateFor adds that only the local provider runs pilot-discovery as a process.
+func (f IstiodFlags) validateFor(provider string) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	if provider != report.ProviderLocal && (f.Version != "" || f.Binary != "") {
+		return fmt.Errorf("-istiod.version/-istiod.binary with -provider=%s: they apply to -provider=local only (it runs pilot-discovery as a process, %s runs istiod images); drop them", provider, provider)
+	}
+	return nil
+}
+
+// IstiodPath is the pilot-discovery to run; "" lets the provider choose (istiod images).
+func (e *Env) IstiodPath() string {
+	if e.Istiod == nil {
+		return ""
+	}
+	return e.Istiod.Path
+}
+
 // CheckIstiod runs before anything starts: the module proxy must serve the version, the binary
 // must run as pilot-discovery. The error names the flag and the fix.
 func CheckIstiod(ctx context.Context, f IstiodFlags) error {
@@ -88,6 +107,9 @@ func ResolveIstiod(ctx context.Context, f IstiodFlags) (*bins.IstiodBuild, error
 // resolveIstiod is the setup step that picks the istiod before any cluster starts (its CRDs are
 // that version's own) and records it in the report.
 func resolveIstiod(ctx context.Context, e *Env) error {
+	if e.Provider.Name() != report.ProviderLocal {
+		return nil // images, chosen by -istio.hub/-istio.tag
+	}
 	b, err := ResolveIstiod(ctx, e.Flags.Istiod)
 	if err != nil {
 		return err

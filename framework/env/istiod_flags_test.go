@@ -44,9 +44,14 @@ func TestSetupRejectsBadIstiodBeforeStartingAnything(t *testing.T) {
 		{"not executable", IstiodFlags{Binary: text}, []string{"-istiod.binary=" + text, "not an executable"}},
 		{"not istio at all", IstiodFlags{Binary: "/bin/true"}, []string{"-istiod.binary=/bin/true", "does not run as pilot-discovery"}},
 		{"istio, but not pilot-discovery", IstiodFlags{Binary: fake}, []string{"-istiod.binary=" + fake, "no `discovery` command"}},
+		{"not the local provider", IstiodFlags{Version: "v0.0.0-20260826214018-9739e10eb9d7"}, []string{"-provider=kind", "-provider=local only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters = 1; f.Istiod = tc.f }))
+			provider := "local"
+			if tc.name == "not the local provider" {
+				provider = "kind"
+			}
+			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters = 1; f.Provider = provider; f.Istiod = tc.f }))
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)

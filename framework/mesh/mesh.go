@@ -2,9 +2,11 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,7 +17,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/pki"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Mesh is ambient installed across the clusters of an environment: one shared root CA, an
@@ -24,12 +25,14 @@ import (
 type Mesh struct {
 	Root          *pki.Root
 	Intermediates map[string]*pki.Intermediate
-	Istiods       map[string]*Istiod
+	Istiods       map[string]cluster.Istiod
 	Clusters      []*cluster.Cluster
+	provider      cluster.Provider
 
-	mu      sync.Mutex
-	secrets map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
-	joined  []string                  // clusters in the mesh, in join order
+	mu       sync.Mutex
+	gateways map[string]string         // cluster -> east-west gateway address
+	secrets  map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
+	joined   []string                  // clusters in the mesh, in join order
 }
 
 // Options configure StartIstiods.
@@ -39,17 +42,20 @@ type Options struct {
 	// Istiods selects which primaries run istiod; nil means all of them.
 	Istiods func(c *cluster.Cluster) bool
 	Log     io.Writer
+	// GatewayTimeout bounds the wait for an east-west gateway's address.
+	GatewayTimeout time.Duration
 }
 
-// Install sets up PKI and the east-west gateway in every cluster (in parallel), and prepares each
-// cluster's remote secret without applying it. StartIstiods starts the control planes.
-func Install(ctx context.Context, clusters []*cluster.Cluster) (*Mesh, error) {
+// Install sets up PKI in every cluster (in parallel) and prepares each cluster's remote secret
+// without applying it. StartIstiods starts the control planes and the east-west gateways through
+// the provider.
+func Install(ctx context.Context, p cluster.Provider, clusters []*cluster.Cluster) (*Mesh, error) {
 	root, err := pki.NewRoot()
 	if err != nil {
 		return nil, err
 	}
-	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{},
-		Istiods: map[string]*Istiod{}, secrets: map[string]*corev1.Secret{}}
+	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{}, provider: p,
+		Istiods: map[string]cluster.Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{}}
 	for _, c := range clusters {
 		if m.Intermediates[c.Name], err = root.NewIntermediate(c.Name); err != nil {
 			return nil, err
@@ -74,13 +80,6 @@ func (m *Mesh) installCluster(ctx context.Context, c *cluster.Cluster) error {
 	if _, err := c.Client.CoreV1().Secrets(SystemNamespace).Create(ctx, inter.CACertsSecret(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("cluster %s: cacerts: %w", c.Name, err)
 	}
-	gw, err := topology.GatewayIP(c.Index)
-	if err != nil {
-		return err
-	}
-	if err := EnsureEastWestGateway(ctx, c, gw.String()); err != nil {
-		return err
-	}
 	secret, err := RemoteSecret(ctx, c)
 	if err != nil {
 		return err
@@ -91,35 +90,53 @@ func (m *Mesh) installCluster(ctx context.Context, c *cluster.Cluster) error {
 	return nil
 }
 
-// StartIstiods starts istiod for every primary that o.Istiods selects, in parallel. Starting them
-// after the workloads exist lets each istiod sync its own cluster once instead of pod by pod.
+// StartIstiods starts istiod for every primary that o.Istiods selects, then every cluster's
+// east-west gateway, in parallel across clusters. Starting them after the workloads exist lets
+// each istiod sync its own cluster once instead of pod by pod; the gateway comes after istiod
+// because on real clusters istiod creates the gateway class and deploys the gateway.
 func (m *Mesh) StartIstiods(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.GatewayTimeout == 0 {
+		o.GatewayTimeout = 5 * time.Minute
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range m.Clusters {
-		if !c.IsPrimary() || (o.Istiods != nil && !o.Istiods(c)) {
-			continue
-		}
 		g.Go(func() error {
-			start := time.Now()
-			i, err := StartIstiod(gctx, c, IstiodOptions{
-				Binary:       o.IstiodBinary,
-				Dir:          filepath.Join(o.Dir, c.Name),
-				Intermediate: m.Intermediates[c.Name],
-			})
+			if c.IsPrimary() && (o.Istiods == nil || o.Istiods(c)) {
+				start := time.Now()
+				i, err := m.provider.ControlPlane().StartIstiod(gctx, c, cluster.IstiodOptions{
+					Binary: o.IstiodBinary,
+					Dir:    filepath.Join(o.Dir, c.Name),
+					CA:     m.Intermediates[c.Name],
+				})
+				if err != nil {
+					return err
+				}
+				m.mu.Lock()
+				m.Istiods[c.Name] = i
+				m.mu.Unlock()
+				fmt.Fprintf(o.Log, "ambientmc: %s: istiod ready in %.1fs\n", c.Name, time.Since(start).Seconds())
+			}
+			addr, err := m.provider.Gateways().EastWestGateway(gctx, c, o.GatewayTimeout)
 			if err != nil {
-				return err
+				return fmt.Errorf("cluster %s: east-west gateway: %w", c.Name, err)
 			}
 			m.mu.Lock()
-			m.Istiods[c.Name] = i
+			m.gateways[c.Name] = addr
 			m.mu.Unlock()
-			fmt.Fprintf(o.Log, "ambientmc: %s: istiod ready in %.1fs\n", c.Name, time.Since(start).Seconds())
 			return nil
 		})
 	}
 	return g.Wait()
+}
+
+// GatewayAddress is the address in c's east-west Gateway status ("" before StartIstiods).
+func (m *Mesh) GatewayAddress(c string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gateways[c]
 }
 
 // Cluster returns the named cluster or nil.
@@ -141,7 +158,8 @@ func (m *Mesh) Joined() []string {
 
 // Join adds cluster name to the mesh: every joined primary gets its remote secret, and it gets the
 // secret of every joined cluster, so the mesh stays fully multi-primary after each step. The first
-// cluster joined forms a mesh of one.
+// cluster joined forms a mesh of one. If a secret cannot be written, the ones already written are
+// removed again, so a failed Join leaves the mesh as it was.
 func (m *Mesh) Join(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -149,22 +167,42 @@ func (m *Mesh) Join(ctx context.Context, name string) error {
 	if newcomer == nil || m.secrets[name] == nil {
 		return fmt.Errorf("join: unknown cluster %q", name)
 	}
-	for _, j := range m.joined {
-		if j == name {
-			return fmt.Errorf("join: %s is already in the mesh", name)
+	if slices.Contains(m.joined, name) {
+		return fmt.Errorf("join: %s is already in the mesh", name)
+	}
+	type written struct {
+		into   *cluster.Cluster
+		remote string
+	}
+	var done []written
+	apply := func(into *cluster.Cluster, remote string) error {
+		if err := ApplySecret(ctx, into, m.secrets[remote]); err != nil {
+			return err
 		}
+		done = append(done, written{into, remote})
+		return nil
 	}
 	for _, j := range m.joined {
 		other := m.Cluster(j)
+		var err error
 		if other.IsPrimary() {
-			if err := ApplySecret(ctx, other, m.secrets[name]); err != nil {
-				return err
-			}
+			err = apply(other, name)
 		}
-		if newcomer.IsPrimary() {
-			if err := ApplySecret(ctx, newcomer, m.secrets[j]); err != nil {
-				return err
+		if err == nil && newcomer.IsPrimary() {
+			err = apply(newcomer, j)
+		}
+		if err != nil {
+			// Best effort with a fresh context: the caller's may be what failed.
+			undo, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var undoErrs []error
+			for _, w := range done {
+				undoErrs = append(undoErrs, DeleteSecret(undo, w.into, w.remote))
 			}
+			if uerr := errors.Join(undoErrs...); uerr != nil {
+				return fmt.Errorf("join of %s failed: %w; removing the %d secrets already written also failed: %v", name, err, len(done), uerr)
+			}
+			return fmt.Errorf("join of %s failed (the %d secrets already written were removed): %w", name, len(done), err)
 		}
 	}
 	m.joined = append(m.joined, name)
@@ -172,29 +210,28 @@ func (m *Mesh) Join(ctx context.Context, name string) error {
 }
 
 // Leave removes cluster name from the mesh: its remote secret is deleted from every joined
-// cluster, and theirs from it.
+// cluster, and theirs from it. The cluster counts as joined until every deletion succeeded, so a
+// failed Leave can be retried.
 func (m *Mesh) Leave(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	idx := -1
-	for i, j := range m.joined {
-		if j == name {
-			idx = i
-		}
-	}
+	idx := slices.Index(m.joined, name)
 	if idx < 0 {
 		return fmt.Errorf("leave: %s is not in the mesh", name)
 	}
-	m.joined = append(m.joined[:idx], m.joined[idx+1:]...)
 	leaver := m.Cluster(name)
 	for _, j := range m.joined {
+		if j == name {
+			continue
+		}
 		if err := DeleteSecret(ctx, m.Cluster(j), name); err != nil {
-			return err
+			return fmt.Errorf("leave of %s: %w (it stays in the mesh; retry)", name, err)
 		}
 		if err := DeleteSecret(ctx, leaver, j); err != nil {
-			return err
+			return fmt.Errorf("leave of %s: %w (it stays in the mesh; retry)", name, err)
 		}
 	}
+	m.joined = slices.Delete(m.joined, idx, idx+1)
 	return nil
 }
 

@@ -78,7 +78,7 @@ func TestControlPlaneSVG(t *testing.T) {
 	}
 	text, series := parseSVG(t, filepath.Join(dir, ControlPlaneSVG))
 	// Three levels (baseline + 2 joins) per memory/CPU series, one polyline each.
-	for _, s := range []string{"RSS", "heap in use", "live heap", "CPU", "steady CPU", "join CPU-seconds"} {
+	for _, s := range []string{"RSS", "heap in use", "live heap", "blended CPU", "steady CPU", "join CPU-seconds"} {
 		if series[s] != 1 {
 			t.Errorf("series %q drawn %d times, want 1", s, series[s])
 		}
@@ -187,15 +187,33 @@ func TestMarkdown(t *testing.T) {
 		"| RSS (MB) | 120.0 ± 0.0 | 180 MB |",         // slope beside the published figure
 		"0.010 cores (1.0% of a core)",                // published CPU
 		"| cluster-3 | 1 | 1.20 | 300.0 | 95.0 | 1 |", // leaves table
-		"| new | +2.00 ms (+250%) | +2.20 ms (+346%) |",
-		"| reused | +0.15 ms (+75%) | +0.13 ms (+72%) |",
-		"saturated",
+		"| new | +2.00 ms (+250%) |",
+		"| reused | +0.15 ms (+75%) |",
+		"Not comparable with the published figures: the host was saturated",
 		"host has 2 CPUs; CPU figures are noisy",
 		"](controlplane.svg)",
 		"](latency.svg)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "+2.20 ms (+346%)") {
+		t.Error("a saturated run's overhead is set beside the published figures")
+	}
+	calm := fullReport()
+	calm.Latency.HostCPUSaturated = false
+	calm.Latency.RateSearch = &RateSearch{QPS: 400, Rule: "the rule", Steps: []RateStep{
+		{QPS: 400, AchievedQPS: 399, HostCPUBusy: 0.5, Accepted: true}, {QPS: 700, AchievedQPS: 520, HostCPUBusy: 0.95, Reason: "only 74% of the rate got through"}}}
+	calmMD := string(Markdown(calm))
+	for _, want := range []string{
+		"| new | +2.00 ms (+250%) | +2.20 ms (+346%) |",
+		"| reused | +0.15 ms (+75%) | +0.13 ms (+72%) |",
+		"Request rate: 400.0 QPS, the highest this host carried",
+		"| 700.0 | 520.0 | 95% | false | only 74% of the rate got through |",
+	} {
+		if !strings.Contains(calmMD, want) {
+			t.Errorf("unsaturated report.md lacks %q", want)
 		}
 	}
 	r := fullReport()

@@ -1,4 +1,4 @@
-package workload
+package workload_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
+	. "github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
 

@@ -22,8 +22,12 @@ type Echo struct {
 	done     chan struct{}
 }
 
-// ServeEcho listens on ip:EchoPort.
-func ServeEcho(ip netip.Addr) (*Echo, error) {
+// ServedByHeader names the cluster whose endpoint answered, on every echo response (the fortio
+// pods of real clusters set it through -echo-server-default-params).
+const ServedByHeader = "X-Served-By"
+
+// ServeEcho listens on ip:EchoPort; every response says it was served by cluster.
+func ServeEcho(ip netip.Addr, cluster string) (*Echo, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(EchoPort)))
 	if err != nil {
 		return nil, err
@@ -32,6 +36,7 @@ func ServeEcho(ip netip.Addr) (*Echo, error) {
 	e.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.Requests.Add(1)
+			w.Header().Set(ServedByHeader, cluster)
 			fhttp.EchoHandler(w, r)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,

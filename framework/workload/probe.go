@@ -23,9 +23,9 @@ const (
 	ProbeNamespace  = "probe"
 	ProbeClientNode = "probe-client"
 	ProbeServerNode = "probe-server"
-	EchoLocal       = "echo-local"
-	EchoRemote      = "echo-remote"
-	EchoFailover    = "echo-failover"
+	EchoLocal       = cluster.EchoLocal
+	EchoRemote      = cluster.EchoRemote
+	EchoFailover    = cluster.EchoFailover
 	ProbePort       = 80
 	EchoPort        = 8080
 )

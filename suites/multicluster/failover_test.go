@@ -2,28 +2,34 @@ package multicluster
 
 import (
 	"context"
-	"net/http"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/report"
-	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
-// trafficLoop sends one request every interval on a fresh connection and counts the outcomes.
+// trafficLoop sends one request every interval on a fresh connection and records who served it.
 type trafficLoop struct {
-	sent, failed atomic.Int64
-	stop         chan struct{}
-	done         chan struct{}
+	interval time.Duration
+	mu       sync.Mutex
+	answers  []answer
+	stop     chan struct{}
+	done     chan struct{}
 }
 
-func startTraffic(url string, interval time.Duration) *trafficLoop {
-	l := &trafficLoop{stop: make(chan struct{}), done: make(chan struct{})}
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// answer is one request's outcome: when it was answered and by which cluster ("" if it failed).
+type answer struct {
+	at       time.Time
+	servedBy string
+}
+
+func startTraffic(p *probeEnv, app string, interval time.Duration) *trafficLoop {
+	l := &trafficLoop{interval: interval, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(interval)
@@ -34,16 +40,13 @@ func startTraffic(url string, interval time.Duration) *trafficLoop {
 				return
 			case <-tick.C:
 			}
-			l.sent.Add(1)
-			resp, err := client.Get(url)
+			by, err := p.Request(context.Background(), app)
 			if err != nil {
-				l.failed.Add(1)
-				continue
+				by = ""
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				l.failed.Add(1)
-			}
+			l.mu.Lock()
+			l.answers = append(l.answers, answer{time.Now(), by})
+			l.mu.Unlock()
 		}
 	}()
 	return l
@@ -51,67 +54,92 @@ func startTraffic(url string, interval time.Duration) *trafficLoop {
 
 func (l *trafficLoop) Stop() { close(l.stop); <-l.done }
 
-// waitFor polls cond every 20 ms and returns how long it took to hold.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %s", what, timeout)
+// since returns the answers received after t.
+func (l *trafficLoop) since(t time.Time) []answer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []answer
+	for _, a := range l.answers {
+		if a.at.After(t) {
+			out = append(out, a)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return time.Since(start)
+	return out
+}
+
+// firstServedBy waits until a request answered after t was served by c and returns how long after
+// t that answer came.
+func (l *trafficLoop) firstServedBy(t *testing.T, c *cluster.Cluster, from time.Time, timeout time.Duration) time.Duration {
+	t.Helper()
+	for time.Since(from) < timeout {
+		for _, a := range l.since(from) {
+			if a.servedBy == c.Name {
+				return a.at.Sub(from)
+			}
+		}
+		time.Sleep(l.interval)
+	}
+	t.Fatalf("no request was served by %s within %s", c.Name, timeout)
+	return 0
+}
+
+// count tallies answers by who served them; "" counts failures.
+func count(as []answer) map[string]int64 {
+	m := map[string]int64{}
+	for _, a := range as {
+		m[a.servedBy]++
+	}
+	return m
 }
 
 // TestFailover: echo-failover has endpoints in both clusters and PreferClose, so from the client's
-// cluster traffic stays local. When the local endpoint turns unready (a status write, as a kubelet
-// would do), istiod marks it unhealthy and traffic moves to the remote cluster through the
-// gateway; when it recovers, traffic returns.
+// cluster traffic stays local. When the local endpoint turns unready, istiod marks it unhealthy
+// and traffic moves to the remote cluster through the gateway; when it recovers, traffic returns.
+// Times run from the readiness change to the first request the other cluster served; the request
+// interval is their resolution.
 func TestFailover(t *testing.T) {
 	p := dataPlane(t)
 	ctx := context.Background()
-	localPod, ok := p.probes.Server(workload.EchoFailover, p.local.Name)
-	require.True(t, ok)
-	local := p.echo(p.local, localPod.Name)
-	remote := p.echo(p.remote, workload.EchoFailover+"-0")
-	gw := p.gateways[p.remote.Name]
-
-	loop := startTraffic(p.url(workload.EchoFailover), 10*time.Millisecond)
+	const interval = 10 * time.Millisecond
+	loop := startTraffic(p, cluster.EchoFailover, interval)
 	defer loop.Stop()
 
 	// Steady state: everything stays in the client's cluster.
-	remoteBefore, gwBefore, localBefore := remote.Requests.Load(), gw.Forwarded.Load(), local.Requests.Load()
+	steadyFrom, gwBefore := time.Now(), p.path(t).GatewayTunnels[p.remote.Name]
 	time.Sleep(time.Second)
-	require.Positive(t, local.Requests.Load()-localBefore, "traffic reaches the local endpoint")
-	assert.Equal(t, remoteBefore, remote.Requests.Load(), "with a healthy local endpoint nothing crosses to %s", p.remote.Name)
-	assert.Equal(t, gwBefore, gw.Forwarded.Load(), "and nothing goes through the gateway")
+	steady := count(loop.since(steadyFrom))
+	require.Positive(t, steady[p.local.Name], "traffic reaches the local endpoint")
+	assert.Zero(t, steady[p.remote.Name], "with a healthy local endpoint nothing crosses to %s", p.remote.Name)
+	assert.Equal(t, gwBefore, p.path(t).GatewayTunnels[p.remote.Name], "and nothing goes through the gateway")
 
-	sentBefore, failedBefore := loop.sent.Load(), loop.failed.Load()
-	require.NoError(t, workload.SetReady(ctx, localPod, false))
-	remoteAt := remote.Requests.Load()
-	failover := waitFor(t, "traffic moves to "+p.remote.Name, 30*time.Second, func() bool { return remote.Requests.Load() > remoteAt+5 })
+	unready := time.Now()
+	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, false))
+	failover := loop.firstServedBy(t, p.remote, unready, 30*time.Second)
 	// Once moved, nothing reaches the unready local endpoint any more.
-	localAt := local.Requests.Load()
-	gwAt := gw.Forwarded.Load()
+	moved, gwAt := time.Now(), p.path(t).GatewayTunnels[p.remote.Name]
 	time.Sleep(500 * time.Millisecond)
-	assert.Equal(t, localAt, local.Requests.Load(), "no traffic to the unready local endpoint")
-	assert.Greater(t, gw.Forwarded.Load(), gwAt, "failed-over traffic rides the remote gateway")
+	assert.Zero(t, count(loop.since(moved))[p.local.Name], "no traffic to the unready local endpoint")
+	assert.Greater(t, p.path(t).GatewayTunnels[p.remote.Name], gwAt, "failed-over traffic rides the remote gateway")
 
-	require.NoError(t, workload.SetReady(ctx, localPod, true))
-	localAt = local.Requests.Load()
-	failback := waitFor(t, "traffic returns to "+p.local.Name, 30*time.Second, func() bool { return local.Requests.Load() > localAt+5 })
-	remoteAt = remote.Requests.Load()
+	ready := time.Now()
+	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, true))
+	failback := loop.firstServedBy(t, p.local, ready, 30*time.Second)
+	back := time.Now()
 	time.Sleep(500 * time.Millisecond)
-	assert.Equal(t, remoteAt, remote.Requests.Load(), "after recovery nothing crosses any more")
+	assert.Zero(t, count(loop.since(back))[p.remote.Name], "after recovery nothing crosses any more")
 
-	sent, failed := loop.sent.Load()-sentBefore, loop.failed.Load()-failedBefore
-	mc.Logf("failover: moved to %s in %.2fs, back in %.2fs; %d of %d requests failed during the switch",
-		p.remote.Name, failover.Seconds(), failback.Seconds(), failed, sent)
+	during := count(loop.since(unready))
+	var sent int64
+	for _, n := range during {
+		sent += n
+	}
+	failed := during[""]
+	mc.Logf("failover: moved to %s in %.3fs, back in %.3fs (resolution %s); %d of %d requests failed during the switch",
+		p.remote.Name, failover.Seconds(), failback.Seconds(), interval, failed, sent)
 	// Bounded, not zero: requests in flight while istiod pushes the change may fail.
 	assert.LessOrEqual(t, failed, sent/10+5, "failed requests during the switch stay bounded")
 	mc.Report.Failover = &report.Failover{
-		Service: workload.EchoFailover, FailoverSeconds: failover.Seconds(), FailbackSeconds: failback.Seconds(),
-		Requests: sent, FailedRequests: failed,
+		Service: cluster.EchoFailover, FailoverSeconds: failover.Seconds(), FailbackSeconds: failback.Seconds(),
+		Requests: sent, FailedRequests: failed, ResolutionSeconds: interval.Seconds(),
 	}
 }

@@ -40,8 +40,22 @@ func windows() (settle, steady time.Duration) {
 	return settle, steady
 }
 
+// xdsClients is how many ztunnel-like clients the observed istiod serves during the joins: the
+// flag, else 15 at published scale (as the harness behind the published figures connected 15
+// fake ztunnels per cluster) and 1 below it.
+func xdsClients() int {
+	switch {
+	case mc.Flags.XDSClients > 0:
+		return mc.Flags.XDSClients
+	case scale.Pods >= 4000:
+		return 15
+	default:
+		return 1
+	}
+}
+
 // observedIstiod returns the measured cluster and its istiod.
-func observedIstiod(t *testing.T) (*cluster.Cluster, *mesh.Istiod) {
+func observedIstiod(t *testing.T) (*cluster.Cluster, cluster.Istiod) {
 	t.Helper()
 	c, err := observed(mc)
 	require.NoError(t, err)
@@ -52,7 +66,7 @@ func observedIstiod(t *testing.T) (*cluster.Cluster, *mesh.Istiod) {
 
 // startWatcher connects a ztunnel-like xDS client to istiod, authenticated with a ztunnel
 // certificate from the cluster's own CA.
-func startWatcher(t *testing.T, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Watcher {
+func startWatcher(t *testing.T, c *cluster.Cluster, i cluster.Istiod) *xdswatch.Watcher {
 	t.Helper()
 	cert, err := ambient.Intermediates[c.Name].Issue(mesh.SystemNamespace, "ztunnel", 0)
 	require.NoError(t, err)
@@ -61,10 +75,10 @@ func startWatcher(t *testing.T, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Wa
 	ip, err := topology.NodeIP(c.Index, 0)
 	require.NoError(t, err)
 	w, err := xdswatch.Start(context.Background(), xdswatch.Config{
-		Address: i.SecureXDSAddress(), CertDir: dir, IP: ip.String(),
+		Address: i.XDSAddress(), CertDir: dir, IP: ip.String(),
 		Name: "ztunnel-watch", Node: "node-0", Cluster: c.Name,
 	}, time.Minute)
-	require.NoError(t, err, "ztunnel-like watcher on %s", i.SecureXDSAddress())
+	require.NoError(t, err, "ztunnel-like watcher on %s", i.XDSAddress())
 	t.Cleanup(w.Close)
 	return w
 }
@@ -72,10 +86,10 @@ func startWatcher(t *testing.T, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Wa
 // holdsNetwork says whether the watcher has everything a ztunnel needs to reach c's network: one
 // split-horizon workload per global service, capacities summing to c's pods, via c's gateway.
 func holdsNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
-	gw, _ := topology.GatewayIP(c.Index)
+	gw := ambient.GatewayAddress(c.Name)
 	return func(w *xdswatch.Watcher) bool {
 		sh := w.SplitHorizonFor(c.Network)
-		return sh.Workloads == scale.Services && sh.Capacity == uint64(scale.Pods) && sh.Gateways[gw.String()] && len(sh.Gateways) == 1
+		return sh.Workloads == scale.Services && sh.Capacity == uint64(scale.Pods) && sh.Gateways[gw] && len(sh.Gateways) == 1
 	}
 }
 
@@ -90,13 +104,13 @@ type convergence struct {
 }
 
 // whileAlive derives a context that ends when istiod dies, so waits fail at once with the reason.
-func whileAlive(ctx context.Context, i *mesh.Istiod, timeout time.Duration) (context.Context, context.CancelFunc) {
+func whileAlive(ctx context.Context, i cluster.Istiod, timeout time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		select {
-		case <-i.Proc.Done():
-			cancel(fmt.Errorf("istiod %s exited: %v", i.Cluster, i.Proc.ExitErr()))
+		case <-i.Done():
+			cancel(fmt.Errorf("istiod %s exited: %v", i.Cluster(), i.ExitErr()))
 		case <-ctx.Done():
 		}
 	}()
@@ -104,22 +118,22 @@ func whileAlive(ctx context.Context, i *mesh.Istiod, timeout time.Duration) (con
 }
 
 // failure wraps a wait error with the cluster it was about and istiod's log tail.
-func failure(i *mesh.Istiod, what string, timeout time.Duration, ctx context.Context, err error) error {
+func failure(i cluster.Istiod, what string, timeout time.Duration, ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
 		err = fmt.Errorf("%w (%v)", err, cause)
 	}
 	return fmt.Errorf("%s did not happen within -join.timeout=%s: %w\n--- last 40 lines of %s ---\n%s",
-		what, timeout, err, i.Proc.LogFile(), i.Proc.Tail(40))
+		what, timeout, err, i.LogFile(), i.Tail(40))
 }
 
 // waitJoined waits until istiod reports c synced and the watcher holds c's network.
-func waitJoined(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, start time.Time, timeout time.Duration) (convergence, error) {
+func waitJoined(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, start time.Time, timeout time.Duration) (convergence, error) {
 	ctx, cancel := whileAlive(ctx, i, timeout)
 	defer cancel()
 	var conv convergence
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if _, err := i.Sampler.WaitRemoteSynced(gctx, c.Name, 50*time.Millisecond); err != nil {
+		if _, err := i.Sampler().WaitRemoteSynced(gctx, c.Name, 50*time.Millisecond); err != nil {
 			return err
 		}
 		conv.Sync = time.Since(start)
@@ -137,14 +151,14 @@ func waitJoined(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *clu
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return conv, failure(i, fmt.Sprintf("join of %s (istiod %s)", c.Name, i.Cluster), timeout, ctx, err)
+		return conv, failure(i, fmt.Sprintf("join of %s (istiod %s)", c.Name, i.Cluster()), timeout, ctx, err)
 	}
 	conv.Total = max(conv.Sync, conv.XDS)
 	return conv, nil
 }
 
 // joinAndWait joins c to the mesh and waits for the observed istiod to converge on it.
-func joinAndWait(t *testing.T, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (convergence, time.Time) {
+func joinAndWait(t *testing.T, i cluster.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (convergence, time.Time) {
 	t.Helper()
 	start := time.Now()
 	require.NoError(t, ambient.Join(context.Background(), c.Name))
@@ -154,12 +168,12 @@ func joinAndWait(t *testing.T, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.C
 }
 
 // leaveAll returns the mesh to no joined clusters, waiting for the observed istiod to let go.
-func leaveAll(t *testing.T, i *mesh.Istiod) {
+func leaveAll(t *testing.T, i cluster.Istiod) {
 	t.Helper()
 	joined := ambient.Joined()
 	for k := len(joined) - 1; k >= 0; k-- {
 		require.NoError(t, ambient.Leave(context.Background(), joined[k]))
-		if joined[k] != i.Cluster {
+		if joined[k] != i.Cluster() {
 			require.NoError(t, waitLeft(context.Background(), i, nil, mc.Cluster(joined[k]), mc.Flags.JoinTimeout))
 		}
 	}
@@ -167,10 +181,10 @@ func leaveAll(t *testing.T, i *mesh.Istiod) {
 
 // waitLeft waits until istiod no longer manages c and, with a watcher, until the watcher holds
 // nothing of c's network.
-func waitLeft(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, timeout time.Duration) error {
+func waitLeft(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, timeout time.Duration) error {
 	ctx, cancel := whileAlive(ctx, i, timeout)
 	defer cancel()
-	_, err := i.Sampler.WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
+	_, err := i.Sampler().WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
 	if err == nil && w != nil {
 		err = w.WaitFor(ctx, lacksNetwork(c))
 	}
@@ -183,10 +197,18 @@ func waitLeft(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *clust
 // sleepUntil waits until t (or returns at once if it has passed).
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
-// scrape reads istiod's metrics or fails the test naming it.
-func scrape(t *testing.T, i *mesh.Istiod) *measure.Metrics {
+// readCPU reads istiod's CPU time from its CPU source or fails the test naming it.
+func readCPU(t *testing.T, i cluster.Istiod) measure.CPUReading {
 	t.Helper()
-	m, err := i.Sampler.Scrape(context.Background())
-	require.NoError(t, err, "scraping istiod %s", i.Cluster)
+	r, err := i.Sampler().ReadCPU(context.Background())
+	require.NoError(t, err, "reading istiod %s CPU", i.Cluster())
+	return r
+}
+
+// scrape reads istiod's metrics or fails the test naming it.
+func scrape(t *testing.T, i cluster.Istiod) *measure.Metrics {
+	t.Helper()
+	m, err := i.Sampler().Scrape(context.Background())
+	require.NoError(t, err, "scraping istiod %s", i.Cluster())
 	return m
 }

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
@@ -81,41 +79,18 @@ func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
 	if err := kubeconfig.WriteFile(internal, kubeconfig.Token(m.topo.Name, server, caData, token)); err != nil {
 		return nil, err
 	}
-	return newCluster(m.topo, kubeconfigPath, internal, &rest.Config{
+	c, err := cluster.New(m.topo, kubeconfigPath, internal, &rest.Config{
 		Host:            server,
 		BearerToken:     token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: caData},
 	})
-}
-
-// newCluster builds the clients of a ready cluster.
-func newCluster(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*cluster.Cluster, error) {
-	// Loading thousands of objects is the framework's job here, so client-side throttling only hurts.
-	cfg.QPS, cfg.Burst = 5000, 10000
-	cfg.UserAgent = "ambientmc"
-	proto := rest.CopyConfig(cfg)
-	proto.ContentType = "application/vnd.kubernetes.protobuf"
-	client, err := kubernetes.NewForConfig(proto)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
+	if c.ServiceCIDR, err = topology.ServiceCIDR(m.topo.Index); err != nil {
 		return nil, err
 	}
-	v, err := client.Discovery().ServerVersion()
-	if err != nil {
-		return nil, fmt.Errorf("reading the server version: %w", err)
-	}
-	return &cluster.Cluster{
-		Cluster:            tc,
-		Kubeconfig:         kubeconfig,
-		InternalKubeconfig: internal,
-		RESTConfig:         cfg,
-		Client:             client,
-		Dynamic:            dyn,
-		KubernetesVersion:  v.GitVersion,
-	}, nil
+	return c, nil
 }
 
 // writeCredentials writes the admin token file and the service-account signing key pair (so the

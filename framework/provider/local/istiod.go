@@ -1,4 +1,4 @@
-package mesh
+package local
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
-	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
 )
 
@@ -32,12 +34,11 @@ serviceScopeConfigs:
 
 // Istiod is one running pilot-discovery serving one primary cluster.
 type Istiod struct {
-	Cluster string
+	cluster string
 	Dir     string
 	Proc    *proc.Process
 	Ports   IstiodPorts
-	// Sampler reads istiod's metrics and ControlZ memory statistics.
-	Sampler *measure.Istiod
+	sampler *measure.Istiod
 }
 
 // IstiodPorts are istiod's listeners, all on 127.0.0.1.
@@ -45,32 +46,39 @@ type IstiodPorts struct {
 	HTTP, Webhook, XDS, SecureXDS, Monitoring, Ctrlz int
 }
 
-// IstiodOptions configure StartIstiod.
-type IstiodOptions struct {
-	Binary       string            // pilot-discovery
-	Dir          string            // working directory; istiod resolves its default paths from it
-	Intermediate *pki.Intermediate // the cluster's plugged-in CA
-	ReadyTimeout time.Duration
-	Env          []string // extra environment, e.g. feature flags
-}
+var _ cluster.Istiod = (*Istiod)(nil)
 
-// SecureXDSAddress is where ztunnels (and the framework's watchers) connect with mTLS.
-func (i *Istiod) SecureXDSAddress() string { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
+func (i *Istiod) Cluster() string          { return i.cluster }
+func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
+func (i *Istiod) LogFile() string          { return i.Proc.LogFile() }
+func (i *Istiod) Tail(n int) string        { return i.Proc.Tail(n) }
+func (i *Istiod) Done() <-chan struct{}    { return i.Proc.Done() }
+func (i *Istiod) ExitErr() error           { return i.Proc.ExitErr() }
+func (i *Istiod) Kill() error              { return syscall.Kill(i.Proc.Pid(), syscall.SIGKILL) }
+func (i *Istiod) Stop() error              { return i.Proc.Stop(10 * time.Second) }
+func (i *Istiod) XDSAddress() string       { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
 
-// Stop stops the process.
-func (i *Istiod) Stop() error { return i.Proc.Stop(10 * time.Second) }
+// istiodReadyTimeout bounds a cold istiod start (it lists every object of its cluster first).
+const istiodReadyTimeout = 3 * time.Minute
 
 // StartIstiod runs pilot-discovery for cluster c as a plain process, configured as the ambient
 // multi-network profile would configure it, and waits until /ready answers.
-func StartIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions) (*Istiod, error) {
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 3 * time.Minute
+func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
+	if o.Binary == "" {
+		// The pilot-discovery Preflight made sure of, unless the run chose another.
+		o.Binary = p.paths[bins.PilotDiscovery]
+	}
+	if o.Binary == "" {
+		return nil, fmt.Errorf("istiod %s: no pilot-discovery binary (Preflight must run first)", c.Name)
+	}
+	if o.CA == nil {
+		return nil, fmt.Errorf("istiod %s: no CA given", c.Name)
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	caDir := filepath.Join(o.Dir, "cacerts")
-	if err := o.Intermediate.WriteCACerts(caDir); err != nil {
+	if err := o.CA.WriteCACerts(caDir); err != nil {
 		return nil, fmt.Errorf("istiod %s: writing cacerts: %w", c.Name, err)
 	}
 	meshFile := filepath.Join(o.Dir, "mesh.yaml")
@@ -81,6 +89,7 @@ func StartIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions) (*Ist
 	for attempt := 0; attempt < 3; attempt++ {
 		i, err := launchIstiod(ctx, c, o, caDir, meshFile)
 		if err == nil {
+			p.track(i)
 			return i, nil
 		}
 		lastErr = err
@@ -92,18 +101,22 @@ func StartIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions) (*Ist
 	return nil, lastErr
 }
 
-func launchIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions, caDir, meshFile string) (*Istiod, error) {
+func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string) (*Istiod, error) {
 	ports, err := proc.FreePorts(6)
 	if err != nil {
 		return nil, err
 	}
-	i := &Istiod{Cluster: c.Name, Dir: o.Dir, Ports: IstiodPorts{
+	name := "istiod"
+	if o.Name != "" {
+		name = "istiod-" + o.Name
+	}
+	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: IstiodPorts{
 		HTTP: ports[0], Webhook: ports[1], XDS: ports[2], SecureXDS: ports[3], Monitoring: ports[4], Ctrlz: ports[5],
 	}}
 	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	env := append([]string{
-		"POD_NAMESPACE=" + SystemNamespace,
-		"POD_NAME=istiod-" + c.Name,
+		"POD_NAMESPACE=" + mesh.SystemNamespace,
+		"POD_NAME=" + name + "-" + c.Name,
 		"REVISION=default",
 		"CLUSTER_ID=" + c.Name,
 		"PILOT_ENABLE_AMBIENT=true",
@@ -117,7 +130,7 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions, caDi
 		"VALIDATION_WEBHOOK_CONFIG_NAME=",
 	}, o.Env...)
 	p, err := proc.Start(proc.Spec{
-		Name: c.Name + "/istiod",
+		Name: c.Name + "/" + name,
 		Path: o.Binary,
 		Dir:  o.Dir,
 		Env:  env,
@@ -141,12 +154,14 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o IstiodOptions, caDi
 		return nil, fmt.Errorf("starting istiod for %s: %w", c.Name, err)
 	}
 	i.Proc = p
-	i.Sampler = &measure.Istiod{
-		Name:       c.Name + "/istiod",
+	i.sampler = &measure.Istiod{
+		// The scheduler's nanosecond counters instead of process_cpu_seconds_total's 10 ms ticks.
+		CPU:        measure.NewSchedstat(p.Pid()),
+		Name:       c.Name + "/" + name,
 		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
 		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	readyCtx, cancel := context.WithTimeout(ctx, istiodReadyTimeout)
 	defer cancel()
 	readyURL := "http://" + addr(i.Ports.HTTP) + "/ready"
 	client := &http.Client{Timeout: 2 * time.Second}

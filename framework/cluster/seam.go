@@ -1,0 +1,200 @@
+package cluster
+
+import (
+	"context"
+	"crypto/x509"
+	"net/netip"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/pki"
+)
+
+// The interfaces below are what differs between providers after Create. framework/mesh and the
+// suites talk only to these; each provider implements them under framework/provider/<name>.
+
+// ControlPlane runs istiod for primary clusters.
+type ControlPlane interface {
+	// StartIstiod starts (local) or installs (kind, kube) istiod for primary c and waits until it
+	// is ready.
+	StartIstiod(ctx context.Context, c *Cluster, o IstiodOptions) (Istiod, error)
+}
+
+// IstiodOptions configure one istiod.
+type IstiodOptions struct {
+	// CA is the cluster's plugged-in intermediate (the cacerts secret).
+	CA *pki.Intermediate
+	// Binary is the pilot-discovery to run, for providers that run istiod as a process.
+	Binary string
+	// Name is "" for the cluster's own istiod; any other name starts an additional istiod for
+	// the same cluster, for tests that must not disturb the suite's own (providers that cannot
+	// return ErrUnsupported).
+	Name string
+	// Env is extra environment for istiod (feature flags, PILOT_MULTICLUSTER_KUBECONFIG_PATH).
+	Env []string
+	// Dir is a working directory for the istiod's files and logs.
+	Dir string
+}
+
+// Istiod is one running istiod as the framework reaches it.
+type Istiod interface {
+	// Cluster is the name of the cluster this istiod serves.
+	Cluster() string
+	// Sampler reads istiod's /metrics and ControlZ (loopback ports, or a port-forward).
+	Sampler() *measure.Istiod
+	// XDSAddress is istiod's secure xDS port (15012) as the test process reaches it.
+	XDSAddress() string
+	// LogFile is where istiod's log is kept (for failure messages).
+	LogFile() string
+	// Tail returns the last n lines of istiod's log.
+	Tail(n int) string
+	// Done is closed when istiod has exited (the process, or the pod).
+	Done() <-chan struct{}
+	// ExitErr says how istiod exited, once Done is closed.
+	ExitErr() error
+	// Kill ends istiod abruptly (SIGKILL, or a pod deletion with no grace period), for failure tests.
+	Kill() error
+	// Stop ends istiod and waits for it.
+	Stop() error
+}
+
+// Gateways give each cluster's east-west gateway the address other clusters' istiods use.
+type Gateways interface {
+	// EastWestGateway makes sure c has its east-west Gateway and returns the address in its
+	// status.addresses (written by the local provider; assigned by a LoadBalancer elsewhere).
+	EastWestGateway(ctx context.Context, c *Cluster, timeout time.Duration) (string, error)
+}
+
+// Probes deploys the probe workloads that carry the latency suites' traffic.
+type Probes interface {
+	// DeployProbes creates the probe services in every cluster, the client and echo-local in
+	// s.Local, echo-remote in s.Remote and echo-failover in both, and starts whatever carries
+	// their traffic.
+	DeployProbes(ctx context.Context, s ProbeSetup) (ProbeEnv, error)
+}
+
+// ProbeSetup is what a provider needs to deploy the probes.
+type ProbeSetup struct {
+	Clusters      []*Cluster
+	Local, Remote *Cluster
+	Istiods       map[string]Istiod // by cluster
+	CAs           map[string]*pki.Intermediate
+	Roots         *x509.CertPool
+	Dir           string
+	Logf          func(format string, args ...any)
+}
+
+// Probe applications.
+const (
+	EchoLocal    = "echo-local"    // endpoints in the client's cluster only
+	EchoRemote   = "echo-remote"   // endpoints in the second cluster only
+	EchoFailover = "echo-failover" // endpoints in both, PreferClose
+)
+
+// ProbeEnv drives traffic from the probe client and reports the path it took.
+type ProbeEnv interface {
+	// Ready waits until every probe app answers through the mesh and the client's data plane
+	// holds a healthy endpoint of echo-remote and echo-failover in the remote network.
+	Ready(ctx context.Context, timeout time.Duration) error
+	// Load runs fortio from the probe client.
+	Load(ctx context.Context, l Load) (*LoadResult, error)
+	// Request sends one request to app through the mesh on a new connection and returns the
+	// cluster whose endpoint served it.
+	Request(ctx context.Context, app string) (servedBy string, err error)
+	// SetReady makes app's endpoint in cluster ready or unready (a status write where the
+	// provider owns pod status; a failing readiness probe or scale to zero elsewhere).
+	SetReady(ctx context.Context, app, cluster string, ready bool) error
+	// Path reads the counters that show which hops carried traffic.
+	Path(ctx context.Context) (PathCounters, error)
+	// Close stops what DeployProbes started.
+	Close() error
+}
+
+// Load is one fortio run.
+type Load struct {
+	App string // a probe app; "" with Direct
+	// Direct sends straight to echo-local's server, bypassing the mesh: the harness floor.
+	Direct         bool
+	NewConnections bool
+	QPS            float64
+	Duration       time.Duration
+	Connections    int
+	Payload        int
+}
+
+// LoadResult is what fortio measured.
+type LoadResult struct {
+	QPS             float64
+	DurationSeconds float64
+	Requests        int64
+	OK              int64 // requests answered 200
+	AvgSeconds      float64
+	// Percentiles maps 50, 90, 99 to seconds.
+	Percentiles map[float64]float64
+	// Warmups is how many calls fortio made before the run (one per connection) that still
+	// reached the server.
+	Warmups int64
+	// HostCPUBusy is the share of host CPU in use during the run, where the provider can read
+	// it (absent: -1).
+	HostCPUBusy float64
+}
+
+// PathCounters count what each hop carried; only differences between two reads mean anything.
+type PathCounters struct {
+	// Served counts requests each endpoint served, by "cluster/app".
+	Served map[string]int64
+	// GatewayTunnels counts tunnels each cluster's east-west gateway forwarded, by cluster.
+	GatewayTunnels map[string]int64
+	// Inbound counts connections the destination ztunnels accepted, by cluster; InboundViaGateway
+	// those that came through a gateway.
+	Inbound, InboundViaGateway map[string]int64
+	// ClientHBONE and ClientDoubleHBONE count the client ztunnel's outbound tunnels.
+	ClientHBONE, ClientDoubleHBONE int64
+}
+
+// HopAccess is what a provider offers when the test process can dial the data plane's hops
+// itself (the local provider's loopback plan); security tests skip elsewhere.
+type HopAccess interface {
+	// Hops returns the addresses and identities of the remote side of the probe path.
+	Hops() Hops
+}
+
+// Hops are the remote ztunnel and gateway of the probe path, as the test process reaches them.
+type Hops struct {
+	RemoteZtunnel  netip.AddrPort // echo-remote's ztunnel HBONE listener
+	RemoteGateway  netip.AddrPort // the remote east-west gateway's HBONE listener
+	EchoAuthority  string         // echo-remote's pod IP:port, the inner CONNECT authority at the ztunnel
+	RemoteHost     string         // echo-remote's service hostname:port, the authority at the gateway
+	GatewayID      string         // the gateway's SPIFFE identity
+	EchoID         string         // echo-remote's SPIFFE identity
+	ClientCA       *pki.Intermediate
+	Roots          *x509.CertPool
+	ProbeNamespace string
+}
+
+// Listeners is offered by providers whose every process the framework starts on this host, so a
+// test can check that all of them listen on loopback only.
+type Listeners interface {
+	// Listening returns every listening socket of the run's processes and the test process.
+	Listening() ([]netip.AddrPort, error)
+}
+
+// FakeNodes says how a provider's fake nodes (hosts of scale pods whose status the framework
+// writes) must be set up so nothing real schedules onto them or evicts their pods.
+type FakeNodes struct {
+	// Taint adds FakeNodeLabel=true:NoSchedule (real clusters: keeps real pods off).
+	Taint bool
+	// KeepReady renews node leases and the Ready condition (real clusters: the node lifecycle
+	// controller would otherwise evict the pods).
+	KeepReady bool
+}
+
+// FakeNodeLabel marks the framework's fake nodes in every provider.
+const FakeNodeLabel = "ambientmc.io/fake-node"
+
+// ErrUnsupported is returned for operations a provider cannot do; tests skip on it.
+var ErrUnsupported = errUnsupported{}
+
+type errUnsupported struct{}
+
+func (errUnsupported) Error() string { return "not supported by this provider" }

@@ -1,0 +1,315 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"fortio.org/fortio/fhttp"
+	fortiolog "fortio.org/log"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// probeEnv is the emulated data plane with its probe workloads: a client in the local cluster,
+// echo servers (in the test process, on their pod IPs) in the local and the remote cluster, the
+// ztunnels of their nodes and the clusters' east-west gateways.
+type probeEnv struct {
+	setup    cluster.ProbeSetup
+	probes   *workload.Probes
+	echoes   map[string]*workload.Echo // "cluster/app"
+	serverZ  map[string]*dataplane.Ztunnel
+	gateways map[string]*dataplane.Gateway
+	vips     map[string]netip.Addr // app -> ClusterIP in the local cluster
+
+	mu      sync.Mutex
+	clientZ *dataplane.Ztunnel
+}
+
+var (
+	_ cluster.ProbeEnv  = (*probeEnv)(nil)
+	_ cluster.HopAccess = (*probeEnv)(nil)
+	_ cluster.Listeners = (*Provider)(nil)
+)
+
+// DeployProbes creates the probe pods (status written by the framework) and starts the emulated
+// ztunnels, gateways and echo servers that carry their traffic.
+func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
+	for _, c := range []*cluster.Cluster{s.Local, s.Remote} {
+		if s.Istiods[c.Name] == nil {
+			return nil, fmt.Errorf("the emulated data plane of %s needs its istiod", c.Name)
+		}
+	}
+	e := &probeEnv{setup: s, echoes: map[string]*workload.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
+		gateways: map[string]*dataplane.Gateway{}, vips: map[string]netip.Addr{}}
+	defer func() {
+		if err != nil {
+			_ = e.Close()
+		}
+	}()
+	if e.probes, err = workload.DeployProbes(ctx, s.Clusters, s.Local, s.Remote); err != nil {
+		return nil, err
+	}
+	for _, srv := range e.probes.Servers {
+		echo, err := workload.ServeEcho(srv.IP, srv.Cluster.Name)
+		if err != nil {
+			return nil, fmt.Errorf("echo server %s/%s: %w", srv.Cluster.Name, srv.Name, err)
+		}
+		e.echoes[srv.Cluster.Name+"/"+srv.App] = echo
+	}
+	for _, app := range []string{cluster.EchoLocal, cluster.EchoRemote, cluster.EchoFailover} {
+		svc, err := s.Local.Client.CoreV1().Services(workload.ProbeNamespace).Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		e.vips[app] = netip.MustParseAddr(svc.Spec.ClusterIP)
+	}
+	if e.clientZ, err = dataplane.StartZtunnel(ctx, e.node(s.Local, workload.ProbeClientNode), e.probes.Client.IP); err != nil {
+		return nil, err
+	}
+	for _, c := range []*cluster.Cluster{s.Local, s.Remote} {
+		if e.serverZ[c.Name], err = dataplane.StartZtunnel(ctx, e.node(c, workload.ProbeServerNode), netip.Addr{}); err != nil {
+			return nil, err
+		}
+		gw, _ := topology.GatewayIP(c.Index)
+		if e.gateways[c.Name], err = dataplane.StartGateway(ctx, e.node(c, "eastwest"), gw); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// node describes an emulated component on a node of cluster c.
+func (e *probeEnv) node(c *cluster.Cluster, name string) dataplane.Node {
+	ip, _ := workload.ProbeNodeIP(c, name)
+	if name == "eastwest" {
+		ip, _ = topology.GatewayIP(c.Index)
+	}
+	return dataplane.Node{
+		Cluster: c.Name, Network: c.Network, Name: name, IP: ip,
+		XDSAddress: e.setup.Istiods[c.Name].XDSAddress(),
+		CA:         e.setup.CAs[c.Name], Roots: e.setup.Roots,
+		Dir: filepath.Join(e.setup.Dir, c.Name), Logf: e.setup.Logf,
+	}
+}
+
+func (e *probeEnv) client() *dataplane.Ztunnel {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.clientZ
+}
+
+// url is what the client calls for app: its ClusterIP, captured by the client node's ztunnel.
+func (e *probeEnv) url(app string) string {
+	return fmt.Sprintf("http://%s:%d/echo", e.vips[app], workload.ProbePort)
+}
+
+// Ready waits until traffic flows to every app and the client's view has the remote endpoints.
+func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, app := range []string{cluster.EchoLocal, cluster.EchoRemote, cluster.EchoFailover} {
+		if err := waitServing(ctx, e.url(app)); err != nil {
+			return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
+				app, err, e.client().LastError())
+		}
+	}
+	for _, app := range []string{cluster.EchoRemote, cluster.EchoFailover} {
+		for !e.knowsRemote(app) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("dataplane: the client ztunnel's view has no healthy endpoint of %s in %s within %s",
+					app, e.setup.Remote.Network, timeout)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// RestartClient gives the client ztunnel a fresh xDS stream and connection pool.
+func (e *probeEnv) RestartClient(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.clientZ.Close()
+	z, err := dataplane.StartZtunnel(ctx, e.node(e.setup.Local, workload.ProbeClientNode), e.probes.Client.IP)
+	if err != nil {
+		return err
+	}
+	e.clientZ = z
+	return nil
+}
+
+// knowsRemote says whether the client ztunnel holds a healthy endpoint of app in the remote network.
+func (e *probeEnv) knowsRemote(app string) bool {
+	v := e.client().View()
+	if v == nil {
+		return false
+	}
+	svc := v.ServiceByVIP(e.vips[app])
+	if svc == nil {
+		return false
+	}
+	for _, ep := range v.Endpoints(svc) {
+		if ep.Network == e.setup.Remote.Network && ep.Healthy {
+			return true
+		}
+	}
+	return false
+}
+
+// Load runs fortio in the test process, through the client ztunnel (or straight at echo-local).
+func (e *probeEnv) Load(_ context.Context, l cluster.Load) (*cluster.LoadResult, error) {
+	url := e.url(l.App)
+	if l.Direct {
+		srv, ok := e.probes.Server(cluster.EchoLocal, e.setup.Local.Name)
+		if !ok {
+			return nil, errors.New("no echo-local server")
+		}
+		url = "http://" + net.JoinHostPort(srv.IP.String(), strconv.Itoa(workload.EchoPort)) + "/echo"
+	}
+	fortiolog.SetLogLevelQuiet(fortiolog.Error)
+	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
+	o.Out = io.Discard
+	before, err := measure.ReadHostCPU()
+	if err != nil {
+		return nil, err
+	}
+	res, err := fhttp.RunHTTPTest(o)
+	if err != nil {
+		return nil, err
+	}
+	after, err := measure.ReadHostCPU()
+	if err != nil {
+		return nil, err
+	}
+	r := workload.FortioResult(res, l.Connections)
+	r.HostCPUBusy = after.BusySince(before)
+	return r, nil
+}
+
+// Request calls app once on a new connection and reads which cluster served it.
+func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
+	return requestServedBy(ctx, e.url(app))
+}
+
+var oneShot = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
+func requestServedBy(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := oneShot.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %s", resp.Status)
+	}
+	return resp.Header.Get(workload.ServedByHeader), nil
+}
+
+// waitServing polls url until it answers 200.
+func waitServing(ctx context.Context, url string) error {
+	var last error
+	for {
+		if _, err := requestServedBy(ctx, url); err == nil {
+			return nil
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// SetReady writes the readiness of app's pod in cluster, as a kubelet would.
+func (e *probeEnv) SetReady(ctx context.Context, app, clusterName string, ready bool) error {
+	pod, ok := e.probes.Server(app, clusterName)
+	if !ok {
+		return fmt.Errorf("no %s pod in %s", app, clusterName)
+	}
+	return workload.SetReady(ctx, pod, ready)
+}
+
+// Path reads the emulators' counters.
+func (e *probeEnv) Path(context.Context) (cluster.PathCounters, error) {
+	pc := cluster.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
+		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
+	for k, echo := range e.echoes {
+		pc.Served[k] = echo.Requests.Load()
+	}
+	for c, g := range e.gateways {
+		pc.GatewayTunnels[c] = g.Forwarded.Load()
+	}
+	for c, z := range e.serverZ {
+		pc.Inbound[c] = z.Stats.Inbound.Load()
+		pc.InboundViaGateway[c] = z.Stats.InboundViaGateway.Load()
+	}
+	z := e.client()
+	pc.ClientHBONE, pc.ClientDoubleHBONE = z.Stats.OutboundHBONE.Load(), z.Stats.OutboundDoubleHBONE.Load()
+	return pc, nil
+}
+
+// Hops: on loopback, the test process can dial the remote ztunnel and gateway itself.
+func (e *probeEnv) Hops() cluster.Hops {
+	echo, _ := e.probes.Server(cluster.EchoRemote, e.setup.Remote.Name)
+	gw, _ := topology.GatewayIP(e.setup.Remote.Index)
+	return cluster.Hops{
+		RemoteZtunnel:  netip.AddrPortFrom(echo.IP, dataplane.HBONEPort),
+		RemoteGateway:  netip.AddrPortFrom(gw, dataplane.HBONEPort),
+		EchoAuthority:  net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort)),
+		RemoteHost:     net.JoinHostPort(cluster.EchoRemote+"."+workload.ProbeNamespace+".svc.cluster.local", strconv.Itoa(workload.ProbePort)),
+		GatewayID:      dataplane.GatewayIdentity,
+		EchoID:         "spiffe://cluster.local/ns/" + workload.ProbeNamespace + "/sa/echo",
+		ClientCA:       e.setup.CAs[e.setup.Local.Name],
+		Roots:          e.setup.Roots,
+		ProbeNamespace: workload.ProbeNamespace,
+	}
+}
+
+// Close stops the emulators and echo servers.
+func (e *probeEnv) Close() error {
+	for _, z := range e.serverZ {
+		z.Close()
+	}
+	if z := e.client(); z != nil {
+		z.Close()
+	}
+	for _, g := range e.gateways {
+		g.Close()
+	}
+	for _, echo := range e.echoes {
+		_ = echo.Close()
+	}
+	return nil
+}
+
+// Listening returns every listening socket of this run's processes and of the test process.
+func (p *Provider) Listening() ([]netip.AddrPort, error) {
+	pids := []int{os.Getpid()}
+	for _, pr := range proc.Running() {
+		pids = append(pids, pr.Pid())
+	}
+	return proc.Listening(pids...)
+}
