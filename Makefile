@@ -6,7 +6,7 @@ SUITE      = ./suites/multicluster
 REPORT_DIR ?= $(CURDIR)/_output/report
 E2E_FLAGS ?= -clusters=10
 
-.PHONY: all bins test e2e ci ci-suite lint bench report clean
+.PHONY: all bins test e2e ci ci-suite lint bench report compare clean
 
 all: lint test
 
@@ -42,6 +42,12 @@ bench: bins
 ## report: print the last report written by e2e or ci
 report:
 	@cat $(REPORT_DIR)/report.md
+
+## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds
+ROUNDS ?= 3
+SUITE_FLAGS ?= -clusters=3 -run 'TestControlPlaneJoin|TestControlPlaneLeave'
+compare:
+	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
 
 clean:
 	rm -rf _output

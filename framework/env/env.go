@@ -42,6 +42,9 @@ type Env struct {
 	Flags     Flags
 	// Scale is what every cluster gets loaded with (-scale, -services, -pods).
 	Scale workload.Scale
+	// Istiod is the pilot-discovery under test (-istiod.version, -istiod.binary); nil for
+	// providers that run istiod images.
+	Istiod *bins.IstiodBuild
 
 	start    time.Time
 	mu       sync.Mutex
@@ -265,6 +268,9 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	if err := e.checkInput(); err != nil {
 		return err
 	}
+	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {
+		return err
+	}
 	var err error
 	if e.RunDir, err = os.MkdirTemp("", "ambientmc-run-"); err != nil {
 		return err
@@ -286,6 +292,7 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	e.Report = newReport(e.Provider.Name(), e.Topology)
 	all := append([]Step{
 		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
+		{"istiod-binary", resolveIstiod},
 		{"clusters", createClusters},
 		{"crds", installCRDs},
 	}, steps...)
@@ -322,7 +329,11 @@ func installCRDs(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	set, err := crds.Load(ctx, root)
+	istioSrc := "" // the embedded CRDs of the pinned istio.io/istio
+	if e.Istiod != nil {
+		istioSrc = e.Istiod.SourceDir
+	}
+	set, err := crds.LoadFrom(ctx, root, istioSrc)
 	if err != nil {
 		return err
 	}

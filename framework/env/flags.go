@@ -34,6 +34,8 @@ type Flags struct {
 	LatencyQPS         float64
 	LatencyConnections int
 	LatencyPayload     int
+
+	Istiod IstiodFlags // -istiod.version, -istiod.binary (istiod_flags.go)
 }
 
 // flags holds the values of the registered command-line flags.
@@ -89,6 +91,9 @@ func (f *Flags) validate() error {
 	}
 	if f.XDSClients < 0 || f.XDSClients > 200 {
 		return fmt.Errorf("-join.xds-clients=%d: choose 1 to 200, or 0 for the scale's default", f.XDSClients)
+	}
+	if err := f.Istiod.validateFor(f.Provider); err != nil {
+		return err
 	}
 	if f.JoinSamples < 1 {
 		return fmt.Errorf("-join.samples=%d: need at least 1", f.JoinSamples)

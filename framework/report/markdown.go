@@ -28,6 +28,9 @@ func Markdown(r *Report) []byte {
 	if r.Istio != "" {
 		p("| Istio | %s |\n", cell(r.Istio))
 	}
+	if i := r.Istiod; i != nil {
+		p("| istiod | %s |\n", cell(istiodLine(i)))
+	}
 	if r.Kubernetes != "" {
 		p("| Kubernetes | %s |\n", cell(r.Kubernetes))
 	}
@@ -348,4 +351,25 @@ func qps(v float64) string {
 // cell keeps free text from breaking a Markdown table row.
 func cell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// istiodLine names the istiod that ran: version (or "binary"), path, short sha256, replaced pins.
+func istiodLine(i *Istiod) string {
+	what := "binary"
+	if i.Version != "" {
+		what = i.Version
+	}
+	sha := i.SHA256
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
+	out := fmt.Sprintf("%s (%s, sha256 %s", what, i.Binary, sha)
+	if i.GoVersion != "" {
+		out += ", " + i.GoVersion
+	}
+	out += ")"
+	if len(i.ReplacedPins) > 0 {
+		out += "; replaced pins: " + strings.Join(i.ReplacedPins, "; ")
+	}
+	return out
 }

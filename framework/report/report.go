@@ -48,6 +48,7 @@ type Report struct {
 	// DataPlane is "emulated" or "ztunnel"; empty (and absent) when no data plane ran.
 	DataPlane    string        `json:"dataPlane,omitempty"`
 	Istio        string        `json:"istio,omitempty"`
+	Istiod       *Istiod       `json:"istiod,omitempty"`
 	Kubernetes   string        `json:"kubernetes,omitempty"`
 	Host         Host          `json:"host"`
 	Topology     Topology      `json:"topology"`
@@ -60,6 +61,17 @@ type Report struct {
 	Warnings []string  `json:"warnings,omitempty"`
 	Setup    *Setup    `json:"setup,omitempty"`
 	Failover *Failover `json:"failover,omitempty"`
+}
+
+// Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version
+// or the pinned default) or given as a binary (-istiod.binary).
+type Istiod struct {
+	Version       string   `json:"version,omitempty"` // istio.io/istio module version; absent when unknown
+	Binary        string   `json:"binary"`
+	SHA256        string   `json:"sha256"`
+	VersionOutput string   `json:"versionOutput,omitempty"` // what `pilot-discovery version` printed
+	ReplacedPins  []string `json:"replacedPins,omitempty"`  // "module pin => replacement" of its wrapper module
+	GoVersion     string   `json:"goVersion,omitempty"`
 }
 
 // Failover records how traffic to a service with local and remote endpoints moved to the remote

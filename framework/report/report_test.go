@@ -60,13 +60,15 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	wantKeys(t, m, "report", "schemaVersion", "provider", "dataPlane", "istio", "kubernetes", "host", "topology",
+	wantKeys(t, m, "report", "schemaVersion", "provider", "dataPlane", "istio", "istiod", "kubernetes", "host", "topology",
 		"scale", "controlPlane", "latency", "reference",
 		"warnings", "setup") // extras
 	if m["schemaVersion"] != 1.0 {
 		t.Errorf("schemaVersion = %v, want 1", m["schemaVersion"])
 	}
 	wantKeys(t, m["host"], "host", "cpus", "memoryBytes")
+	wantKeys(t, m["istiod"], "istiod", "version", "binary", "sha256", // DESIGN.md
+		"versionOutput", "replacedPins", "goVersion") // extras
 	wantKeys(t, m["topology"], "topology", "clusters")
 	wantKeys(t, m["topology"].(map[string]any)["clusters"].([]any)[0], "topology.clusters[0]", "name", "network", "primary")
 	wantKeys(t, m["scale"], "scale", "servicesPerCluster", "podsPerCluster")

@@ -108,8 +108,9 @@ func startIstiods(ctx context.Context, e *env.Env) error {
 	}
 	e.Report.ControlPlane = nil
 	return ambient.StartIstiods(ctx, mesh.Options{
-		Dir: filepath.Join(e.RunDir, "istiod"),
-		Log: e.Log,
+		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
+		Dir:          filepath.Join(e.RunDir, "istiod"),
+		Log:          e.Log,
 		Istiods: func(c *cluster.Cluster) bool {
 			return e.Flags.Istiods == "all" || c.Name == obs.Name
 		},
