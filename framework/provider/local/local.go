@@ -40,6 +40,7 @@ type Provider struct {
 	mu      sync.Mutex
 	members []*member
 	istiods []*Istiod
+	slots   *slots
 }
 
 // New returns a local provider writing into opts.RunDir.
@@ -60,7 +61,7 @@ func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	missing, err := cache.Missing(bins.All...)
+	missing, err := cache.Missing(bins.ClusterBinaries...)
 	if err != nil || len(missing) > 0 {
 		return nil, missing, err
 	}
@@ -105,14 +106,14 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 		}
 		cache.Log = p.opts.Log
 	}
-	missing, err := cache.Missing(bins.All...)
+	missing, err := cache.Missing(bins.ClusterBinaries...)
 	if err != nil {
 		return err
 	}
 	if err := bins.CheckTestTimeout(missing); err != nil {
 		return err
 	}
-	p.paths, err = cache.Ensure(ctx, bins.All...)
+	p.paths, err = cache.Ensure(ctx, bins.ClusterBinaries...)
 	return err
 }
 
@@ -123,6 +124,18 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	if err := os.MkdirAll(p.opts.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	slots, err := claimSlots(len(t.Clusters))
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.slots = slots
+	p.mu.Unlock()
+	// The address plan follows the claimed indices: a second run on this machine gets the next
+	// free ones, so its pod IPs, ClusterIPs and gateway addresses differ from the first's.
+	for i := range t.Clusters {
+		t.Clusters[i].Index = slots.indices[i]
 	}
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
@@ -187,4 +200,10 @@ func (p *Provider) stopAll() {
 		go func() { defer wg.Done(); m.stop() }()
 	}
 	wg.Wait()
+	p.mu.Lock()
+	if p.slots != nil {
+		p.slots.release()
+		p.slots = nil
+	}
+	p.mu.Unlock()
 }
