@@ -1,8 +1,11 @@
 package kind
 
 import (
+	"bytes"
+
 	"fmt"
 	"net/netip"
+	"sigs.k8s.io/yaml"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -99,4 +102,18 @@ func u32(a netip.Addr) uint32 {
 
 func a4(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// MetalLBYAML is MetalLBObjects(pool) as a YAML stream.
+func MetalLBYAML(pool netip.Prefix) ([]byte, error) {
+	var b bytes.Buffer
+	for _, o := range MetalLBObjects(pool) {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+	}
+	return b.Bytes(), nil
 }
