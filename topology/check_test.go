@@ -76,3 +76,16 @@ func TestErrorFormat(t *testing.T) {
 	assert.Equal(t, "topology f.yaml: bad", (&Error{Source: "f.yaml", Problem: "bad"}).Error())
 	assert.Equal(t, "topology: bad", (&Error{Problem: "bad"}).Error())
 }
+
+func TestCheckNeedsKubeconfigs(t *testing.T) {
+	topo, err := Parse([]byte(`[
+  {"kind": "Kubernetes", "clusterName": "a", "meta": {"kubeconfig": "/k/a"}},
+  {"kind": "Kubernetes", "clusterName": "b"}
+]`), "prow.json")
+	require.NoError(t, err)
+	kube := Capabilities{Provider: "kube", NeedsKubeconfigs: true}
+	err = topo.Check(kube)
+	require.Error(t, err)
+	assert.Equal(t, `topology prow.json: [1].meta.kubeconfig: cluster "b" has no kubeconfig; the kube provider uses existing clusters: set meta.kubeconfig to the path of cluster "b"'s kubeconfig`, err.Error())
+	assert.NoError(t, topo.Check(local), "the local provider makes its own")
+}

@@ -171,6 +171,7 @@ type Capabilities struct {
 	MaxClustersReason    string // why, e.g. "its loopback address plan has room for 50"
 	Remotes              bool   // clusters served by another cluster's istiod
 	ExternalControlPlane bool   // primaries whose config lives in another cluster
+	NeedsKubeconfigs     bool   // every cluster must carry a kubeconfig path (existing clusters)
 }
 
 // Check reports every part of the topology the provider cannot build.
@@ -199,6 +200,11 @@ func (t *Topology) Check(c Capabilities) error {
 			errs = append(errs, t.errorf(f.path(i, fieldConfig),
 				fmt.Sprintf("the %s provider cannot build an external control plane; drop %s or use -provider=kube", c.Provider, f.key(fieldConfig)),
 				"cluster %q is an external control plane (its config cluster is %q)", cl.Name, cl.Config))
+		}
+		if c.NeedsKubeconfigs && cl.Kubeconfig == "" {
+			errs = append(errs, t.errorf(f.path(i, fieldKubeconfig),
+				fmt.Sprintf("the %s provider uses existing clusters: set %s to the path of cluster %q's kubeconfig", c.Provider, f.key(fieldKubeconfig), cl.Name),
+				"cluster %q has no kubeconfig", cl.Name))
 		}
 	}
 	return errors.Join(errs...)

@@ -169,7 +169,8 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		return err
 	}
 	e.Cleanup("remove run directory", e.removeRunDir)
-	if e.Provider, err = provider.New(e.Flags.Provider, provider.Options{RunDir: filepath.Join(e.RunDir, "clusters"), Log: e.Log}); err != nil {
+	if e.Provider, err = provider.New(e.Flags.Provider, provider.Options{RunDir: filepath.Join(e.RunDir, "clusters"), Log: e.Log,
+		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio}); err != nil {
 		return err
 	}
 	if e.ReportDir = e.Flags.ReportDir; e.ReportDir == "" {

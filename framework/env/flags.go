@@ -33,6 +33,9 @@ type Flags struct {
 	LatencyQPS         float64
 	LatencyConnections int
 	LatencyPayload     int
+
+	// Istio images and options of the providers that install into real clusters.
+	ProviderFlags
 }
 
 // flags holds the values of the registered command-line flags.
@@ -58,6 +61,7 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.Float64Var(&f.LatencyQPS, "latency.qps", 1000, "requests per second of each latency run (all connections together)")
 	fs.IntVar(&f.LatencyConnections, "latency.connections", 16, "concurrent connections of each latency run")
 	fs.IntVar(&f.LatencyPayload, "latency.payload", 1024, "response size in bytes")
+	registerProvider(fs, &f.ProviderFlags)
 	return f
 }
 

@@ -156,15 +156,17 @@ func (d *deployer) node(ctx context.Context, k int) error {
 		return d.fail("address", "Node", name, err)
 	}
 	nodes := d.c.Client.CoreV1().Nodes()
-	n, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name,
-		Labels: map[string]string{
-			RegionLabel: fmt.Sprintf("region-%d", d.c.Index),
-			ZoneLabel:   fmt.Sprintf("zone-%d", k%3),
-		},
-	}}, metav1.CreateOptions{})
+	n, err := nodes.Create(ctx, FakeNode(d.c, name, map[string]string{
+		RegionLabel: fmt.Sprintf("region-%d", d.c.Index),
+		ZoneLabel:   fmt.Sprintf("zone-%d", k%3),
+	}), metav1.CreateOptions{})
 	if err != nil {
 		return d.fail("create", "Node", name, err)
+	}
+	if d.c.FakeNodes.KeepReady {
+		if err := RenewLease(ctx, d.c, n); err != nil {
+			return d.fail("create lease of", "Node", name, err)
+		}
 	}
 	// Status is the kubelet's to write; Ready and an address keep kubectl and any reader sane.
 	now := metav1.Now()
@@ -281,6 +283,12 @@ func (d *deployer) pod(ctx context.Context, r podRef) error {
 	return nil
 }
 
+// The one container of every framework-written pod.
+const (
+	AppContainer = "app"
+	AppImage     = "fortio/fortio"
+)
+
 // NewPod is an ambient pod as the framework creates it: labelled app=<app>, redirected by the
 // ambient annotation (istio-cni's job), already bound to node (the scheduler's job).
 func NewPod(ns, name, app, serviceAccount, node string) *corev1.Pod {
@@ -296,8 +304,8 @@ func NewPod(ns, name, app, serviceAccount, node string) *corev1.Pod {
 			ServiceAccountName:           serviceAccount,
 			AutomountServiceAccountToken: new(false), // no token controller signs one here
 			Containers: []corev1.Container{{
-				Name:  "app",
-				Image: "fortio/fortio",
+				Name:  AppContainer,
+				Image: AppImage,
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
 			}},
 		},
@@ -315,8 +323,14 @@ func RunningStatus(podIP, hostIP netip.Addr, ready bool) corev1.PodStatus {
 		}
 		return corev1.PodCondition{Type: t, Status: st, LastTransitionTime: now}
 	}
+	// Container statuses make `kubectl get pods` show 1/1 and Running.
+	container := corev1.ContainerStatus{
+		Name: AppContainer, Image: AppImage, Ready: ready, Started: new(true),
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}
 	return corev1.PodStatus{
-		Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{container},
+		Phase:             corev1.PodRunning,
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true), cond(corev1.ContainersReady, ready), cond(corev1.PodReady, ready),
 		},

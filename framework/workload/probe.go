@@ -118,10 +118,9 @@ func probeBase(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}
 	for _, node := range []string{ProbeClientNode, ProbeServerNode} {
-		if _, err := cs.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name:   node,
-			Labels: map[string]string{RegionLabel: fmt.Sprintf("region-%d", c.Index), ZoneLabel: "zone-probe"},
-		}}, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.Nodes().Create(ctx, FakeNode(c, node, map[string]string{
+			RegionLabel: fmt.Sprintf("region-%d", c.Index), ZoneLabel: "zone-probe",
+		}), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}

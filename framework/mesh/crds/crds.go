@@ -59,6 +59,17 @@ func Load(ctx context.Context, srcRoot string) (Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	gw, err := LoadGatewayAPI(ctx, srcRoot)
+	if err != nil {
+		return nil, err
+	}
+	return append(set, gw...), nil
+}
+
+// LoadGatewayAPI reads only the Gateway API experimental-channel CRDs of the version srcRoot's
+// go.mod selects (an Istio install renders the Istio CRDs itself, in its base chart).
+func LoadGatewayAPI(ctx context.Context, srcRoot string) (Set, error) {
+	var set Set
 	dir, err := moduleDir(ctx, srcRoot, gatewayAPIModule)
 	if err != nil {
 		return nil, err

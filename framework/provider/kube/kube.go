@@ -1,0 +1,212 @@
+// Package kube is the provider for existing clusters: a topology whose clusters carry kubeconfig
+// paths (ambientmc's format or Istio's prow JSON). It checks the clusters before touching them,
+// installs Istio ambient with framework/mesh/install, reaches istiod through port-forwards, runs
+// the probes as fortio pods and, at Destroy, removes exactly what the run created.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Options configure the kube provider.
+type Options struct {
+	// RunDir holds per-cluster logs (istiod's, port-forward errors).
+	RunDir string
+	// Log receives progress lines.
+	Log io.Writer
+	// Images are the Istio images to install; Hub and Tag are required.
+	Images install.Images
+	// ReuseIstio allows clusters that already run istiod or hold a cacerts Secret: the install is
+	// applied over them, and what existed before is left at teardown.
+	ReuseIstio bool
+	// MeshID defaults to install.DefaultMeshID.
+	MeshID string
+	// InstallTimeout bounds each install component's readiness wait (default 5 minutes).
+	InstallTimeout time.Duration
+}
+
+// Provider is the kube provider.
+type Provider struct {
+	opts Options
+
+	mu      sync.Mutex
+	checked *topology.Topology // the topology Preflight passed
+	members map[string]*member
+}
+
+// member is one existing cluster and what this run did to it.
+type member struct {
+	c      *cluster.Cluster
+	before *inventory
+	// manifests are rendered once (StartIstiod) and reused for the gateway.
+	manifests *install.Manifests
+	installs  []*install.Installed // in apply order
+	istiod    *Istiod
+	keeper    func() // stops KeepNodesReady
+}
+
+// keepReadyEvery is how often fake nodes' leases are renewed (the kubelet renews every 10 s).
+const keepReadyEvery = 10 * time.Second
+
+// New returns a kube provider, or an error naming the flag to fix.
+func New(opts Options) (*Provider, error) {
+	var missing []string
+	if opts.Images.Hub == "" {
+		missing = append(missing, "-istio.hub (e.g. -istio.hub=registry.istio.io/testing)")
+	}
+	if opts.Images.Tag == "" {
+		missing = append(missing, "-istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA)")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("-provider=kube installs Istio from images and has no default for them: pass %s", strings.Join(missing, " and "))
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.InstallTimeout <= 0 {
+		opts.InstallTimeout = 5 * time.Minute
+	}
+	return &Provider{opts: opts, members: map[string]*member{}}, nil
+}
+
+func (p *Provider) Name() string      { return "kube" }
+func (p *Provider) DataPlane() string { return "ztunnel" }
+func (p *Provider) LogDir() string    { return p.opts.RunDir }
+
+// Capabilities: any number of primaries, each with a kubeconfig. Remotes and external control
+// planes would need istiod to serve another cluster, which this provider does not install.
+func (p *Provider) Capabilities() topology.Capabilities {
+	return topology.Capabilities{Provider: "kube", NeedsKubeconfigs: true}
+}
+
+func (p *Provider) ControlPlane() cluster.ControlPlane { return p }
+func (p *Provider) Gateways() cluster.Gateways         { return p }
+func (p *Provider) Probes() cluster.Probes             { return p }
+
+// Create connects to every cluster of t (Preflight must have passed for t), records which of the
+// objects the framework may create exist already, and starts keeping fake nodes Ready. The
+// internal kubeconfig (what other clusters' istiods use) is the same file: the topology formats
+// carry one kubeconfig per cluster, so its server must be reachable from the other clusters.
+func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster.Cluster, error) {
+	p.mu.Lock()
+	checked := p.checked == t
+	p.mu.Unlock()
+	if !checked {
+		return nil, errors.New("kube provider: Preflight must pass for this topology before Create")
+	}
+	if err := os.MkdirAll(p.opts.RunDir, 0o700); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	out := make([]*cluster.Cluster, len(t.Clusters))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, tc := range t.Clusters {
+		g.Go(func() error {
+			start := time.Now()
+			cfg, err := clientcmd.BuildConfigFromFlags("", tc.Kubeconfig)
+			if err != nil {
+				return fmt.Errorf("cluster %s: kubeconfig %s: %w", tc.Name, tc.Kubeconfig, err)
+			}
+			c, err := cluster.New(tc, tc.Kubeconfig, tc.Kubeconfig, cfg)
+			if err != nil {
+				return err
+			}
+			c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
+			before, err := takeInventory(gctx, c)
+			if err != nil {
+				return fmt.Errorf("cluster %s: listing existing objects: %w", tc.Name, err)
+			}
+			c.StartSeconds = time.Since(start).Seconds()
+			m := &member{c: c, before: before}
+			m.keeper = workload.KeepNodesReady(context.Background(), c, keepReadyEvery, p.opts.Log)
+			p.mu.Lock()
+			p.members[tc.Name] = m
+			p.mu.Unlock()
+			fmt.Fprintf(p.opts.Log, "ambientmc: %s: connected to %s (Kubernetes %s)\n", tc.Name, cfg.Host, c.KubernetesVersion)
+			out[i] = c
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		_ = p.Destroy(context.Background())
+		return nil, err
+	}
+	return out, nil
+}
+
+func (p *Provider) member(name string) (*member, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.members[name]
+	if m == nil {
+		return nil, fmt.Errorf("kube provider: cluster %s was not created by this provider", name)
+	}
+	return m, nil
+}
+
+// Destroy stops the istiod handles and the fake-node keepers, tears down every install in reverse
+// order and deletes the framework's objects created during the run (see inventory.go). Clusters
+// are cleaned in parallel; errors name the cluster.
+func (p *Provider) Destroy(ctx context.Context) error {
+	p.mu.Lock()
+	members := p.members
+	p.members = map[string]*member{}
+	p.mu.Unlock()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for _, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.destroyMember(ctx, m); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("cluster %s: %w", m.c.Name, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *Provider) destroyMember(ctx context.Context, m *member) error {
+	if m.keeper != nil {
+		m.keeper()
+	}
+	var errs []error
+	if m.istiod != nil {
+		m.istiod.closeLocal()
+	}
+	for i := len(m.installs) - 1; i >= 0; i-- {
+		if err := m.installs[i].Teardown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeCreated(ctx, m.c, m.before, p.opts.Log); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Provider) clusterDir(name string) (string, error) {
+	dir := filepath.Join(p.opts.RunDir, name)
+	return dir, os.MkdirAll(dir, 0o700)
+}

@@ -1,0 +1,98 @@
+package kube
+
+import (
+	"fmt"
+	"io"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/workload"
+)
+
+// Metric names the path counters are read from.
+const (
+	// ztunnel (src/proxy/metrics.rs, registry prefix istio_): one per L4 connection, on the
+	// source side (reporter="source") and on the destination side (reporter="destination").
+	ztunnelConnectionsOpened = "istio_tcp_connections_opened_total"
+	// The east-west gateway's Envoy: its HBONE listener's connection manager has stat prefix
+	// connect_terminate (pilot/pkg/networking/core/waypoint.go); each tunnelled connection is one
+	// CONNECT request on it.
+	envoyDownstreamRequests = "envoy_http_downstream_rq_total"
+	connectTerminatePrefix  = "connect_terminate"
+)
+
+// addZtunnel adds what one ztunnel's metrics say, from the view of cluster self (whose
+// ztunnel it is) and the probe client workload.
+func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, r io.Reader) error {
+	families, err := parseMetrics(r)
+	if err != nil {
+		return fmt.Errorf("ztunnel metrics: %w", err)
+	}
+	f := families[ztunnelConnectionsOpened]
+	if f == nil {
+		return nil // a ztunnel that carried nothing yet has no series
+	}
+	for _, m := range f.GetMetric() {
+		l := labels(m)
+		n := int64(m.GetCounter().GetValue())
+		if l["reporter"] == "destination" && l["destination_workload_namespace"] != workload.ProbeNamespace {
+			continue // only the probes' traffic is on the path under test
+		}
+		switch l["reporter"] {
+		case "destination":
+			pc.Inbound[self] += n
+			if src := l["source_cluster"]; src != "" && src != "unknown" && src != self {
+				// Across networks a connection can only have come through a gateway.
+				pc.InboundViaGateway[self] += n
+			}
+			if w := l["destination_workload"]; w != "" && w != "unknown" {
+				pc.Served[self+"/"+w] += n
+			}
+		case "source":
+			if l["source_workload"] != clientWorkload {
+				continue
+			}
+			switch dst := l["destination_cluster"]; {
+			case dst == self:
+				pc.ClientHBONE += n
+			case dst != "" && dst != "unknown":
+				pc.ClientDoubleHBONE += n
+			}
+		}
+	}
+	return nil
+}
+
+// addGateway adds the tunnels cluster self's east-west gateway terminated.
+func addGateway(pc *cluster.PathCounters, self string, r io.Reader) error {
+	families, err := parseMetrics(r)
+	if err != nil {
+		return fmt.Errorf("east-west gateway stats: %w", err)
+	}
+	var n int64
+	if f := families[envoyDownstreamRequests]; f != nil {
+		for _, m := range f.GetMetric() {
+			if labels(m)["http_conn_manager_prefix"] == connectTerminatePrefix {
+				n += int64(m.GetCounter().GetValue())
+			}
+		}
+	}
+	pc.GatewayTunnels[self] += n
+	return nil
+}
+
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}

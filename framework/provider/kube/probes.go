@@ -1,0 +1,351 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"fortio.org/fortio/fhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/workload"
+)
+
+// Ports the path counters are read from, through the API server's pod proxy.
+const (
+	ztunnelStatsPort = "15020" // ztunnel's merged metrics
+	envoyStatsPort   = "15090" // the gateway's Envoy /stats/prometheus
+)
+
+// probeApps says which echo servers run where: echo-local in the client's cluster, echo-remote in
+// the second cluster, echo-failover in both (the other clusters get the Services only).
+func probeApps(c *cluster.Cluster, s cluster.ProbeSetup) install.ProbeOptions {
+	o := install.ProbeOptions{Role: install.RoleServer}
+	switch c.Name {
+	case s.Local.Name:
+		o.Role = install.RoleClient
+		o.Apps = []string{cluster.EchoLocal, cluster.EchoFailover}
+	case s.Remote.Name:
+		o.Apps = []string{cluster.EchoRemote, cluster.EchoFailover}
+	}
+	return o
+}
+
+// DeployProbes renders and applies the probe workloads in every cluster (fortio pods enrolled in
+// ambient), waits for their Deployments and reaches the client's fortio REST API through a
+// port-forward.
+func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
+	e := &probeEnv{p: p, setup: s}
+	defer func() {
+		if err != nil {
+			_ = e.Close()
+		}
+	}()
+	for _, c := range s.Clusters {
+		m, err := p.member(c.Name)
+		if err != nil {
+			return nil, err
+		}
+		po := probeApps(c, s)
+		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: &po})
+		if err != nil {
+			return nil, err
+		}
+		comp := mf.Component(install.ComponentProbes)
+		inst, err := install.Apply(ctx, c, &install.Manifests{Cluster: c.Name, Components: []install.Component{*comp}},
+			install.ApplyOptions{Wait: true, Timeout: p.opts.InstallTimeout, Log: p.opts.Log})
+		if inst != nil {
+			p.mu.Lock()
+			m.installs = append(m.installs, inst)
+			p.mu.Unlock()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	client, err := readyPod(ctx, s.Local, workload.ProbeNamespace, install.FortioClient)
+	if err != nil {
+		return nil, err
+	}
+	e.fwd, err = forwardPod(s.Local, workload.ProbeNamespace, client.Name, []int{workload.EchoPort},
+		lineWriter{prefix: "ambientmc: " + s.Local.Name + ": fortio-client port-forward: ", w: p.opts.Log})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", s.Local.Name, err)
+	}
+	e.api = "http://" + e.fwd.addr(workload.EchoPort)
+	return e, nil
+}
+
+// readyPod returns a ready pod of app in c's namespace ns.
+func readyPod(ctx context.Context, c *cluster.Cluster, ns, app string) (*corev1.Pod, error) {
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: listing %s pods: %w", c.Name, app, err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil && podReady(&pods.Items[i]) {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("cluster %s: no ready pod of %s in %s (%d pods)", c.Name, app, ns, len(pods.Items))
+}
+
+// probeEnv drives the fortio client pod and reads ztunnel and gateway metrics.
+type probeEnv struct {
+	p     *Provider
+	setup cluster.ProbeSetup
+	fwd   *forward
+	api   string // the client's fortio server, through the port-forward
+}
+
+var _ cluster.ProbeEnv = (*probeEnv)(nil)
+
+// serviceURL is what the client calls for app: its Service, captured by the node's ztunnel. No
+// query string: the echo servers add their x-served-by header only to requests without one
+// (fortio's -echo-server-default-params).
+func serviceURL(app string) string {
+	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d/echo", app, workload.ProbeNamespace, workload.ProbePort)
+}
+
+// Ready waits until every app answers through the mesh from the client pod, and echo-remote is
+// served by the remote cluster. (Whether the client's ztunnel also holds echo-failover's remote
+// endpoint is not visible without its admin port; TestFailover shows it.)
+func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, app := range []string{cluster.EchoLocal, cluster.EchoRemote, cluster.EchoFailover} {
+		var last error
+		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+			by, err := e.Request(ctx, app)
+			switch {
+			case err != nil:
+				last = err
+			case app == cluster.EchoRemote && by != e.setup.Remote.Name:
+				last = fmt.Errorf("served by %q, want %s", by, e.setup.Remote.Name)
+			default:
+				return true, nil
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("probes: %s never answered through the mesh from %s within %s: %v", app, e.setup.Local.Name, timeout, last)
+		}
+	}
+	return nil
+}
+
+// restRunBody turns fortio runner options into the JSON body of fortio's REST run API
+// (rapi.RESTRunHandler reads every option as a string). Synchronous: no "async", so the reply is
+// the run's fhttp.HTTPRunnerResults. New connections: fortio's REST API takes keep-alive from the
+// server's flags only, so a connection reuse range of 1 gives one connection per request.
+func restRunBody(o *fhttp.HTTPRunnerOptions) ([]byte, error) {
+	perc := make([]string, len(o.Percentiles))
+	for i, p := range o.Percentiles {
+		perc[i] = strconv.FormatFloat(p, 'f', -1, 64)
+	}
+	on := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return ""
+	}
+	body := map[string]string{
+		"url":       o.URL,
+		"qps":       strconv.FormatFloat(o.QPS, 'f', -1, 64),
+		"t":         o.Duration.String(),
+		"c":         strconv.Itoa(o.NumThreads),
+		"r":         strconv.FormatFloat(o.RunnerOptions.Resolution, 'g', -1, 64),
+		"p":         strings.Join(perc, ","),
+		"uniform":   on(o.Uniform),
+		"jitter":    on(o.Jitter),
+		"nocatchup": on(o.NoCatchUp),
+	}
+	if o.DisableKeepAlive {
+		body["connection-reuse"] = "1"
+	}
+	if o.Labels != "" {
+		body["labels"] = o.Labels
+	}
+	for k, v := range body {
+		if v == "" {
+			delete(body, k)
+		}
+	}
+	return json.Marshal(body)
+}
+
+// runREST posts one run to a fortio server's REST API at base and returns its results.
+func runREST(ctx context.Context, base string, o *fhttp.HTTPRunnerOptions) (*fhttp.HTTPRunnerResults, error) {
+	body, err := restRunBody(o)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/fortio/rest/run", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Timeout: o.Duration + 2*time.Minute}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fortio REST run: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fortio REST run: %s: %s", resp.Status, bytes.TrimSpace(data))
+	}
+	res := &fhttp.HTTPRunnerResults{}
+	if err := json.Unmarshal(data, res); err != nil {
+		return nil, fmt.Errorf("fortio REST run: decoding the results: %w (%.200s)", err, data)
+	}
+	return res, nil
+}
+
+// Load runs fortio in the client pod (through the mesh, or straight at echo-local's pod IP).
+// Host CPU is not measured: the load runs on a remote node.
+func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
+	url := serviceURL(l.App)
+	if l.Direct {
+		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, cluster.EchoLocal)
+		if err != nil {
+			return nil, err
+		}
+		url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(workload.EchoPort)) + "/echo"
+	} else if l.App == "" {
+		return nil, errors.New("probes: Load needs an App unless Direct")
+	}
+	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
+	res, err := runREST(ctx, e.api, o)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
+	}
+	r := workload.FortioResult(res, l.Connections)
+	r.HostCPUBusy = -1
+	return r, nil
+}
+
+// Request fetches app once through the client's fortio fetch proxy (/fortio/fetch/, which opens a
+// new connection per call and passes the upstream response through as it is) and returns the
+// echo server's x-served-by header.
+func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
+	target := strings.TrimPrefix(serviceURL(app), "http://")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.api+"/fortio/fetch/"+target, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := oneShot.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s through fortio-client: status %s", app, resp.Status)
+	}
+	return resp.Header.Get(install.ServedByHeader), nil
+}
+
+var oneShot = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
+// SetReady scales app's Deployment in cluster to 0 (a kubelet owns pod status here) or back to 1,
+// and waits until that took effect.
+func (e *probeEnv) SetReady(ctx context.Context, app, clusterName string, ready bool) error {
+	var c *cluster.Cluster
+	for _, cl := range e.setup.Clusters {
+		if cl.Name == clusterName {
+			c = cl
+		}
+	}
+	if c == nil {
+		return fmt.Errorf("probes: no cluster %s", clusterName)
+	}
+	replicas := int32(0)
+	if ready {
+		replicas = 1
+	}
+	deps := c.Client.AppsV1().Deployments(workload.ProbeNamespace)
+	sc, err := deps.GetScale(ctx, app, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("cluster %s: %s: %w", clusterName, app, err)
+	}
+	sc.Spec.Replicas = replicas
+	if _, err := deps.UpdateScale(ctx, app, sc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("cluster %s: scaling %s to %d: %w", clusterName, app, replicas, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := deps.Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if ready {
+			return d.Status.ReadyReplicas == 1 && d.Status.UpdatedReplicas == 1, nil
+		}
+		return d.Status.ReadyReplicas == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: %s did not reach %d ready replicas: %w", clusterName, app, replicas, err)
+	}
+	return nil
+}
+
+// Path sums ztunnel and east-west gateway metrics of every probe cluster (see path.go for what
+// each field counts on real ztunnels).
+func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
+	pc := cluster.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
+		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
+	for _, c := range []*cluster.Cluster{e.setup.Local, e.setup.Remote} {
+		zt, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=ztunnel"})
+		if err != nil {
+			return pc, fmt.Errorf("cluster %s: listing ztunnels: %w", c.Name, err)
+		}
+		for _, z := range zt.Items {
+			data, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).ProxyGet("http", z.Name, ztunnelStatsPort, "/metrics", nil).DoRaw(ctx)
+			if err != nil {
+				return pc, fmt.Errorf("cluster %s: metrics of %s: %w", c.Name, z.Name, err)
+			}
+			if err := addZtunnel(&pc, c.Name, install.FortioClient, bytes.NewReader(data)); err != nil {
+				return pc, fmt.Errorf("cluster %s: %s: %w", c.Name, z.Name, err)
+			}
+		}
+		gws, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: "gateway.networking.k8s.io/gateway-name=" + mesh.EastWestGateway})
+		if err != nil {
+			return pc, fmt.Errorf("cluster %s: listing the east-west gateway: %w", c.Name, err)
+		}
+		for _, g := range gws.Items {
+			data, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).ProxyGet("http", g.Name, envoyStatsPort, "/stats/prometheus", nil).DoRaw(ctx)
+			if err != nil {
+				return pc, fmt.Errorf("cluster %s: stats of %s: %w", c.Name, g.Name, err)
+			}
+			if err := addGateway(&pc, c.Name, bytes.NewReader(data)); err != nil {
+				return pc, fmt.Errorf("cluster %s: %s: %w", c.Name, g.Name, err)
+			}
+		}
+	}
+	return pc, nil
+}
+
+// Close ends the port-forward; the probe objects go with the provider's Destroy.
+func (e *probeEnv) Close() error {
+	if e.fwd != nil {
+		e.fwd.Close()
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package workload_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	. "github.com/ambientmc/ambientmc/framework/workload"
+)
+
+var tiny = Scale{Name: "tiny", Services: 1, Pods: 2, Namespaces: 1, Nodes: 2}
+
+// On a real API server: fake nodes as a real cluster needs them (label, taint, a lease that keeps
+// being renewed, a Ready condition that is put back), and pods that show 1/1 Running.
+func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
+	_, cs := realClusters(t, 1)
+	c := cs[0]
+	c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
+	ctx := context.Background()
+	_, err := Deploy(ctx, c, tiny, nil)
+	require.NoError(t, err)
+
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", n.Labels[cluster.FakeNodeLabel])
+	// (The API server's TaintNodesByCondition admission adds node.kubernetes.io/not-ready too.)
+	assert.Contains(t, n.Spec.Taints, corev1.Taint{Key: cluster.FakeNodeLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+
+	leases := c.Client.CoordinationV1().Leases(NodeLeaseNamespace)
+	first, err := leases.Get(ctx, NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err, "Deploy creates the lease with the node")
+	require.NotNil(t, first.Spec.RenewTime)
+	assert.Equal(t, NodeName(0), *first.Spec.HolderIdentity)
+	assert.Equal(t, n.UID, first.OwnerReferences[0].UID, "owned by its node")
+
+	// The node lifecycle controller would set Ready to Unknown when heartbeats stop.
+	n.Status.Conditions[0].Status = corev1.ConditionUnknown
+	_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	stop := KeepNodesReady(ctx, c, 100*time.Millisecond, nil)
+	require.Eventually(t, func() bool {
+		l, err := leases.Get(ctx, NodeName(1), metav1.GetOptions{})
+		return err == nil && l.ResourceVersion != first.ResourceVersion && l.Spec.RenewTime.After(first.Spec.RenewTime.Time)
+	}, 10*time.Second, 50*time.Millisecond, "the lease is renewed")
+	require.Eventually(t, func() bool {
+		l, err := leases.Get(ctx, NodeName(0), metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime.After(first.Spec.RenewTime.Time)
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
+		return err == nil && n.Status.Conditions[0].Status == corev1.ConditionTrue
+	}, 10*time.Second, 50*time.Millisecond, "Ready is put back")
+	stop()
+	after, err := leases.Get(ctx, NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err)
+	time.Sleep(400 * time.Millisecond)
+	still, err := leases.Get(ctx, NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, after.ResourceVersion, still.ResourceVersion, "stop ends the renewals")
+
+	pods, err := c.Client.CoreV1().Pods(NamespaceName(0)).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 2)
+	for _, p := range pods.Items {
+		require.Len(t, p.Status.ContainerStatuses, 1, p.Name)
+		st := p.Status.ContainerStatuses[0]
+		assert.Equal(t, p.Spec.Containers[0].Name, st.Name)
+		assert.True(t, st.Ready, "kubectl shows 1/1")
+		assert.NotNil(t, st.State.Running)
+	}
+}
+
+// The local provider's clusters keep what they had: the label (every provider), no taint, no lease.
+func TestFakeNodesOnLocalClustersAreLabelledOnly(t *testing.T) {
+	_, cs := realClusters(t, 1)
+	c := cs[0]
+	ctx := context.Background()
+	_, err := Deploy(ctx, c, tiny, nil)
+	require.NoError(t, err)
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", n.Labels[cluster.FakeNodeLabel])
+	for _, taint := range n.Spec.Taints {
+		assert.NotEqual(t, cluster.FakeNodeLabel, taint.Key)
+	}
+	_, err = c.Client.CoordinationV1().Leases(NodeLeaseNamespace).Get(ctx, NodeName(0), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no lease: %v", err)
+
+	// An unready pod shows 0/1.
+	pods, err := c.Client.CoreV1().Pods(NamespaceName(0)).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	p := &pods.Items[0]
+	p.Status = RunningStatus(netipMust(p.Status.PodIP), netipMust(p.Status.HostIP), false)
+	p, err = c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.False(t, p.Status.ContainerStatuses[0].Ready)
+}
+
+func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }
