@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // DefaultProbeImage is the fortio image of the probe pods: the version go.mod pins, so the client
@@ -32,6 +33,8 @@ const (
 	// ServedByHeader is set by every echo server to its cluster's name, so each response says
 	// which cluster served it.
 	ServedByHeader = "x-served-by"
+	// PartOfLabel (value "ambientmc") marks every probe object, to find them with one selector.
+	PartOfLabel = "app.kubernetes.io/part-of"
 	// Service accounts, as the local provider names them (their SPIFFE identities match).
 	clientServiceAccount = "client"
 	echoServiceAccount   = "echo"
@@ -115,6 +118,12 @@ func probeObjects(cluster string, p ProbeOptions) ([]*unstructured.Unstructured,
 		if err != nil {
 			return nil, err
 		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[PartOfLabel] = "ambientmc"
+		u.SetLabels(labels)
 		out = append(out, u)
 	}
 	return out, nil
@@ -154,4 +163,32 @@ func fortio(ns, app, sa, image string, extra ...string) *appsv1.Deployment {
 			},
 		},
 	}
+}
+
+// ProbePlan places the probes as the local provider does (workload.DeployProbes): every cluster
+// gets the three Services; client runs fortio-client, echo-local and echo-failover; remote runs
+// echo-remote and echo-failover; the other clusters run no probe pods. remote may be "" (a
+// one-cluster mesh, where echo-remote has no endpoints).
+func ProbePlan(t *topology.Topology, client, remote string) (map[string]*ProbeOptions, error) {
+	if _, ok := t.Get(client); !ok {
+		return nil, fmt.Errorf("install: probe client cluster %q is not in the topology (%s)", client, t.Source)
+	}
+	if _, ok := t.Get(remote); remote != "" && !ok {
+		return nil, fmt.Errorf("install: probe remote cluster %q is not in the topology (%s)", remote, t.Source)
+	}
+	if client == remote {
+		return nil, fmt.Errorf("install: probe client and remote are both %q: pick two clusters", client)
+	}
+	plan := map[string]*ProbeOptions{}
+	for _, c := range t.Clusters {
+		switch c.Name {
+		case client:
+			plan[c.Name] = &ProbeOptions{Role: RoleClient, Apps: []string{workload.EchoLocal, workload.EchoFailover}}
+		case remote:
+			plan[c.Name] = &ProbeOptions{Role: RoleServer, Apps: []string{workload.EchoRemote, workload.EchoFailover}}
+		default:
+			plan[c.Name] = &ProbeOptions{Role: RoleServer}
+		}
+	}
+	return plan, nil
 }

@@ -133,26 +133,31 @@ func waitReady(ctx context.Context, c *cluster.Cluster, comp Component, timeout 
 	if len(cs) == 0 {
 		return nil
 	}
-	var missing []string
-	var failed []check
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		missing, failed = missing[:0], failed[:0]
-		for _, ch := range cs {
-			if m := ch.ok(ctx); m != "" {
-				missing = append(missing, ch.what+": "+m)
-				failed = append(failed, ch)
-			}
-		}
+		missing, _ := evaluate(ctx, cs)
 		return len(missing) == 0, nil
 	})
 	if err == nil {
 		return nil
 	}
-	// The wait's context is spent; diagnostics get a short one of their own.
+	// The wait's context is spent (its last checks may have failed on the deadline alone), so
+	// the checks run once more, with the diagnostics, on a short context of their own.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
+	missing, failed := evaluate(dctx, cs)
 	return fmt.Errorf("install: cluster %s: component %s not ready after %s: %s\n%s%w",
 		c.Name, comp.Name, timeout, strings.Join(missing, "; "), diagnose(dctx, c, failed), err)
+}
+
+// evaluate runs every check and returns what is missing and the checks that failed.
+func evaluate(ctx context.Context, cs []check) (missing []string, failed []check) {
+	for _, ch := range cs {
+		if m := ch.ok(ctx); m != "" {
+			missing = append(missing, ch.what+": "+m)
+			failed = append(failed, ch)
+		}
+	}
+	return missing, failed
 }
 
 // diagnose collects, for the failed checks, each pod's state and log tail and the latest events.
@@ -291,7 +296,9 @@ func EastWestAddress(ctx context.Context, c *cluster.Cluster, timeout time.Durat
 			last = "it does not exist"
 			return false, nil
 		case err != nil:
-			last = err.Error()
+			if last == "" { // else keep what the API server last said: this may be the deadline
+				last = err.Error()
+			}
 			return false, nil
 		}
 		addr = gatewayAddress(gw)

@@ -144,6 +144,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Cluster.Network == "" {
 		return o, fmt.Errorf("install: cluster %s: Options.Cluster.Network is empty: set the cluster's network (topology.Generate names them network-N)", o.Cluster.Name)
 	}
+	if o.Cluster.IsRemote() {
+		return o, fmt.Errorf("install: cluster %s is a remote of %s: ambient multicluster is multi-primary only, so every cluster must be its own primary", o.Cluster.Name, o.Cluster.Primary)
+	}
 	if o.Images.Hub == "" {
 		return o, fmt.Errorf("install: cluster %s: Images.Hub is empty: pass -istio.hub (e.g. -istio.hub=registry.istio.io/testing); there is no default", o.Cluster.Name)
 	}

@@ -37,18 +37,6 @@ const (
 	testTag = "t1"
 )
 
-// probesFor gives the golden topology's probes: cluster-1 runs the client, echo-local and
-// echo-failover; cluster-2 echo-remote and echo-failover; cluster-3 only has the Services.
-func probesFor(c topology.Cluster) *ProbeOptions {
-	switch c.Index {
-	case 1:
-		return &ProbeOptions{Role: RoleClient, Apps: []string{workload.EchoLocal, workload.EchoFailover}}
-	case 2:
-		return &ProbeOptions{Role: RoleServer, Apps: []string{workload.EchoFailover, workload.EchoRemote}}
-	}
-	return &ProbeOptions{Role: RoleServer}
-}
-
 var rendered struct {
 	once   sync.Once
 	topo   *topology.Topology
@@ -70,6 +58,13 @@ func renderThree(t *testing.T) (*topology.Topology, map[string]*pki.Intermediate
 			rendered.err = err
 			return
 		}
+		// cluster-1 runs the client, echo-local and echo-failover; cluster-2 echo-remote and
+		// echo-failover; cluster-3 only has the Services.
+		plan, err := ProbePlan(rendered.topo, "cluster-1", "cluster-2")
+		if err != nil {
+			rendered.err = err
+			return
+		}
 		rendered.cas, rendered.byName = map[string]*pki.Intermediate{}, map[string]*Manifests{}
 		for _, c := range rendered.topo.Clusters {
 			ca, err := root.NewIntermediate(c.Name)
@@ -77,7 +72,7 @@ func renderThree(t *testing.T) (*topology.Topology, map[string]*pki.Intermediate
 				rendered.err = err
 				return
 			}
-			m, err := Render(Options{Cluster: c, Images: Images{Hub: testHub, Tag: testTag}, CACerts: ca, Probes: probesFor(c)})
+			m, err := Render(Options{Cluster: c, Images: Images{Hub: testHub, Tag: testTag}, CACerts: ca, Probes: plan[c.Name]})
 			if err != nil {
 				rendered.err = err
 				return
@@ -292,6 +287,7 @@ func TestRenderRejectsBadOptions(t *testing.T) {
 		{"bad role", func(o *Options) { o.Probes = &ProbeOptions{Role: "both"} }, `Probes.Role is "both"`},
 		{"bad app", func(o *Options) { o.Probes = &ProbeOptions{Role: RoleServer, Apps: []string{"echo"}} }, `Probes.Apps has "echo"`},
 		{"bad hub", func(o *Options) { o.Images.Hub = "Upper/Case" }, `hub "Upper/Case"`},
+		{"remote cluster", func(o *Options) { o.Cluster.Primary = "cluster-2" }, "cluster cluster-1 is a remote of cluster-2: ambient multicluster is multi-primary only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok
@@ -523,4 +519,18 @@ func namespaceOf(comp string) string {
 		return workload.ProbeNamespace
 	}
 	return mesh.SystemNamespace
+}
+
+func TestProbePlanRejectsUnknownClusters(t *testing.T) {
+	topo, _, _ := renderThree(t)
+	_, err := ProbePlan(topo, "cluster-9", "cluster-2")
+	assert.ErrorContains(t, err, `probe client cluster "cluster-9" is not in the topology`)
+	_, err = ProbePlan(topo, "cluster-1", "cluster-9")
+	assert.ErrorContains(t, err, `probe remote cluster "cluster-9" is not in the topology`)
+	_, err = ProbePlan(topo, "cluster-1", "cluster-1")
+	assert.ErrorContains(t, err, "pick two clusters")
+	plan, err := ProbePlan(topo, "cluster-2", "")
+	require.NoError(t, err)
+	assert.Equal(t, RoleClient, plan["cluster-2"].Role)
+	assert.Equal(t, &ProbeOptions{Role: RoleServer}, plan["cluster-1"])
 }
