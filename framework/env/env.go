@@ -156,6 +156,11 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	if err := e.Flags.validate(); err != nil {
 		return err
 	}
+	if e.Flags.Provider == "kind" {
+		if err := kindFlags.validate(); err != nil {
+			return err
+		}
+	}
 	var err error
 	if e.Flags.Topology != "" {
 		e.Topology, err = topology.Load(e.Flags.Topology)
@@ -170,13 +175,17 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	}
 	e.Cleanup("remove run directory", e.removeRunDir)
 	if e.Provider, err = provider.New(e.Flags.Provider, provider.Options{RunDir: filepath.Join(e.RunDir, "clusters"), Log: e.Log,
-		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio}); err != nil {
+		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
+		Kind: e.kindOptions()}); err != nil {
 		return err
 	}
 	if e.ReportDir = e.Flags.ReportDir; e.ReportDir == "" {
 		e.ReportDir = filepath.Join(os.TempDir(), "ambientmc-reports", time.Now().Format("20060102-150405"))
 	}
 	e.Report = newReport(e.Provider.Name(), e.Topology)
+	if ni, ok := e.Provider.(interface{ NodeImage() string }); ok {
+		e.Report.NodeImage = ni.NodeImage()
+	}
 	all := append([]Step{
 		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
 		{"clusters", createClusters},

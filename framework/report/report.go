@@ -60,6 +60,9 @@ type Report struct {
 	Warnings []string  `json:"warnings,omitempty"`
 	Setup    *Setup    `json:"setup,omitempty"`
 	Failover *Failover `json:"failover,omitempty"`
+
+	// NodeImage is the kind node image, where the kind provider ran.
+	NodeImage string `json:"nodeImage,omitempty"`
 }
 
 // Failover records how traffic to a service with local and remote endpoints moved to the remote

@@ -35,9 +35,14 @@ const DefaultParallel = 3
 // Images are the Istio images the clusters run: Hub, Tag and Variant ("" or e.g. "distroless").
 type Images struct{ Hub, Tag, Variant string }
 
-// InCluster is what kind reuses from the kube provider once its clusters run: istiod installed in
-// the cluster, east-west gateways with LoadBalancer addresses, fortio probe pods.
+// InCluster is what kind reuses from the kube provider (framework/provider/kube) once its clusters
+// run: istiod installed in the cluster, east-west gateways with LoadBalancer addresses, fortio
+// probe pods, fake nodes kept Ready. Create hands it the clusters through their internal
+// kubeconfigs (the node container IP, reachable from the host on Linux, as in Istio's CI).
 type InCluster interface {
+	Preflight(ctx context.Context, t *topology.Topology) error
+	Create(ctx context.Context, t *topology.Topology) ([]*cluster.Cluster, error)
+	Destroy(ctx context.Context) error
 	ControlPlane() cluster.ControlPlane
 	Gateways() cluster.Gateways
 	Probes() cluster.Probes
@@ -89,6 +94,9 @@ type Provider struct {
 	closed   bool
 	inflight sync.WaitGroup
 	guard    *time.Timer
+	// handedOver: InCluster.Create was called and InCluster.Destroy is due.
+	handedOver  bool
+	keptPrinted bool
 }
 
 // New returns a kind provider.
@@ -249,7 +257,34 @@ func (p *Provider) create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if err := p.loadBalancers(ctx, out); err != nil {
 		return nil, err
 	}
+	if err := p.handOver(ctx, t, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// handOver gives the ready clusters to the kube provider's in-cluster parts, which check them as
+// they check any existing cluster and then keep their fake nodes Ready.
+func (p *Provider) handOver(ctx context.Context, t *topology.Topology, cs []*cluster.Cluster) error {
+	if p.opts.InCluster == nil {
+		return nil
+	}
+	kt := *t
+	kt.Clusters = make([]topology.Cluster, len(t.Clusters))
+	for i, c := range cs {
+		kt.Clusters[i] = c.Cluster
+		kt.Clusters[i].Kubeconfig = c.InternalKubeconfig
+	}
+	if err := p.opts.InCluster.Preflight(ctx, &kt); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.handedOver = true
+	p.mu.Unlock()
+	if _, err := p.opts.InCluster.Create(ctx, &kt); err != nil {
+		return err
+	}
+	return nil
 }
 
 // createOne creates one kind cluster and writes its two kubeconfigs.
@@ -454,7 +489,16 @@ func (p *Provider) Destroy(context.Context) error {
 	p.mu.Lock()
 	names := p.created
 	p.created = nil
+	handedOver := p.handedOver
+	p.handedOver = false
 	p.mu.Unlock()
+	if handedOver {
+		// The clusters go as a whole: the kube part only has to stop its port-forwards and
+		// node keepers, not wait for its objects to be deleted one by one.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = p.opts.InCluster.Destroy(done)
+	}
 	if len(names) == 0 {
 		return nil
 	}
@@ -484,9 +528,11 @@ func (p *Provider) Destroy(context.Context) error {
 func (p *Provider) printKept() {
 	p.mu.Lock()
 	names := append([]string(nil), p.created...)
+	printed := p.keptPrinted
+	p.keptPrinted = true
 	p.mu.Unlock()
 	sort.Strings(names)
-	if len(names) == 0 {
+	if len(names) == 0 || printed {
 		return
 	}
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: -keep: %d clusters left running; delete them with:\n", len(names))
