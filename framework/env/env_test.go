@@ -39,6 +39,7 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("clusters:\n- name: a\n- name: a\n"), 0o644))
 	unknownField := filepath.Join(dir, "typo.yaml")
 	require.NoError(t, os.WriteFile(unknownField, []byte("clusters:\n- name: a\n  netwrok: n1\n"), 0o644))
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no-docker.sock"))
 	remote := filepath.Join(dir, "remote.json")
 	require.NoError(t, os.WriteFile(remote, []byte(`[{"kind":"Kubernetes","clusterName":"p"},{"kind":"Kubernetes","clusterName":"r","primaryClusterName":"p"}]`), 0o644))
 
@@ -53,7 +54,9 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 		{"zero clusters", flagsWith(func(f *Flags) { f.Clusters = 0; f.Provider = "local" }), []string{"-clusters"}},
 		{"too many clusters", flagsWith(func(f *Flags) { f.Clusters = 51; f.Provider = "local" }), []string{"-clusters", "50"}},
 		{"unknown provider", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "minikube" }), []string{"-provider=minikube", "local, kind, kube"}},
-		{"provider not built yet", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind" }), []string{"-provider=kind", "not implemented yet"}},
+		{"kind without images", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind" }), []string{"-provider=kind", "-istio.hub", "-istio.tag"}},
+		// DOCKER_HOST points at a socket nobody serves (below), as on a machine without Docker.
+		{"kind without docker", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind"; f.IstioHub = "h"; f.IstioTag = "t" }), []string{"kind preflight: docker"}},
 		{"bad istiods", flagsWith(func(f *Flags) { f.Istiods = "some" }), []string{"-mesh.istiods=some", "all or observed"}},
 		{"steady longer than settle", flagsWith(func(f *Flags) { f.JoinSettle = time.Second; f.JoinSteady = time.Minute }), []string{"-join.steady", "-join.settle"}},
 		{"remote on local", flagsWith(func(f *Flags) { f.Topology = remote; f.Provider = "local" }), []string{"r", "local provider", "primaryClusterName"}},
