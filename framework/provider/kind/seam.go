@@ -25,7 +25,8 @@ import (
 // Kind is the part of kind's *cluster.Provider the framework uses.
 type Kind interface {
 	// Create creates cluster name from cfg, writes its kubeconfig to kubeconfig (never the user's
-	// ~/.kube/config) and waits up to wait for the control plane to be Ready.
+	// ~/.kube/config) and waits up to wait for the control plane to be Ready. A failed create
+	// leaves its nodes for CollectLogs; Delete removes them.
 	Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, wait time.Duration) error
 	// Delete deletes cluster name and its entry in kubeconfig.
 	Delete(name, kubeconfig string) error
@@ -81,6 +82,8 @@ func (k *realKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 		kindcluster.CreateWithV1Alpha4Config(cfg.DeepCopy()),
 		kindcluster.CreateWithKubeconfigPath(kubeconfig),
 		kindcluster.CreateWithWaitForReady(wait),
+		// Keep a failed cluster's nodes so CollectLogs can read them; Destroy deletes them.
+		kindcluster.CreateWithRetain(true),
 		kindcluster.CreateWithDisplayUsage(false),
 		kindcluster.CreateWithDisplaySalutation(false))
 }
