@@ -37,7 +37,7 @@ func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, r io.Read
 	}
 	for _, m := range f.GetMetric() {
 		l := labels(m)
-		n := int64(m.GetCounter().GetValue())
+		n := value(m)
 		if l["reporter"] == "destination" && l["destination_workload_namespace"] != workload.ProbeNamespace {
 			continue // only the probes' traffic is on the path under test
 		}
@@ -76,7 +76,7 @@ func addGateway(pc *cluster.PathCounters, self string, r io.Reader) error {
 	if f := families[envoyDownstreamRequests]; f != nil {
 		for _, m := range f.GetMetric() {
 			if labels(m)["http_conn_manager_prefix"] == connectTerminatePrefix {
-				n += int64(m.GetCounter().GetValue())
+				n += value(m)
 			}
 		}
 	}
@@ -87,6 +87,15 @@ func addGateway(pc *cluster.PathCounters, self string, r io.Reader) error {
 func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(r)
+}
+
+// value reads a counter. ztunnel writes OpenMetrics text ("# TYPE x counter" over samples named
+// x_total), which the Prometheus text parser files as an untyped family x_total.
+func value(m *dto.Metric) int64 {
+	if c := m.GetCounter(); c != nil {
+		return int64(c.GetValue())
+	}
+	return int64(m.GetUntyped().GetValue())
 }
 
 func labels(m *dto.Metric) map[string]string {

@@ -101,6 +101,7 @@ func (p *Provider) checkCluster(ctx context.Context, tc topology.Cluster) []stri
 		return []string{fmt.Sprintf("the kubeconfig does not load: %v", err)}
 	}
 	cfg.Timeout = preflightTimeout
+	cfg.QPS, cfg.Burst = 50, 100 // a few dozen reads and reviews; client-side throttling would only add seconds
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return []string{fmt.Sprintf("no client for the kubeconfig: %v", err)}

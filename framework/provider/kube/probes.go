@@ -245,8 +245,18 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 // new connection per call and passes the upstream response through as it is) and returns the
 // echo server's x-served-by header.
 func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
-	target := strings.TrimPrefix(serviceURL(app), "http://")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.api+"/fortio/fetch/"+target, nil)
+	by, err := fetchServedBy(ctx, e.api, serviceURL(app))
+	if err != nil {
+		return "", fmt.Errorf("%s through fortio-client: %w", app, err)
+	}
+	return by, nil
+}
+
+// fetchServedBy has the fortio server at base fetch url once and returns the x-served-by header.
+func fetchServedBy(ctx context.Context, base, url string) (string, error) {
+	// Without the scheme: the proxy path must not contain "//", which Go's mux would redirect.
+	target := strings.TrimPrefix(url, "http://")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/fortio/fetch/"+target, nil)
 	if err != nil {
 		return "", err
 	}
@@ -257,7 +267,7 @@ func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s through fortio-client: status %s", app, resp.Status)
+		return "", fmt.Errorf("status %s", resp.Status)
 	}
 	return resp.Header.Get(install.ServedByHeader), nil
 }

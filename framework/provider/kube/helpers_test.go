@@ -1,0 +1,131 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// localClusters starts n real local-provider clusters (kube-apiserver + etcd, RBAC on) to point
+// the kube provider at, or skips when their binaries are not built (`make bins`).
+func localClusters(tb testing.TB, n int) []*cluster.Cluster {
+	tb.Helper()
+	p, missing, err := local.NewIfBuilt(local.Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
+	require.NoError(tb, err)
+	if len(missing) > 0 {
+		tb.Skipf("binaries not built (%v): run `make bins`", missing)
+	}
+	topo, err := topology.Generate(n)
+	require.NoError(tb, err)
+	ctx := context.Background()
+	require.NoError(tb, p.Preflight(ctx, topo))
+	cs, err := p.Create(ctx, topo)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = p.Destroy(ctx) })
+	return cs
+}
+
+// kubeTopology writes an ambientmc topology file naming each cluster's kubeconfig (kubeconfigs
+// overrides some) and loads it as a user's file would be.
+func kubeTopology(t *testing.T, cs []*cluster.Cluster, kubeconfigs map[string]string) *topology.Topology {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("clusters:\n")
+	for _, c := range cs {
+		kc := c.Kubeconfig
+		if k, ok := kubeconfigs[c.Name]; ok {
+			kc = k
+		}
+		fmt.Fprintf(&b, "- name: %s\n  network: %s\n  kubeconfig: %s\n", c.Name, c.Network, kc)
+	}
+	path := filepath.Join(t.TempDir(), "clusters.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
+	topo, err := topology.Load(path)
+	require.NoError(t, err)
+	return topo
+}
+
+func newProvider(t *testing.T, reuse bool) *Provider {
+	t.Helper()
+	p, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: "example.com/istio", Tag: "test"}, ReuseIstio: reuse})
+	require.NoError(t, err)
+	return p
+}
+
+// snapshot lists every object of every listable resource of c as "resource ns/name uid", so a
+// test can show that nothing was created, changed into another object or deleted.
+func snapshot(t *testing.T, c *cluster.Cluster) []string {
+	t.Helper()
+	ctx := context.Background()
+	lists, err := c.Client.Discovery().ServerPreferredResources()
+	require.NoError(t, err)
+	var out []string
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		require.NoError(t, err)
+		for _, r := range l.APIResources {
+			if !contains(r.Verbs, "list") || r.Name == "events" {
+				continue
+			}
+			items, err := c.Dynamic.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err, r.Name)
+			for _, o := range items.Items {
+				out = append(out, fmt.Sprintf("%s %s/%s %s", r.Name, o.GetNamespace(), o.GetName(), o.GetUID()))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// readyNode is a node as a kubelet would report it, without the fake-node label.
+func readyNode(name string, labels, annotations map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}}},
+	}
+}
+
+// createNode creates n with its status (the API server drops status on create) and clears the
+// not-ready taint the API server's admission adds to every new node.
+func createNode(t *testing.T, c *cluster.Cluster, n *corev1.Node) {
+	t.Helper()
+	ctx := context.Background()
+	nodes := c.Client.CoreV1().Nodes()
+	got, err := nodes.Create(ctx, n, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got.Status = n.Status
+	got, err = nodes.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got.Spec.Taints = n.Spec.Taints
+	_, err = nodes.Update(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}

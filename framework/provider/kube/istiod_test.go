@@ -1,0 +1,109 @@
+package kube
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/workload"
+)
+
+// istiodPod creates a Running, Ready pod labelled app=istiod, its status written as a kubelet
+// would (there is none here).
+func istiodPod(t *testing.T, c *cluster.Cluster, name string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pods := c.Client.CoreV1().Pods(mesh.SystemNamespace)
+	p := workload.NewPod(mesh.SystemNamespace, name, "istiod", "default", "node-0")
+	p, err := pods.Create(ctx, p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	p.Status = workload.RunningStatus(netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("10.0.1.1"), true)
+	p, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return p
+}
+
+func waitDone(t *testing.T, i *Istiod) {
+	t.Helper()
+	select {
+	case <-i.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done was not closed")
+	}
+}
+
+func notDone(t *testing.T, i *Istiod) {
+	t.Helper()
+	select {
+	case <-i.Done():
+		t.Fatalf("Done closed while the pod runs: %v", i.ExitErr())
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// The handle's watch on a real API server: Done closes when the pod restarts or is deleted
+// (Kill: no grace period), and ExitErr says which. Port-forwards need a kubelet and are not
+// exercised here.
+func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
+	cs := localClusters(t, 1)
+	c := cs[0]
+	ctx := context.Background()
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	_, err := c.Client.CoreV1().ServiceAccounts(mesh.SystemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	old := istiodPod(t, c, "istiod-old")
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution
+	istiodPod(t, c, "istiod-new")
+	got, err := readyIstiodPod(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, "istiod-new", got.Name, "the newest ready pod")
+
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "istiod.log")
+	require.NoError(t, os.WriteFile(logFile, []byte("one\ntwo\nthree\n"), 0o600))
+
+	restarted := newIstiodHandle(c, old, logFile)
+	t.Cleanup(restarted.closeLocal)
+	assert.Equal(t, "two\nthree", restarted.Tail(2))
+	assert.Nil(t, restarted.ExitErr())
+	notDone(t, restarted)
+	p, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).Get(ctx, old.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	p.Status.ContainerStatuses[0].RestartCount = 1
+	_, err = c.Client.CoreV1().Pods(mesh.SystemNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitDone(t, restarted)
+	assert.ErrorContains(t, restarted.ExitErr(), "istiod pod istio-system/istiod-old restarted (1 restarts)")
+
+	killed := newIstiodHandle(c, got, logFile)
+	t.Cleanup(killed.closeLocal)
+	notDone(t, killed) // and the watch has listed the pod
+	require.NoError(t, killed.Kill())
+	waitDone(t, killed)
+	assert.ErrorContains(t, killed.ExitErr(), "istiod pod istio-system/istiod-new was deleted")
+	_, err = readyIstiodPod(ctx, c)
+	require.NoError(t, err, "istiod-old is still there")
+
+	// A handle on a pod that is already gone is done at once.
+	gone := newIstiodHandle(c, got, logFile)
+	t.Cleanup(gone.closeLocal)
+	waitDone(t, gone)
+	assert.ErrorContains(t, gone.ExitErr(), "is gone")
+}
+
+func TestStartIstiodRefusesASecondIstiod(t *testing.T) {
+	p := newProvider(t, false)
+	_, err := p.StartIstiod(context.Background(), &cluster.Cluster{}, cluster.IstiodOptions{Name: "extra"})
+	assert.ErrorIs(t, err, cluster.ErrUnsupported)
+}

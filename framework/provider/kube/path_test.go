@@ -1,0 +1,70 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+)
+
+// Series as ztunnel writes them (src/proxy/metrics.rs CommonTrafficLabels, label order kept;
+// locality labels left out), for a client ztunnel in cluster-1 and an echo ztunnel in cluster-2.
+const clientZtunnel = `# HELP istio_tcp_connections_opened The total number of TCP connections opened.
+# TYPE istio_tcp_connections_opened counter
+istio_tcp_connections_opened_total{reporter="source",source_workload="fortio-client",source_canonical_service="fortio-client",source_canonical_revision="latest",source_workload_namespace="probe",source_principal="spiffe://cluster.local/ns/probe/sa/client",source_app="fortio-client",source_version="latest",source_cluster="cluster-1",destination_service="echo-local.probe.svc.cluster.local",destination_service_namespace="probe",destination_service_name="echo-local",destination_workload="echo-local",destination_canonical_service="echo-local",destination_canonical_revision="latest",destination_workload_namespace="probe",destination_principal="spiffe://cluster.local/ns/probe/sa/echo",destination_app="echo-local",destination_version="latest",destination_cluster="cluster-1",request_protocol="tcp",response_flags="-",connection_security_policy="mutual_tls"} 40
+istio_tcp_connections_opened_total{reporter="source",source_workload="fortio-client",source_canonical_service="fortio-client",source_canonical_revision="latest",source_workload_namespace="probe",source_principal="spiffe://cluster.local/ns/probe/sa/client",source_app="fortio-client",source_version="latest",source_cluster="cluster-1",destination_service="echo-remote.probe.svc.cluster.local",destination_service_namespace="probe",destination_service_name="echo-remote",destination_workload="echo-remote",destination_canonical_service="echo-remote",destination_canonical_revision="latest",destination_workload_namespace="probe",destination_principal="spiffe://cluster.local/ns/probe/sa/echo",destination_app="echo-remote",destination_version="latest",destination_cluster="cluster-2",request_protocol="tcp",response_flags="-",connection_security_policy="mutual_tls"} 25
+istio_tcp_connections_opened_total{reporter="source",source_workload="prometheus",source_canonical_service="prometheus",source_canonical_revision="latest",source_workload_namespace="monitoring",source_principal="unknown",source_app="prometheus",source_version="latest",source_cluster="cluster-1",destination_service="unknown",destination_service_namespace="unknown",destination_service_name="unknown",destination_workload="echo-local",destination_canonical_service="unknown",destination_canonical_revision="unknown",destination_workload_namespace="probe",destination_principal="unknown",destination_app="unknown",destination_version="unknown",destination_cluster="cluster-1",request_protocol="tcp",response_flags="-",connection_security_policy="mutual_tls"} 7
+istio_tcp_connections_opened_total{reporter="destination",source_workload="fortio-client",source_canonical_service="fortio-client",source_canonical_revision="latest",source_workload_namespace="probe",source_principal="spiffe://cluster.local/ns/probe/sa/client",source_app="fortio-client",source_version="latest",source_cluster="cluster-1",destination_service="echo-local.probe.svc.cluster.local",destination_service_namespace="probe",destination_service_name="echo-local",destination_workload="echo-local",destination_canonical_service="echo-local",destination_canonical_revision="latest",destination_workload_namespace="probe",destination_principal="spiffe://cluster.local/ns/probe/sa/echo",destination_app="echo-local",destination_version="latest",destination_cluster="cluster-1",request_protocol="tcp",response_flags="-",connection_security_policy="mutual_tls"} 40
+istio_tcp_connections_opened_total{reporter="destination",source_workload="kubelet",source_canonical_service="unknown",source_canonical_revision="unknown",source_workload_namespace="unknown",source_principal="unknown",source_app="unknown",source_version="unknown",source_cluster="unknown",destination_service="unknown",destination_service_namespace="unknown",destination_service_name="unknown",destination_workload="coredns",destination_canonical_service="coredns",destination_canonical_revision="latest",destination_workload_namespace="kube-system",destination_principal="unknown",destination_app="coredns",destination_version="latest",destination_cluster="cluster-1",request_protocol="tcp",response_flags="-",connection_security_policy="unknown"} 99
+# HELP istio_tcp_sent_bytes The size of total bytes sent during response in case of a TCP connection.
+# TYPE istio_tcp_sent_bytes counter
+istio_tcp_sent_bytes_total{reporter="source",source_workload="fortio-client",destination_cluster="cluster-1"} 123456
+`
+
+// OpenMetrics ends with # EOF, which ztunnel's encoder writes.
+const remoteZtunnel = `# TYPE istio_tcp_connections_opened counter
+istio_tcp_connections_opened_total{reporter="destination",source_workload="fortio-client",source_workload_namespace="probe",source_cluster="cluster-1",destination_workload="echo-remote",destination_workload_namespace="probe",destination_cluster="cluster-2",request_protocol="tcp",response_flags="-",connection_security_policy="mutual_tls"} 25
+istio_tcp_connections_opened_total{reporter="destination",source_workload="fortio-client",source_workload_namespace="probe",source_cluster="cluster-2",destination_workload="echo-failover",destination_workload_namespace="probe",destination_cluster="cluster-2",request_protocol="tcp",response_flags="-",connection_security_policy="mutual_tls"} 3
+# EOF
+`
+
+// Envoy's Prometheus stats of the east-west gateway (tag http_conn_manager_prefix extracted by
+// Istio's bootstrap), with another connection manager beside it.
+const gatewayStats = `# TYPE envoy_http_downstream_rq_total counter
+envoy_http_downstream_rq_total{http_conn_manager_prefix="connect_terminate"} 25
+envoy_http_downstream_rq_total{http_conn_manager_prefix="admin"} 4
+# TYPE envoy_listener_downstream_cx_total counter
+envoy_listener_downstream_cx_total{listener_address="0.0.0.0_15008"} 2
+`
+
+func emptyPath() cluster.PathCounters {
+	return cluster.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
+		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
+}
+
+func TestPathCountersFromZtunnelAndGatewayMetrics(t *testing.T) {
+	pc := emptyPath()
+	require.NoError(t, addZtunnel(&pc, "cluster-1", "fortio-client", strings.NewReader(clientZtunnel)))
+	require.NoError(t, addZtunnel(&pc, "cluster-2", "fortio-client", strings.NewReader(remoteZtunnel)))
+	require.NoError(t, addGateway(&pc, "cluster-2", strings.NewReader(gatewayStats)))
+	require.NoError(t, addGateway(&pc, "cluster-1", strings.NewReader("")))
+
+	assert.Equal(t, int64(40), pc.ClientHBONE, "client connections to its own cluster: one HBONE hop")
+	assert.Equal(t, int64(25), pc.ClientDoubleHBONE, "client connections to another cluster: double HBONE; other sources ignored")
+	assert.Equal(t, map[string]int64{"cluster-1/echo-local": 40, "cluster-2/echo-remote": 25, "cluster-2/echo-failover": 3}, pc.Served,
+		"inbound connections per endpoint; traffic outside the probe namespace ignored")
+	assert.Equal(t, map[string]int64{"cluster-1": 40, "cluster-2": 28}, pc.Inbound)
+	assert.Equal(t, map[string]int64{"cluster-2": 25}, pc.InboundViaGateway, "only what came from another cluster")
+	assert.Equal(t, map[string]int64{"cluster-1": 0, "cluster-2": 25}, pc.GatewayTunnels, "CONNECT requests on connect_terminate")
+}
+
+func TestPathCountersRejectBadMetrics(t *testing.T) {
+	pc := emptyPath()
+	err := addZtunnel(&pc, "cluster-1", "fortio-client", strings.NewReader("istio_tcp_connections_opened_total{reporter=\"source\" 1\n"))
+	require.ErrorContains(t, err, "ztunnel metrics")
+	err = addGateway(&pc, "cluster-1", strings.NewReader("garbage{\n"))
+	require.ErrorContains(t, err, "east-west gateway stats")
+}
