@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
 // FieldManager owns every field Apply sets.
@@ -147,12 +149,31 @@ func applyObject(ctx context.Context, client dynamic.Interface, mapper *restmapp
 	case err != nil:
 		return ref, false, fmt.Errorf("%s: reading it before applying: %w", ref, err)
 	}
+	if err := keepsRoot(before, obj); err != nil {
+		return ref, false, err
+	}
 	after, err := api.Apply(ctx, ref.Name, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return ref, false, fmt.Errorf("server-side apply of %s: %w", ref, err)
 	}
 	ref.UID = after.GetUID()
 	return ref, before == nil || before.GetUID() != after.GetUID(), nil
+}
+
+// keepsRoot refuses to replace an existing cacerts Secret that holds another root CA: the istiod
+// and workloads of that cluster trust that root, and swapping it under them breaks their mTLS.
+func keepsRoot(before, obj *unstructured.Unstructured) error {
+	if before == nil || obj.GetKind() != "Secret" || obj.GetNamespace() != mesh.SystemNamespace || obj.GetName() != pki.CACertsSecret {
+		return nil
+	}
+	had, _, _ := unstructured.NestedString(before.Object, "data", pki.RootCertFile)
+	want, _, _ := unstructured.NestedString(obj.Object, "data", pki.RootCertFile)
+	if had == want {
+		return nil
+	}
+	return fmt.Errorf("%s/%s already exists with another root CA (%s differs): refusing to replace the CA that cluster trusts; "+
+		"if nothing uses it, delete it (kubectl -n %s delete secret %s), else render with that cluster's own intermediate",
+		mesh.SystemNamespace, pki.CACertsSecret, pki.RootCertFile, mesh.SystemNamespace, pki.CACertsSecret)
 }
 
 func resource(client dynamic.Interface, o Object) dynamic.ResourceInterface {

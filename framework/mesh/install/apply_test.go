@@ -12,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -165,6 +167,16 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		assert.Contains(t, created, objectKey{"gateway.networking.k8s.io", "gateways", mesh.SystemNamespace, mesh.EastWestGateway})
 		t.Logf("%d objects rendered: %d created, %d existed before", rendered, len(created), len(preexisting))
 
+		// What each component's wait would report here, where nothing becomes ready.
+		err = waitReady(ctx, c, *m.Component(ComponentZtunnel), time.Second)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "component ztunnel not ready after 1s: DaemonSet istio-system/ztunnel: generation 1 not observed yet")
+		err = waitReady(ctx, c, *m.Component(ComponentEastWestGateway), time.Second)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `GatewayClass istio-east-west: gatewayclasses.gateway.networking.k8s.io "istio-east-west" not found (istiod creates it when AMBIENT_ENABLE_MULTI_NETWORK=true)`)
+		assert.Contains(t, err.Error(), "Gateway istio-system/istio-eastwestgateway: Programmed=Unknown: Pending Waiting for controller")
+		assert.Contains(t, err.Error(), `Deployment istio-system/istio-eastwestgateway: deployments.apps "istio-eastwestgateway" not found`)
+
 		// The east-west address: none until someone (a LoadBalancer via istiod; here the test,
 		// standing in for both) writes it into the Gateway's status.
 		_, err = EastWestAddress(ctx, c, 2*time.Second)
@@ -198,7 +210,7 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		msg := err.Error()
 		t.Log(msg)
 		assert.Contains(t, msg, "install: cluster cluster-1: component istiod not ready after 3s")
-		assert.Contains(t, msg, "Deployment istio-system/istiod: no Available condition")
+		assert.Contains(t, msg, "Deployment istio-system/istiod: generation 1 not observed yet", "no controller runs here")
 		assert.Contains(t, msg, "pods: none match istio=pilot", "the diagnosis says why")
 		assert.Less(t, took, time.Minute, "the timeout bounds the wait")
 		for _, o := range inst.Created {
@@ -252,6 +264,61 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		require.NoError(t, inst.Teardown(ctx))
 	})
 
+	// The statuses are written by the test, standing in for the controllers, kubelets and istiod
+	// this API server lacks; the waits must pass on them and only then move on.
+	t.Run("WaitPassesOnReadyStatus_StatusWrittenByTest", func(t *testing.T) {
+		before := snapshot(t, c)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+					markReady(ctx, c)
+				}
+			}
+		}()
+		var log bytes.Buffer
+		inst, err := Apply(ctx, c, m, ApplyOptions{Wait: true, Timeout: time.Minute, Log: &log})
+		close(stop)
+		<-done
+		t.Cleanup(func() { _ = inst.Teardown(context.Background()) })
+		require.NoError(t, err)
+		assert.Contains(t, log.String(), "install: probes:", "every component passed its wait")
+		addr, err := EastWestAddress(ctx, c, time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "127.201.0.1", addr)
+
+		require.NoError(t, inst.Teardown(ctx))
+		// What the stand-ins made is not Apply's, so Teardown left it; the test removes it.
+		require.NoError(t, c.Client.AppsV1().Deployments(mesh.SystemNamespace).Delete(ctx, mesh.EastWestGateway, metav1.DeleteOptions{}))
+		require.NoError(t, c.Dynamic.Resource(gatewayClassGVR).Delete(ctx, mesh.EastWestGatewayClass, metav1.DeleteOptions{}))
+		assert.Equal(t, before, snapshot(t, c))
+	})
+
+	t.Run("RefusesToReplaceAForeignCACerts", func(t *testing.T) {
+		foreignRoot, err := pki.NewRoot()
+		require.NoError(t, err)
+		foreign, err := foreignRoot.NewIntermediate(c.Name)
+		require.NoError(t, err)
+		secrets := c.Client.CoreV1().Secrets(mesh.SystemNamespace)
+		_, err = secrets.Create(ctx, foreign.CACertsSecret(), metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = secrets.Delete(context.Background(), pki.CACertsSecret, metav1.DeleteOptions{}) })
+
+		inst, err := Apply(ctx, c, m, ApplyOptions{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "install: cluster cluster-1: component base: istio-system/cacerts already exists with another root CA")
+		assert.Contains(t, err.Error(), "kubectl -n istio-system delete secret cacerts")
+		got, err := secrets.Get(ctx, pki.CACertsSecret, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, foreign.RootPEM, got.Data[pki.RootCertFile], "the cluster's CA is untouched")
+		require.NoError(t, inst.Teardown(ctx))
+	})
+
 	t.Run("RejectsManifestsOfAnotherCluster", func(t *testing.T) {
 		other := *m
 		other.Cluster = "cluster-9"
@@ -259,4 +326,55 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "manifests rendered for cluster cluster-9 cannot be applied to cluster cluster-1")
 	})
+}
+
+// markReady writes what controllers, kubelets and istiod would: every Deployment and DaemonSet
+// reports its pods ready, istiod's east-west GatewayClass is Accepted, the east-west Gateway is
+// Programmed with an address, and the gateway's Deployment exists. Errors are retried next tick.
+func markReady(ctx context.Context, c *cluster.Cluster) {
+	apps := c.Client.AppsV1()
+	if ds, err := apps.DaemonSets("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, d := range ds.Items {
+			d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: 1, CurrentNumberScheduled: 1,
+				NumberReady: 1, UpdatedNumberScheduled: 1, NumberAvailable: 1}
+			_, _ = apps.DaemonSets(d.Namespace).UpdateStatus(ctx, &d, metav1.UpdateOptions{})
+		}
+	}
+	if ds, err := apps.Deployments("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, d := range ds.Items {
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"}}}
+			_, _ = apps.Deployments(d.Namespace).UpdateStatus(ctx, &d, metav1.UpdateOptions{})
+		}
+	}
+	cond := func(typ string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": typ, "message": "written by the test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	}
+	classes := c.Dynamic.Resource(gatewayClassGVR)
+	gc, err := classes.Get(ctx, mesh.EastWestGatewayClass, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		gc, err = classes.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+			"metadata": map[string]any{"name": mesh.EastWestGatewayClass},
+			"spec":     map[string]any{"controllerName": "istio.io/eastwest-controller"},
+		}}, metav1.CreateOptions{})
+	}
+	if err == nil && !hasCondition(gc, "Accepted", "True") {
+		_ = unstructured.SetNestedSlice(gc.Object, []any{cond("Accepted")}, "status", "conditions")
+		_, _ = classes.UpdateStatus(ctx, gc, metav1.UpdateOptions{})
+	}
+	gws := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace)
+	if gw, err := gws.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{}); err == nil && !hasCondition(gw, "Programmed", "True") {
+		_ = unstructured.SetNestedSlice(gw.Object, []any{cond("Programmed")}, "status", "conditions")
+		_ = unstructured.SetNestedSlice(gw.Object, []any{map[string]any{"type": "IPAddress", "value": "127.201.0.1"}}, "status", "addresses")
+		_, _ = gws.UpdateStatus(ctx, gw, metav1.UpdateOptions{})
+		sel := map[string]string{"gateway.networking.k8s.io/gateway-name": mesh.EastWestGateway}
+		_, _ = apps.Deployments(mesh.SystemNamespace).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: mesh.EastWestGateway, Labels: sel},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "istio-proxy", Image: testHub + "/proxyv2:" + testTag}}},
+			}},
+		}, metav1.CreateOptions{})
+	}
 }

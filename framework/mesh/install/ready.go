@@ -62,8 +62,12 @@ func checks(c *cluster.Cluster, comp Component) []check {
 					if err != nil {
 						return err.Error()
 					}
-					if ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
-						return fmt.Sprintf("%d of %d pods ready (desiredNumberScheduled must be > 0)", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+					st := ds.Status
+					if st.ObservedGeneration < ds.Generation {
+						return fmt.Sprintf("generation %d not observed yet", ds.Generation)
+					}
+					if st.DesiredNumberScheduled == 0 || st.NumberReady != st.DesiredNumberScheduled || st.UpdatedNumberScheduled != st.DesiredNumberScheduled {
+						return fmt.Sprintf("%d of %d pods ready, %d updated (desiredNumberScheduled must be > 0)", st.NumberReady, st.DesiredNumberScheduled, st.UpdatedNumberScheduled)
 					}
 					return ""
 				},
@@ -107,6 +111,13 @@ func deploymentCheck(c *cluster.Cluster, ns, name string, sel labels.Selector) c
 			d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
+			}
+			// A re-applied Deployment is ready only once its new revision is.
+			if d.Status.ObservedGeneration < d.Generation {
+				return fmt.Sprintf("generation %d not observed yet", d.Generation)
+			}
+			if d.Spec.Replicas != nil && d.Status.UpdatedReplicas < *d.Spec.Replicas {
+				return fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, *d.Spec.Replicas)
 			}
 			for _, cond := range d.Status.Conditions {
 				if cond.Type == "Available" {

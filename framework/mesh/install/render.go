@@ -159,6 +159,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CACerts.Cluster != o.Cluster.Name {
 		return o, fmt.Errorf("install: cluster %s: Options.CACerts is the intermediate of cluster %q: pass this cluster's own intermediate", o.Cluster.Name, o.CACerts.Cluster)
 	}
+	if o.Probes != nil {
+		if err := o.Probes.validate(o.Cluster.Name); err != nil {
+			return o, err
+		}
+	}
 	if o.MeshID == "" {
 		o.MeshID = DefaultMeshID
 	}
@@ -235,6 +240,9 @@ func renderIstio(o Options) (map[string][]*unstructured.Unstructured, error) {
 			continue
 		}
 		for _, m := range set.Manifests {
+			if m.GetKind() == "Namespace" && m.GetName() == mesh.SystemNamespace {
+				continue // Render adds its own, with the network label
+			}
 			out[name] = append(out[name], m.Unstructured.DeepCopy())
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -129,6 +130,35 @@ func TestRenderIstiodCarriesItsClusterAndMultiNetwork(t *testing.T) {
 	}
 }
 
+func TestRenderMeshConfigHasMeshIDAndGlobalScope(t *testing.T) {
+	_, _, ms := renderThree(t)
+	cm := find(t, *ms["cluster-2"].Component(ComponentIstiod), "ConfigMap", mesh.SystemNamespace, "istio")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "mesh")
+	var cfg struct {
+		DefaultConfig struct {
+			MeshID string `json:"meshId"`
+		} `json:"defaultConfig"`
+		TrustDomain         string `json:"trustDomain"`
+		ServiceScopeConfigs []struct {
+			Scope            string `json:"scope"`
+			ServicesSelector struct {
+				MatchExpressions []struct {
+					Key    string   `json:"key"`
+					Values []string `json:"values"`
+				} `json:"matchExpressions"`
+			} `json:"servicesSelector"`
+		} `json:"serviceScopeConfigs"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(data), &cfg))
+	assert.Equal(t, DefaultMeshID, cfg.DefaultConfig.MeshID)
+	assert.Equal(t, pki.TrustDomain, cfg.TrustDomain)
+	require.Len(t, cfg.ServiceScopeConfigs, 1)
+	assert.Equal(t, "GLOBAL", cfg.ServiceScopeConfigs[0].Scope)
+	require.Len(t, cfg.ServiceScopeConfigs[0].ServicesSelector.MatchExpressions, 1)
+	assert.Equal(t, workload.GlobalLabel, cfg.ServiceScopeConfigs[0].ServicesSelector.MatchExpressions[0].Key)
+	assert.Equal(t, []string{"true"}, cfg.ServiceScopeConfigs[0].ServicesSelector.MatchExpressions[0].Values)
+}
+
 func TestRenderZtunnelCarriesItsOwnClusterAndNetwork(t *testing.T) {
 	topo, _, ms := renderThree(t)
 	for _, c := range topo.Clusters {
@@ -196,6 +226,7 @@ func TestRenderBaseHasNetworkNamespaceAndCACerts(t *testing.T) {
 		ns := find(t, *base, "Namespace", "", mesh.SystemNamespace)
 		assert.Equal(t, c.Network, ns.GetLabels()[mesh.NetworkLabel], c.Name)
 		assert.Same(t, ns, base.Objects[0], "the namespace comes first")
+		assert.Equal(t, 1, countKind(*base, "Namespace"), "one istio-system: ours, with the network label")
 
 		var secret corev1.Secret
 		fromUnstructured(t, find(t, *base, "Secret", mesh.SystemNamespace, pki.CACertsSecret), &secret)
@@ -336,6 +367,16 @@ func find(t *testing.T, c Component, kind, ns, name string) *unstructured.Unstru
 	return nil
 }
 
+func countKind(c Component, kind string) int {
+	n := 0
+	for _, o := range c.Objects {
+		if o.GetKind() == kind {
+			n++
+		}
+	}
+	return n
+}
+
 func fromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
 	t.Helper()
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into))
@@ -470,6 +511,13 @@ func details(t *testing.T, o *unstructured.Unstructured) []string {
 		out = append(out, "labels "+compact(t, o.GetLabels()))
 		if spec, ok := o.Object["spec"]; ok {
 			out = append(out, "spec "+compact(t, spec))
+		}
+	case "ConfigMap":
+		if o.GetName() == "istio" { // the mesh config: mesh ID, trust domain, GLOBAL service scope
+			mesh, _, _ := unstructured.NestedString(o.Object, "data", "mesh")
+			var v any
+			require.NoError(t, yaml.Unmarshal([]byte(mesh), &v))
+			out = append(out, "mesh "+compact(t, v))
 		}
 	case "Secret":
 		data, _, _ := unstructured.NestedMap(o.Object, "data")
