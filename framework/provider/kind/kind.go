@@ -212,7 +212,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if err == nil {
 		return out, nil
 	}
-	logs := p.collectLogs()
+	logs := p.CollectLogs()
 	if p.opts.Keep {
 		p.printKept()
 	} else if derr := p.Destroy(context.Background()); derr != nil {
@@ -453,9 +453,10 @@ func writePrivate(path string, data []byte) error {
 	return os.Chmod(path, 0o600)
 }
 
-// collectLogs writes kind's logs of every created cluster to RunDir/logs/<name>; it returns the
-// directory, or "" when nothing was created.
-func (p *Provider) collectLogs() string {
+// CollectLogs writes kind's logs of every created cluster to RunDir/logs/<name> (after a failed
+// create, and when the env keeps a failed run's logs); it returns the directory, or "" when no
+// cluster exists.
+func (p *Provider) CollectLogs() string {
 	p.mu.Lock()
 	names := append([]string(nil), p.created...)
 	p.mu.Unlock()
@@ -463,6 +464,7 @@ func (p *Provider) collectLogs() string {
 		return ""
 	}
 	dir := filepath.Join(p.opts.RunDir, "logs")
+	fmt.Fprintf(p.opts.Log, "ambientmc: kind: collecting the logs of %d clusters into %s\n", len(names), dir)
 	for _, n := range names {
 		if err := p.kind.CollectLogs(n, filepath.Join(dir, n)); err != nil {
 			fmt.Fprintf(p.opts.Log, "ambientmc: kind: collecting logs of %s: %v\n", n, err)
