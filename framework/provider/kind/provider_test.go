@@ -354,3 +354,22 @@ func TestPreflightFakeDocker(t *testing.T) {
 		})
 	}
 }
+
+func TestCollectLogsOfLiveClustersFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	if got := f.p.CollectLogs(); got != "" {
+		t.Errorf("logs collected before any cluster existed: %s", got)
+	}
+	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	dir := f.p.CollectLogs()
+	for _, n := range []string{"ambientmc-cluster-1", "ambientmc-cluster-2"} {
+		if _, err := os.Stat(filepath.Join(dir, n, "kind-version.txt")); err != nil {
+			t.Errorf("no logs of %s under %s: %v", n, dir, err)
+		}
+	}
+	if filepath.Dir(dir) != f.dir {
+		t.Errorf("logs in %s, not in the run directory %s", dir, f.dir)
+	}
+}
