@@ -53,7 +53,7 @@ func New(name string, opts Options) (cluster.Provider, error) {
 		}
 		o := opts.Kind
 		o.RunDir, o.Log, o.InCluster = opts.RunDir, opts.Log, inCluster
-		o.Istio = kind.Images(images)
+		o.Istio = images
 		return kind.New(o), nil
 	default:
 		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of local, kind, kube", name)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -31,9 +32,6 @@ import (
 // inotify budget, and kind picks API-server host ports with a check-then-use race; three at a
 // time keeps a laptop responsive and 10 clusters within a few minutes.
 const DefaultParallel = 3
-
-// Images are the Istio images the clusters run: Hub, Tag and Variant ("" or e.g. "distroless").
-type Images struct{ Hub, Tag, Variant string }
 
 // InCluster is what kind reuses from the kube provider (framework/provider/kube) once its clusters
 // run: istiod installed in the cluster, east-west gateways with LoadBalancer addresses, fortio
@@ -60,8 +58,8 @@ type Options struct {
 	Parallel int
 	// Load lists image archives (docker image save, single-platform) loaded into every node.
 	Load []string
-	// Istio names the Istio images.
-	Istio Images
+	// Istio names the Istio images (hub and tag required).
+	Istio install.Images
 	// Keep leaves the clusters at Destroy and prints how to delete them.
 	Keep bool
 	// Wait bounds how long one cluster's control plane may take to be Ready; 0 means 3 minutes.

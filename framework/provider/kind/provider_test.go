@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -55,7 +56,7 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 		dir:    filepath.Join(t.TempDir(), "clusters"),
 	}
 	o := Options{
-		RunDir: f.dir, Log: f.log, Istio: Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"},
+		RunDir: f.dir, Log: f.log, Istio: install.Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"},
 		Kind: f.kind, Docker: f.docker,
 		Host: &Host{
 			MemAvailable: func() (uint64, error) { return 64 << 30, nil },
@@ -315,11 +316,11 @@ func TestPreflightFakeDocker(t *testing.T) {
 		}, want: []string{"memory: 10 kind clusters", "16.1 GB", "8.6 GB available"}, lines: 1},
 		{name: "cluster exists", n: 2, mod: func(f *fixture) { f.kind.existing = []string{"ambientmc-cluster-2"} },
 			want: []string{"ambientmc-cluster-2 already exists", "kind delete cluster --name ambientmc-cluster-2"}, lines: 1},
-		{name: "no istio images", n: 2, opts: func(o *Options) { o.Istio = Images{} },
+		{name: "no istio images", n: 2, opts: func(o *Options) { o.Istio = install.Images{} },
 			want: []string{"-istio.hub and -istio.tag are required"}, lines: 1},
 		{name: "bad image tag", n: 2, opts: func(o *Options) { o.Image = "kindest/node:latest" },
 			want: []string{"-kind.image=kindest/node:latest"}, lines: 1},
-		{name: "two problems", n: 2, opts: func(o *Options) { o.Istio = Images{} }, mod: func(f *fixture) { f.docker.versionErr = errors.New("refused") },
+		{name: "two problems", n: 2, opts: func(o *Options) { o.Istio = install.Images{} }, mod: func(f *fixture) { f.docker.versionErr = errors.New("refused") },
 			want: []string{"-istio.hub", "Docker daemon"}, lines: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
