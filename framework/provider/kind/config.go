@@ -128,6 +128,10 @@ func Config(tc topology.Cluster, o Options) (*v1alpha4.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The node's container name becomes its hostname and Kubernetes node name: a DNS label.
+	if node := KindName(tc.Name) + "-control-plane"; len(node) > 63 {
+		return nil, fmt.Errorf("cluster %s: its kind node would be named %s, longer than the 63 characters of a hostname; use a cluster name of at most %d characters", tc.Name, node, 63-len(NamePrefix)-len("-control-plane"))
+	}
 	pods, err := PodSubnet(tc.Index)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)

@@ -209,3 +209,14 @@ func TestCheckPlanRefusesOverlappingNetwork(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestLongClusterNameIsRefused(t *testing.T) {
+	name := strings.Repeat("a", 40)
+	_, err := Config(topology.Cluster{Name: name, Index: 1}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "at most 39 characters") {
+		t.Fatalf("a %d-character cluster name was accepted or the fix is missing: %v", len(name), err)
+	}
+	if _, err := Config(topology.Cluster{Name: strings.Repeat("a", 39), Index: 1}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -61,6 +61,18 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	}
 	if _, err := KubeadmAPIVersion(p.image()); err != nil {
 		fail("%v", err)
+	} else {
+		for _, c := range t.Clusters {
+			if _, err := Config(c, p.opts); err != nil {
+				fail("%v", err)
+			}
+		}
+	}
+	for _, c := range t.Clusters {
+		if c.Kubeconfig != "" {
+			ok("the kind provider ignores the kubeconfig paths in %s (meta.kubeconfig) and creates its own clusters", t.Source)
+			break
+		}
 	}
 	for _, a := range p.opts.Load {
 		if st, err := os.Stat(a); err != nil || !st.Mode().IsRegular() {
