@@ -381,6 +381,7 @@ func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) err
 			defer func() { <-sem }()
 			pool := pools[c.Index-1]
 			start := time.Now()
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: installing MetalLB with pool %s (cut from the kind network %s)\n", c.Name, pool, net.Subnet)
 			if err := p.lb(gctx, c, pool); err != nil {
 				return err
 			}
