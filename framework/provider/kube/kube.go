@@ -32,8 +32,9 @@ type Options struct {
 	Log io.Writer
 	// Images are the Istio images to install; Hub and Tag are required.
 	Images install.Images
-	// ReuseIstio allows clusters that already run istiod or hold a cacerts Secret: the install is
-	// applied over them, and what existed before is left at teardown.
+	// ReuseIstio allows clusters that already run istiod: the install is server-side applied over
+	// it, and what existed before is left (as modified) at teardown. A cacerts Secret is refused
+	// regardless (the install will not replace a CA the cluster trusts).
 	ReuseIstio bool
 	// MeshID defaults to install.DefaultMeshID.
 	MeshID string

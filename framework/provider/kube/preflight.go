@@ -43,7 +43,8 @@ const preflightTimeout = 15 * time.Second
 //   - at least one node that is Ready, schedulable and untainted, and is neither one of the
 //     framework's fake nodes (label cluster.FakeNodeLabel) nor a kwok node (label type=kwok or
 //     annotation kwok.x-k8s.io/node): istiod, ztunnel and the gateway need a real kubelet;
-//   - no istiod Deployment and no cacerts Secret in istio-system unless Options.ReuseIstio;
+//   - no istiod Deployment in istio-system unless Options.ReuseIstio, and no cacerts Secret (a
+//     root this run did not make, which the install refuses to replace);
 //   - istio-system's topology.istio.io/network label, if set, is the topology's network;
 //   - existing Gateway API CRDs serve v1 for Gateway and GatewayClass;
 //   - the internal API-server address (the same kubeconfig: the topology formats carry one per
@@ -52,6 +53,9 @@ const preflightTimeout = 15 * time.Second
 //
 // It reads only. It returns one error that lists every cluster with all of its problems.
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
+	if t.Source == topology.SourceGenerated {
+		return fmt.Errorf("-provider=kube uses existing clusters: pass -topology=FILE whose clusters name their kubeconfigs (ambientmc YAML/JSON \"clusters: [{name, network, kubeconfig}]\" or Istio's prow JSON with meta.kubeconfig) instead of -clusters")
+	}
 	if err := t.Check(p.Capabilities()); err != nil {
 		return err
 	}
@@ -295,11 +299,13 @@ func (t *target) checkExistingIstio(ctx context.Context, reuse bool) []string {
 	case err != nil && !apierrors.IsNotFound(err):
 		out = append(out, fmt.Sprintf("cannot read Deployment %s/istiod: %v", mesh.SystemNamespace, err))
 	}
+	// Every run makes its own root CA, so any cacerts is another root's, and the install refuses
+	// to replace a CA the cluster trusts: no flag can allow this one.
 	_, err = t.client.CoreV1().Secrets(mesh.SystemNamespace).Get(ctx, "cacerts", metav1.GetOptions{})
 	switch {
-	case err == nil && !reuse:
-		out = append(out, fmt.Sprintf("a cacerts Secret exists in %s: a CA this run did not make (every run makes its own root), which the install would replace; delete it or pass -kube.reuse-istio", mesh.SystemNamespace))
-	case err != nil && !apierrors.IsNotFound(err):
+	case err == nil:
+		out = append(out, fmt.Sprintf("a cacerts Secret exists in %s: a CA this run did not make (every run makes its own root), which the install refuses to replace; delete it if nothing trusts it any more", mesh.SystemNamespace))
+	case !apierrors.IsNotFound(err):
 		out = append(out, fmt.Sprintf("cannot read Secret %s/cacerts: %v", mesh.SystemNamespace, err))
 	}
 	return out

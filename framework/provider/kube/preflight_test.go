@@ -19,6 +19,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 const fakeOnly = "no schedulable node that is not a fake node"
@@ -114,8 +115,7 @@ func TestPreflightReasons(t *testing.T) {
 		require.NoError(t, err)
 		msg := preflight(t, false)
 		assert.Contains(t, msg, "a cacerts Secret exists in istio-system")
-		assert.Contains(t, msg, "-kube.reuse-istio")
-		assert.NotContains(t, preflight(t, true), "cacerts")
+		assert.Contains(t, preflight(t, true), "a cacerts Secret exists", "-kube.reuse-istio does not allow it: the install would refuse to replace it")
 	})
 	t.Run("a network label that disagrees with the topology", func(t *testing.T) {
 		assert.NotContains(t, preflight(t, false), "is labelled", "EnsureSystemNamespace wrote the topology's network")
@@ -199,4 +199,19 @@ func TestNewNeedsHubAndTag(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "-istio.hub")
 	assert.Contains(t, err.Error(), "-istio.tag")
+}
+
+func TestPreflightNeedsATopologyFile(t *testing.T) {
+	topo, err := topology.Generate(2)
+	require.NoError(t, err)
+	err = newProvider(t, false).Preflight(context.Background(), topo)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-provider=kube uses existing clusters: pass -topology=FILE")
+
+	topo, err = topology.Parse([]byte(`[{"kind":"Kubernetes","clusterName":"a","meta":{"kubeconfig":"/k/a"}},{"kind":"Kubernetes","clusterName":"b"}]`), "prow.json")
+	require.NoError(t, err)
+	err = newProvider(t, false).Preflight(context.Background(), topo)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `[1].meta.kubeconfig: cluster "b" has no kubeconfig`)
+	assert.NotContains(t, err.Error(), "/k/a", "refused before any cluster is contacted")
 }

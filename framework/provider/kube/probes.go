@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"fortio.org/fortio/fhttp"
@@ -30,20 +31,6 @@ const (
 	envoyStatsPort   = "15090" // the gateway's Envoy /stats/prometheus
 )
 
-// probeApps says which echo servers run where: echo-local in the client's cluster, echo-remote in
-// the second cluster, echo-failover in both (the other clusters get the Services only).
-func probeApps(c *cluster.Cluster, s cluster.ProbeSetup) install.ProbeOptions {
-	o := install.ProbeOptions{Role: install.RoleServer}
-	switch c.Name {
-	case s.Local.Name:
-		o.Role = install.RoleClient
-		o.Apps = []string{cluster.EchoLocal, cluster.EchoFailover}
-	case s.Remote.Name:
-		o.Apps = []string{cluster.EchoRemote, cluster.EchoFailover}
-	}
-	return o
-}
-
 // DeployProbes renders and applies the probe workloads in every cluster (fortio pods enrolled in
 // ambient), waits for their Deployments and reaches the client's fortio REST API through a
 // port-forward.
@@ -54,13 +41,21 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			_ = e.Close()
 		}
 	}()
+	p.mu.Lock()
+	topo := p.checked
+	p.mu.Unlock()
+	// The same placement scripts/render writes: echo-local in the client's cluster, echo-remote in
+	// the second, echo-failover in both, the Services everywhere.
+	plan, err := install.ProbePlan(topo, s.Local.Name, s.Remote.Name)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range s.Clusters {
 		m, err := p.member(c.Name)
 		if err != nil {
 			return nil, err
 		}
-		po := probeApps(c, s)
-		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: &po})
+		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name]})
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +104,26 @@ type probeEnv struct {
 	setup cluster.ProbeSetup
 	fwd   *forward
 	api   string // the client's fortio server, through the port-forward
+
+	mu      sync.Mutex
+	echoFwd *forward // to echo-local's fortio server, opened by the first Direct load
+}
+
+// echoAPI is echo-local's fortio server in the client's cluster, through a port-forward.
+func (e *probeEnv) echoAPI(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.echoFwd == nil {
+		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, cluster.EchoLocal)
+		if err != nil {
+			return "", err
+		}
+		if e.echoFwd, err = forwardPod(e.setup.Local, workload.ProbeNamespace, pod.Name, []int{workload.EchoPort},
+			lineWriter{prefix: "ambientmc: " + e.setup.Local.Name + ": echo-local port-forward: ", w: e.p.opts.Log}); err != nil {
+			return "", fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
+		}
+	}
+	return "http://" + e.echoFwd.addr(workload.EchoPort), nil
 }
 
 var _ cluster.ProbeEnv = (*probeEnv)(nil)
@@ -218,21 +233,25 @@ func runREST(ctx context.Context, base string, o *fhttp.HTTPRunnerOptions) (*fht
 	return res, nil
 }
 
-// Load runs fortio in the client pod (through the mesh, or straight at echo-local's pod IP).
+// Load runs fortio in the client pod through the mesh, or (Direct) in the echo-local pod against
+// itself.
 // Host CPU is not measured: the load runs on a remote node.
 func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
-	url := serviceURL(l.App)
+	url, api := serviceURL(l.App), e.api
 	if l.Direct {
-		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, cluster.EchoLocal)
-		if err != nil {
+		// In ambient every outbound connection of a pod is captured, even to a pod IP, so the
+		// harness floor is fortio in the echo-local pod calling its own server on loopback, which
+		// ztunnel does not capture.
+		var err error
+		if api, err = e.echoAPI(ctx); err != nil {
 			return nil, err
 		}
-		url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(workload.EchoPort)) + "/echo"
+		url = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(workload.EchoPort)) + "/echo"
 	} else if l.App == "" {
 		return nil, errors.New("probes: Load needs an App unless Direct")
 	}
 	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
-	res, err := runREST(ctx, e.api, o)
+	res, err := runREST(ctx, api, o)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
 	}
@@ -356,6 +375,11 @@ func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
 func (e *probeEnv) Close() error {
 	if e.fwd != nil {
 		e.fwd.Close()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.echoFwd != nil {
+		e.echoFwd.Close()
 	}
 	return nil
 }

@@ -1,0 +1,161 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/workload"
+)
+
+// namespaceController stands in for kube-controller-manager's namespace controller, which the
+// local provider does not run: it empties terminating namespaces of the kinds the framework puts
+// there and removes the kubernetes finalizer. Stop it with the returned func.
+func namespaceController(t *testing.T, c *cluster.Cluster) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		core := c.Client.CoreV1()
+		zero := int64(0)
+		for ctx.Err() == nil {
+			nss, err := core.Namespaces().List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for _, ns := range nss.Items {
+					if ns.DeletionTimestamp == nil {
+						continue
+					}
+					n := ns.Name
+					all := metav1.ListOptions{}
+					_ = core.Pods(n).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, all)
+					_ = core.ServiceAccounts(n).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+					_ = core.Secrets(n).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+					_ = core.ConfigMaps(n).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+					if svcs, err := core.Services(n).List(ctx, all); err == nil {
+						for _, s := range svcs.Items {
+							_ = core.Services(n).Delete(ctx, s.Name, metav1.DeleteOptions{})
+						}
+					}
+					ns.Spec.Finalizers = nil
+					_, _ = core.Namespaces().Finalize(ctx, &ns, metav1.UpdateOptions{})
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+var crdTemplate = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"probes.testing.istio.io"},
+ "spec":{"group":"testing.istio.io","scope":"Namespaced","names":{"plural":"probes","singular":"probe","kind":"Probe"},
+  "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object"}}}]}}`
+
+// Destroy removes what the run created outside the install (istio-system with cacerts and the
+// reader RBAC, remote secrets, scale namespaces, fake nodes and their leases, CRDs) and nothing
+// that existed before, even where it carries a framework name: afterwards the cluster holds
+// exactly the objects (by UID) it held before Create. Everything is real except the namespace
+// controller, which the local provider does not run.
+func TestDestroyRemovesOnlyWhatTheRunCreated_FakeNamespaceController(t *testing.T) {
+	cs := localClusters(t, 1)
+	local := cs[0]
+	ctx := context.Background()
+
+	// Objects from before the run, some with the framework's names.
+	_, err := local.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scale-9"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	createNode(t, local, readyNode("node-old", map[string]string{cluster.FakeNodeLabel: "true"}, nil))
+	_, err = local.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "istio-reader-theirs"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	before := snapshot(t, local)
+
+	topo := kubeTopology(t, cs, nil)
+	p := newProvider(t, false)
+	p.checked = topo // a local cluster fails preflight (fake nodes only, loopback server)
+	kcs, err := p.Create(ctx, topo)
+	require.NoError(t, err)
+	c := kcs[0]
+	assert.Equal(t, cluster.FakeNodes{Taint: true, KeepReady: true}, c.FakeNodes)
+	assert.Equal(t, c.Kubeconfig, c.InternalKubeconfig)
+
+	// What env, mesh and workload do in a run.
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	root, err := pki.NewRoot()
+	require.NoError(t, err)
+	inter, err := root.NewIntermediate(c.Name)
+	require.NoError(t, err)
+	_, err = c.Client.CoreV1().Secrets(mesh.SystemNamespace).Create(ctx, inter.CACertsSecret(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	secret, err := mesh.RemoteSecret(ctx, c)
+	require.NoError(t, err)
+	secret.Namespace = mesh.SystemNamespace
+	_, err = c.Client.CoreV1().Secrets(mesh.SystemNamespace).Create(ctx, secret, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = workload.Deploy(ctx, c, workload.Scale{Name: "tiny", Services: 2, Pods: 3, Namespaces: 1, Nodes: 2}, nil)
+	require.NoError(t, err)
+	crd := &unstructured.Unstructured{}
+	require.NoError(t, crd.UnmarshalJSON([]byte(crdTemplate)))
+	_, err = c.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NotEqual(t, before, snapshot(t, local))
+
+	stop := namespaceController(t, local)
+	defer stop()
+	require.NoError(t, p.Destroy(ctx))
+	stop()
+	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
+	require.NoError(t, p.Destroy(ctx), "a second Destroy has nothing to do")
+}
+
+// StartIstiod on a real API server that has no controllers: the install is applied, istiod never
+// becomes Available, the error names the component, and Destroy removes every object the install
+// and the run created. The east-west gateway of a cluster without the run's istiod is refused.
+func TestStartIstiodFailureIsTornDown_FakeNamespaceController(t *testing.T) {
+	cs := localClusters(t, 1)
+	local := cs[0]
+	ctx := context.Background()
+	before := snapshot(t, local)
+
+	topo := kubeTopology(t, cs, nil)
+	p := newProvider(t, false)
+	p.opts.InstallTimeout = 2 * time.Second
+	p.checked = topo
+	kcs, err := p.Create(ctx, topo)
+	require.NoError(t, err)
+	c := kcs[0]
+
+	_, err = p.EastWestGateway(ctx, c, time.Second)
+	require.ErrorContains(t, err, "use -mesh.istiods=all")
+
+	root, err := pki.NewRoot()
+	require.NoError(t, err)
+	inter, err := root.NewIntermediate(c.Name)
+	require.NoError(t, err)
+	_, err = p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: inter})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "component istiod not ready")
+	require.NotEmpty(t, p.members[c.Name].installs)
+	assert.NotEmpty(t, p.members[c.Name].installs[0].Created, "the install created objects")
+	require.NotEqual(t, before, snapshot(t, local))
+
+	stop := namespaceController(t, local)
+	defer stop()
+	require.NoError(t, p.Destroy(ctx))
+	stop()
+	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
+}
