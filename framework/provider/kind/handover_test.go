@@ -47,6 +47,9 @@ func TestHandOverUsesInternalKubeconfigsFakeDocker(t *testing.T) {
 	if in.checked == nil || in.created != in.checked {
 		t.Fatal("the in-cluster part was not preflighted and created with the same topology")
 	}
+	if in.checked.Source == topology.SourceGenerated {
+		t.Error("handed over a topology marked generated, which the kube provider refuses")
+	}
 	for i, tc := range in.created.Clusters {
 		if tc.Kubeconfig != cs[i].InternalKubeconfig || tc.Name != cs[i].Name || tc.Network != cs[i].Network {
 			t.Errorf("handed over %+v, want cluster %s with its internal kubeconfig %s", tc, cs[i].Name, cs[i].InternalKubeconfig)

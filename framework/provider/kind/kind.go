@@ -268,6 +268,8 @@ func (p *Provider) handOver(ctx context.Context, t *topology.Topology, cs []*clu
 		return nil
 	}
 	kt := *t
+	// The kube provider refuses generated topologies (it needs existing clusters): these exist.
+	kt.Source = "the kind clusters of this run"
 	kt.Clusters = make([]topology.Cluster, len(t.Clusters))
 	for i, c := range cs {
 		kt.Clusters[i] = c.Cluster
