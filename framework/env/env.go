@@ -214,6 +214,10 @@ func (e *Env) removeRunDir() error {
 
 // keepLogs keeps the run directory after a failure if anything wrote logs into it.
 func (e *Env) keepLogs() {
+	// Providers whose clusters keep their logs elsewhere (kind's node containers) copy them in.
+	if lc, ok := e.Provider.(interface{ CollectLogs() string }); ok {
+		lc.CollectLogs()
+	}
 	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {
 		e.keepRunDir = true
 		e.Logf("component logs kept in %s", e.RunDir)
@@ -225,6 +229,11 @@ func (e *Env) keepLogs() {
 func (e *Env) checkInput() error {
 	if err := e.Flags.validate(); err != nil {
 		return err
+	}
+	if e.Flags.Provider == "kind" {
+		if err := kindFlags.validate(); err != nil {
+			return err
+		}
 	}
 	var err error
 	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
@@ -241,11 +250,18 @@ func (e *Env) checkInput() error {
 	if _, err := e.Observed(); err != nil {
 		return err
 	}
-	caps, err := provider.Capabilities(e.Flags.Provider)
+	caps, err := provider.Capabilities(e.Flags.Provider, e.providerOptions(""))
 	if err != nil {
 		return err
 	}
 	return e.Topology.Check(caps)
+}
+
+// providerOptions are the provider's options from the flags, writing into runDir.
+func (e *Env) providerOptions(runDir string) provider.Options {
+	return provider.Options{RunDir: runDir, Log: e.Log,
+		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
+		Kind: e.kindOptions()}
 }
 
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.
@@ -276,8 +292,7 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		return err
 	}
 	e.Cleanup("remove run directory", e.removeRunDir)
-	if e.Provider, err = provider.New(e.Flags.Provider, provider.Options{RunDir: filepath.Join(e.RunDir, "clusters"), Log: e.Log,
-		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio}); err != nil {
+	if e.Provider, err = provider.New(e.Flags.Provider, e.providerOptions(filepath.Join(e.RunDir, "clusters"))); err != nil {
 		return err
 	}
 	if e.ReportDir = e.Flags.ReportDir; e.ReportDir == "" {
@@ -291,6 +306,9 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		}
 	}
 	e.Report = newReport(e.Provider.Name(), e.Topology)
+	if ni, ok := e.Provider.(interface{ NodeImage() string }); ok {
+		e.Report.NodeImage = ni.NodeImage()
+	}
 	all := append([]Step{
 		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
 		{"istiod-binary", resolveIstiod},

@@ -39,6 +39,7 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("clusters:\n- name: a\n- name: a\n"), 0o644))
 	unknownField := filepath.Join(dir, "typo.yaml")
 	require.NoError(t, os.WriteFile(unknownField, []byte("clusters:\n- name: a\n  netwrok: n1\n"), 0o644))
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no-docker.sock"))
 	remote := filepath.Join(dir, "remote.json")
 	require.NoError(t, os.WriteFile(remote, []byte(`[{"kind":"Kubernetes","clusterName":"p"},{"kind":"Kubernetes","clusterName":"r","primaryClusterName":"p"}]`), 0o644))
 
@@ -68,6 +69,29 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &Env{Log: io.Discard, Flags: tc.flags, start: time.Now()}
 			require.Error(t, e.checkInput(), "refused by the input check, before any directory or provider exists")
+			err := setupWith(t, tc.flags)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// Provider requirements that only a provider's preflight can see are refused there, still before
+// any cluster exists.
+func TestSetupRefusesKindWithoutItsNeeds(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	for _, tc := range []struct {
+		name  string
+		flags Flags
+		want  []string
+	}{
+		{"kind without images", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind" }), []string{"-provider=kind", "-istio.hub", "-istio.tag"}},
+		// DOCKER_HOST points at a socket nobody serves, as on a machine without Docker.
+		{"kind without docker", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind"; f.IstioHub = "h"; f.IstioTag = "t" }), []string{"kind preflight: docker"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			err := setupWith(t, tc.flags)
 			require.Error(t, err)
 			for _, w := range tc.want {

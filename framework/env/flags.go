@@ -48,7 +48,7 @@ func register(fs *flag.FlagSet) *Flags {
 	f := &Flags{}
 	fs.IntVar(&f.Clusters, "clusters", 2, "number of clusters: cluster-1..N, each a primary on its own network (ignored with -topology)")
 	fs.StringVar(&f.Topology, "topology", "", "topology file: ambientmc YAML/JSON or Istio's prow topology JSON (overrides -clusters)")
-	fs.StringVar(&f.Provider, "provider", "local", "where clusters come from: local (embedded kube-apiserver and etcd) or kube (existing clusters named by -topology)")
+	fs.StringVar(&f.Provider, "provider", "local", "where clusters come from: local (embedded kube-apiserver and etcd), kind (kind clusters on Docker) or kube (existing clusters named by -topology)")
 	fs.StringVar(&f.ReportDir, "report-dir", "", "where report.json and friends are written (default: a new directory under the system temp dir)")
 	fs.BoolVar(&f.Keep, "keep", false, "keep the clusters after the tests, print their kubeconfigs and wait for Ctrl-C")
 	fs.StringVar(&f.Scale, "scale", "small", "workloads per cluster: small, medium or published (300 services, 4000 pods)")

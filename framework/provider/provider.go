@@ -4,9 +4,11 @@ package provider
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/provider/kind"
 	"github.com/ambientmc/ambientmc/framework/provider/kube"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
 	"github.com/ambientmc/ambientmc/topology"
@@ -21,6 +23,8 @@ type Options struct {
 	IstioHub, IstioTag, IstioVariant string
 	// KubeReuseIstio is -kube.reuse-istio.
 	KubeReuseIstio bool
+	// Kind carries the -kind.* flags and -keep; RunDir, Log and the Istio images are set here.
+	Kind kind.Options
 }
 
 // Names lists every provider name the framework knows.
@@ -39,16 +43,28 @@ func New(name string, opts Options) (cluster.Provider, error) {
 		}
 		return p, nil
 	case "kind":
-		return nil, fmt.Errorf("-provider=%s: this provider is not implemented yet; use -provider=local (embedded clusters, runs anywhere Go runs)", name)
+		images := install.Images{Hub: opts.IstioHub, Tag: opts.IstioTag, Variant: opts.IstioVariant}
+		if images.Hub == "" || images.Tag == "" {
+			return nil, fmt.Errorf("-provider=kind runs real Istio images and has no default for them: pass -istio.hub (e.g. registry.istio.io/testing) and -istio.tag (e.g. 1.31-dev or a full commit SHA)")
+		}
+		// kind's clusters get istiod, gateways and probes from the kube provider's in-cluster code.
+		inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(opts.RunDir, "kube"), Log: opts.Log, Images: images})
+		if err != nil {
+			return nil, fmt.Errorf("-provider=kind: %w", err)
+		}
+		o := opts.Kind
+		o.RunDir, o.Log, o.InCluster = opts.RunDir, opts.Log, inCluster
+		o.Istio = images
+		return kind.New(o), nil
 	default:
 		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of local, kind, kube", name)
 	}
 }
 
 // Capabilities returns what the named provider can build, for checking a topology before
-// anything starts.
-func Capabilities(name string) (topology.Capabilities, error) {
-	p, err := New(name, Options{})
+// anything starts (making a provider starts nothing).
+func Capabilities(name string, opts Options) (topology.Capabilities, error) {
+	p, err := New(name, opts)
 	if err != nil {
 		return topology.Capabilities{}, err
 	}

@@ -34,6 +34,9 @@ func Markdown(r *Report) []byte {
 	if r.Kubernetes != "" {
 		p("| Kubernetes | %s |\n", cell(r.Kubernetes))
 	}
+	if r.NodeImage != "" {
+		p("| Node image | %s |\n", cell(r.NodeImage))
+	}
 	p("| Host | %d CPUs, %.1f GB memory |\n", r.Host.CPUs, float64(r.Host.MemoryBytes)/1e9)
 	if r.Scale != nil {
 		p("| Scale | %d services, %d pods per cluster |\n", r.Scale.ServicesPerCluster, r.Scale.PodsPerCluster)

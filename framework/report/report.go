@@ -61,6 +61,9 @@ type Report struct {
 	Warnings []string  `json:"warnings,omitempty"`
 	Setup    *Setup    `json:"setup,omitempty"`
 	Failover *Failover `json:"failover,omitempty"`
+
+	// NodeImage is the kind node image, where the kind provider ran.
+	NodeImage string `json:"nodeImage,omitempty"`
 }
 
 // Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version

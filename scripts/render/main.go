@@ -17,6 +17,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/provider/kind"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -35,13 +36,14 @@ type options struct {
 	images                  install.Images
 	meshID                  string
 	cacerts, probes         bool
+	kindImage, kindSubnet   string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.provider, "provider", "kube", "kube or kind: the provider whose install is rendered (kind also gets its cluster config, once the kind provider exists)")
+	fs.StringVar(&o.provider, "provider", "kube", "kube or kind: the provider whose install is rendered (kind also gets its kind config and MetalLB pool)")
 	fs.IntVar(&o.clusters, "clusters", 2, "number of clusters: cluster-1..N, each a primary on its own network (ignored with -topology)")
 	fs.StringVar(&o.topology, "topology", "", "topology file: ambientmc YAML/JSON or Istio's prow topology JSON (overrides -clusters)")
 	fs.StringVar(&o.images.Hub, "istio.hub", "", "image hub of istiod, istio-cni and ztunnel (required), e.g. registry.istio.io/testing")
@@ -50,6 +52,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.meshID, "mesh.id", install.DefaultMeshID, "mesh ID")
 	fs.StringVar(&o.out, "out", filepath.Join("_output", "render"), "output directory; each cluster gets a subdirectory")
 	fs.BoolVar(&o.cacerts, "cacerts", false, "also write each cluster's istio-system/cacerts Secret, private key included, from a throwaway root CA")
+	fs.StringVar(&o.kindImage, "kind.image", kind.DefaultImage, "kind: node image (its tag's Kubernetes version picks the kubeadm patch API)")
+	fs.StringVar(&o.kindSubnet, "kind.subnet", kind.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (docker network inspect kind)")
 	fs.BoolVar(&o.probes, "probes", true, "also render the probe workloads (fortio client in the first cluster, echo servers in the first two)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -68,6 +72,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-istio.tag is required: the image tag, e.g. -istio.tag=1.31-dev (the pinned module version cannot name one)")
 	case o.out == "":
 		return nil, errors.New("-out is empty: name the output directory")
+	}
+	if o.provider == "kind" {
+		if _, err := kind.KubeadmAPIVersion(o.kindImage); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -125,11 +134,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%s  (%d objects)\n", filepath.Join(dir, name), len(m.Components[i].Objects))
 		}
 		if o.provider == "kind" {
-			path, err := writeKindConfig(topo, c, dir)
+			paths, err := writeKindConfig(topo, c, dir, o.kindImage, o.kindSubnet)
 			if err != nil {
-				fmt.Fprintf(stdout, "%s: kind config not written: %v\n", c.Name, err)
-			} else {
-				fmt.Fprintln(stdout, path)
+				return fmt.Errorf("cluster %s: kind config: %w", c.Name, err)
+			}
+			for _, p := range paths {
+				fmt.Fprintln(stdout, p)
 			}
 		}
 	}
@@ -146,13 +156,4 @@ func withoutCACerts(m *install.Manifests) {
 		}
 	}
 	base.Objects = kept
-}
-
-// errNoKindConfig says the kind provider does not exist yet.
-var errNoKindConfig = errors.New("the kind provider (framework/provider/kind) does not build kind configs yet")
-
-// writeKindConfig is the hook for the kind provider: it will write cluster c's kind config into
-// dir (distinct pod and service subnets per cluster, kubeadm patches) and return its path.
-func writeKindConfig(t *topology.Topology, c topology.Cluster, dir string) (string, error) {
-	return "", errNoKindConfig
 }

@@ -1,0 +1,174 @@
+package kind
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// DefaultImage is kind v0.33's default node image (sigs.k8s.io/kind/pkg/apis/config/defaults).
+const DefaultImage = "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5"
+
+// NamePrefix starts the kind name of every cluster the framework creates, so its clusters stand
+// apart from the user's own (cluster-1 becomes ambientmc-cluster-1).
+const NamePrefix = "ambientmc-"
+
+// KindName is the kind cluster name of topology cluster name.
+func KindName(name string) string { return NamePrefix + name }
+
+// The address plan. Cluster index i runs from 1 to MaxClusters; nothing overlaps kind's defaults
+// (10.244.0.0/16 pods, 10.96.0.0/16 services) or docker's default address pools (172.17-31/16,
+// 192.168/16), where the kind network lives.
+//
+//	pods:     10.(10+i).0.0/16   10.11.0.0/16 .. 10.60.0.0/16
+//	services: 10.(100+i).0.0/20  10.101.0.0/20 .. 10.150.0.0/20 (4094 ClusterIPs each)
+//
+// Every cluster gets its own ranges, as Istio's CI topologies do: they allow flat-network
+// topologies and keep addresses unambiguous in istiod's and ztunnel's logs.
+const (
+	MaxClusters       = 50
+	podOctetBase      = 10
+	serviceOctetBase  = 100
+	serviceBits       = 20
+	maxClustersReason = "its address plan (pods 10.(10+i).0.0/16, services 10.(100+i).0.0/20) has room for 50"
+)
+
+// PodSubnet is cluster i's pod range, 10.(10+i).0.0/16.
+func PodSubnet(i int) (netip.Prefix, error) {
+	if i < 1 || i > MaxClusters {
+		return netip.Prefix{}, fmt.Errorf("kind address plan: cluster index %d out of range 1..%d", i, MaxClusters)
+	}
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(podOctetBase + i), 0, 0}), 16), nil
+}
+
+// ServiceSubnet is cluster i's ClusterIP range, 10.(100+i).0.0/20.
+func ServiceSubnet(i int) (netip.Prefix, error) {
+	if i < 1 || i > MaxClusters {
+		return netip.Prefix{}, fmt.Errorf("kind address plan: cluster index %d out of range 1..%d", i, MaxClusters)
+	}
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(serviceOctetBase + i), 0, 0}), serviceBits), nil
+}
+
+// imageTagRE matches a node image tag that names a Kubernetes version: v1.35.0, v1.36.1-rc.0.
+var imageTagRE = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)([-+][0-9A-Za-z.+-]*)?$`)
+
+// KubernetesVersion reads the Kubernetes version (major, minor) from a node image's tag,
+// e.g. kindest/node:v1.35.0@sha256:... gives 1, 35.
+func KubernetesVersion(image string) (major, minor int, err error) {
+	ref := image
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	tag := ""
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		tag = ref[i+1:]
+	}
+	m := imageTagRE.FindStringSubmatch(tag)
+	if m == nil {
+		return 0, 0, fmt.Errorf("-kind.image=%s: cannot read the Kubernetes version from the tag %q: kind renders kubeadm v1beta3 below 1.36 and v1beta4 from 1.36, so the framework needs it; use a node image tagged vMAJOR.MINOR.PATCH (e.g. %s)", image, tag, DefaultImage)
+	}
+	major, _ = strconv.Atoi(m[1])
+	minor, _ = strconv.Atoi(m[2])
+	return major, minor, nil
+}
+
+// KubeadmAPIVersion is the kubeadm config API kind v0.33 renders for image: v1beta3 below
+// Kubernetes 1.36, v1beta4 from 1.36 (sigs.k8s.io/kind/pkg/cluster/internal/kubeadm/config.go).
+// Patches naming another apiVersion would be skipped silently.
+func KubeadmAPIVersion(image string) (string, error) {
+	major, minor, err := KubernetesVersion(image)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case major == 1 && minor < 23:
+		return "", fmt.Errorf("-kind.image=%s: Kubernetes 1.%d is older than kind v0.33's kubeadm v1beta3 (1.23); use an image of Kubernetes 1.32 or later", image, minor)
+	case major == 1 && minor < 36:
+		return "kubeadm.k8s.io/v1beta3", nil
+	default:
+		return "kubeadm.k8s.io/v1beta4", nil
+	}
+}
+
+// kubeadmPatch is the ClusterConfiguration patch every node gets, as Istio's CI sets it
+// (prow/config/default.yaml): etcd on the node's /tmp (a tmpfs in kind nodes: etcd disk I/O is the
+// usual limit with many clusters on one host) and no leader election in a single-node cluster.
+// v1beta4 spells extraArgs as a list of name/value pairs.
+func kubeadmPatch(apiVersion string) string {
+	args := func(indent string) string {
+		if apiVersion == "kubeadm.k8s.io/v1beta3" {
+			return indent + "extraArgs:\n" + indent + "  leader-elect: \"false\"\n"
+		}
+		return indent + "extraArgs:\n" + indent + "  - name: leader-elect\n" + indent + "    value: \"false\"\n"
+	}
+	return "apiVersion: " + apiVersion + "\n" +
+		"kind: ClusterConfiguration\n" +
+		"metadata:\n  name: config\n" +
+		"etcd:\n  local:\n    dataDir: /tmp/kind-cluster-etcd\n" +
+		"controllerManager:\n" + args("  ") +
+		"scheduler:\n" + args("  ")
+}
+
+// Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the
+// cluster's own pod and service subnets, and kubeadm patches for the image's kubeadm API. The API
+// server's host port is left to Create. Each call returns a fresh struct (kind mutates it).
+func Config(tc topology.Cluster, o Options) (*v1alpha4.Cluster, error) {
+	image := o.Image
+	if image == "" {
+		image = DefaultImage
+	}
+	api, err := KubeadmAPIVersion(image)
+	if err != nil {
+		return nil, err
+	}
+	// The node's container name becomes its hostname and Kubernetes node name: a DNS label.
+	if node := KindName(tc.Name) + "-control-plane"; len(node) > 63 {
+		return nil, fmt.Errorf("cluster %s: its kind node would be named %s, longer than the 63 characters of a hostname; use a cluster name of at most %d characters", tc.Name, node, 63-len(NamePrefix)-len("-control-plane"))
+	}
+	pods, err := PodSubnet(tc.Index)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
+	}
+	svcs, err := ServiceSubnet(tc.Index)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
+	}
+	return &v1alpha4.Cluster{
+		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Name:     KindName(tc.Name),
+		Nodes: []v1alpha4.Node{{
+			Role:   v1alpha4.ControlPlaneRole,
+			Image:  image,
+			Labels: map[string]string{"ambientmc.io/cluster": tc.Name},
+		}},
+		Networking: v1alpha4.Networking{
+			IPFamily:      v1alpha4.IPv4Family,
+			PodSubnet:     pods.String(),
+			ServiceSubnet: svcs.String(),
+		},
+		KubeadmConfigPatches: []string{kubeadmPatch(api)},
+	}, nil
+}
+
+// ConfigYAML serialises a kind config as kind reads it (CreateWithRawConfig, `kind create
+// cluster --config`).
+func ConfigYAML(cfg *v1alpha4.Cluster) ([]byte, error) { return yaml.Marshal(cfg) }
+
+// DecodeConfig decodes a kind config strictly (unknown fields are errors), as kind does.
+func DecodeConfig(data []byte) (*v1alpha4.Cluster, error) {
+	cfg := &v1alpha4.Cluster{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Kind != "Cluster" || cfg.APIVersion != "kind.x-k8s.io/v1alpha4" {
+		return nil, fmt.Errorf("kind config: want kind: Cluster, apiVersion: kind.x-k8s.io/v1alpha4, got %q, %q", cfg.Kind, cfg.APIVersion)
+	}
+	return cfg, nil
+}

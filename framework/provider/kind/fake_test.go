@@ -1,0 +1,247 @@
+package kind
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	kindexec "sigs.k8s.io/kind/pkg/exec"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+)
+
+// The fakes below stand in for Docker only: kind's provider (fakeKind) and the docker CLI
+// (fakeDocker). The API servers the created clusters answer with are real HTTP servers on
+// loopback serving /version, so the framework's own client code runs unchanged.
+
+// fakeKind records what the provider asks of kind.
+type fakeKind struct {
+	t      *testing.T
+	server *httptest.Server
+	delay  time.Duration
+	// failCreate makes Create of these kind names fail.
+	failCreate map[string]bool
+	existing   []string
+
+	mu                sync.Mutex
+	running, maxSeen  int
+	clusters          map[string]*v1alpha4.Cluster // alive
+	creates           []string
+	deletes           []string
+	deleteKubeconfigs []string
+	logs              []string
+	nodes             map[string]*fakeNode
+}
+
+func newFakeKind(t *testing.T) *fakeKind {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/version" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.0"}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return &fakeKind{t: t, server: srv, clusters: map[string]*v1alpha4.Cluster{}, nodes: map[string]*fakeNode{}, failCreate: map[string]bool{}}
+}
+
+func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, _ time.Duration) error {
+	k.mu.Lock()
+	k.running++
+	k.maxSeen = max(k.maxSeen, k.running)
+	k.creates = append(k.creates, name)
+	k.mu.Unlock()
+	time.Sleep(k.delay)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.running--
+	if k.failCreate[name] {
+		return fmt.Errorf("failed to init node with kubeadm")
+	}
+	if _, ok := k.clusters[name]; ok {
+		return fmt.Errorf("node(s) already exist for a cluster with the name %q", name)
+	}
+	if kubeconfig == "" {
+		k.t.Errorf("%s: created without a kubeconfig path: kind would write the user's ~/.kube/config", name)
+	}
+	// kind writes its kubeconfig with its own mode; the provider must make it private.
+	if err := os.WriteFile(kubeconfig, []byte("written by kind\n"), 0o644); err != nil {
+		return err
+	}
+	k.clusters[name] = cfg
+	k.nodes[name] = &fakeNode{name: name + "-control-plane", ip: fmt.Sprintf("172.18.0.%d", len(k.creates)+1)}
+	return nil
+}
+
+func (k *fakeKind) Delete(name, kubeconfig string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.deletes = append(k.deletes, name)
+	k.deleteKubeconfigs = append(k.deleteKubeconfigs, kubeconfig)
+	delete(k.clusters, name)
+	return nil
+}
+
+func (k *fakeKind) List() ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := append([]string(nil), k.existing...)
+	for n := range k.clusters {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (k *fakeKind) KubeConfig(name string, internal bool) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.clusters[name]; !ok {
+		return "", fmt.Errorf("unknown cluster %q", name)
+	}
+	server := k.server.URL
+	if internal {
+		server = "https://" + name + "-control-plane:6443"
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: kind-%[1]s
+  cluster:
+    server: %[2]s
+    insecure-skip-tls-verify: true
+contexts:
+- name: kind-%[1]s
+  context: {cluster: kind-%[1]s, user: kind-%[1]s}
+current-context: kind-%[1]s
+users:
+- name: kind-%[1]s
+  user: {token: secret-%[1]s}
+`, name, server), nil
+}
+
+func (k *fakeKind) ListInternalNodes(name string) ([]nodes.Node, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n, ok := k.nodes[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown cluster %q", name)
+	}
+	return []nodes.Node{n}, nil
+}
+
+func (k *fakeKind) CollectLogs(name, dir string) error {
+	k.mu.Lock()
+	k.logs = append(k.logs, name)
+	k.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "kind-version.txt"), []byte("fake\n"), 0o644)
+}
+
+func (k *fakeKind) alive() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.clusters)
+}
+
+// fakeNode is a kind node container; it answers the commands LoadImageArchive runs.
+type fakeNode struct {
+	name, ip string
+	mu       sync.Mutex
+	imported [][]byte
+}
+
+func (n *fakeNode) String() string              { return n.name }
+func (n *fakeNode) Role() (string, error)       { return "control-plane", nil }
+func (n *fakeNode) IP() (string, string, error) { return n.ip, "fc00:f853:ccd:e793::2", nil }
+func (n *fakeNode) SerialLogs(io.Writer) error  { return nil }
+func (n *fakeNode) Command(cmd string, args ...string) kindexec.Cmd {
+	return &fakeCmd{node: n, argv: append([]string{cmd}, args...)}
+}
+func (n *fakeNode) CommandContext(_ context.Context, cmd string, args ...string) kindexec.Cmd {
+	return n.Command(cmd, args...)
+}
+
+type fakeCmd struct {
+	node   *fakeNode
+	argv   []string
+	stdin  io.Reader
+	stdout io.Writer
+}
+
+func (c *fakeCmd) Run() error {
+	switch strings.Join(c.argv[:min(3, len(c.argv))], " ") {
+	case "containerd config dump":
+		_, err := io.WriteString(c.stdout, "version = 3\n[plugins]\n  [plugins.'io.containerd.cri.v1.images']\n    snapshotter = 'overlayfs'\n")
+		return err
+	case "ctr --namespace=k8s.io images":
+		data, err := io.ReadAll(c.stdin)
+		if err != nil {
+			return err
+		}
+		c.node.mu.Lock()
+		c.node.imported = append(c.node.imported, data)
+		c.node.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("fake node: unexpected command %q", c.argv)
+}
+func (c *fakeCmd) SetEnv(...string) kindexec.Cmd      { return c }
+func (c *fakeCmd) SetStdin(r io.Reader) kindexec.Cmd  { c.stdin = r; return c }
+func (c *fakeCmd) SetStdout(w io.Writer) kindexec.Cmd { c.stdout = w; return c }
+func (c *fakeCmd) SetStderr(io.Writer) kindexec.Cmd   { return c }
+
+// fakeDocker answers as a docker CLI would.
+type fakeDocker struct {
+	versionErr error
+	present    bool
+	pullErr    error
+	network    Network
+}
+
+func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
+	if d.versionErr != nil {
+		return "", d.versionErr
+	}
+	return "28.1.1", nil
+}
+func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { return d.present, nil }
+func (d *fakeDocker) ImagePullable(context.Context, string) error        { return d.pullErr }
+func (d *fakeDocker) Network(context.Context, string) (Network, error) {
+	if !d.network.Subnet.IsValid() {
+		return Network{}, ErrNoNetwork
+	}
+	return d.network, nil
+}
+
+// lbRecorder stands in for the MetalLB install, which needs a cluster that runs pods.
+type lbRecorder struct {
+	mu    sync.Mutex
+	pools map[string]netip.Prefix
+}
+
+func (l *lbRecorder) install(_ context.Context, c *cluster.Cluster, pool netip.Prefix) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pools == nil {
+		l.pools = map[string]netip.Prefix{}
+	}
+	l.pools[c.Name] = pool
+	return nil
+}

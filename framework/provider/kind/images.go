@@ -1,0 +1,64 @@
+package kind
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+)
+
+// loadArchives imports every -kind.load archive into every node of cluster name, as `kind load
+// image-archive` does (containerd's ctr import). Archives must be single-platform: the import
+// runs with --all-platforms, which fails on multi-platform archives saved from Docker's
+// containerd image store (kind#3795).
+func (p *Provider) loadArchives(ctx context.Context, name string, ns []nodes.Node) error {
+	for _, a := range p.opts.Load {
+		for _, n := range ns {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := loadArchive(n, a); err != nil {
+				return fmt.Errorf("loading %s into node %s: %w (save single-platform archives: docker image save --platform linux/amd64 -o FILE IMAGE)", a, n.String(), err)
+			}
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: loaded %s into %s in %.1fs\n", name, filepath.Base(a), n.String(), time.Since(start).Seconds())
+		}
+	}
+	return nil
+}
+
+func loadArchive(n nodes.Node, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return nodeutils.LoadImageArchive(n, f)
+}
+
+// freePorts returns n distinct free loopback ports for the API servers. kind's own choice
+// releases the port before docker binds it, so parallel creates in one process could pick the
+// same one; holding all n listeners until every port is known rules that out.
+func freePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	out := make([]int, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("choosing API server ports: %w", err)
+		}
+		ls = append(ls, l)
+		out[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package kind
+
+import (
+	"context"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// TestMetalLBOnRealAPIServer applies the pinned Istio module's metallb-native.yaml to a real
+// kube-apiserver (the local provider's: no kubelet, so MetalLB's pods never run) and then the
+// framework's pool and L2 advertisement, which server-side apply checks against MetalLB's own CRDs.
+func TestMetalLBOnRealAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver")
+	}
+	p, missing, err := local.NewIfBuilt(local.Options{RunDir: t.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Skipf("binaries not built (%v): run `make bins`", missing)
+	}
+	topo, err := topology.Generate(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Preflight(ctx, topo); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := p.Create(ctx, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+	c := cs[0]
+
+	manifest, err := MetalLBManifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := netip.MustParsePrefix("172.18.192.0/28")
+	err = InstallMetalLB(ctx, c, manifest, pool, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "MetalLB controller and speaker not ready") {
+		t.Fatalf("want the readiness wait to fail without a kubelet, got %v", err)
+	}
+	if _, err := c.Client.AppsV1().Deployments(MetalLBNamespace).Get(ctx, "controller", metav1.GetOptions{}); err != nil {
+		t.Errorf("MetalLB controller Deployment not applied: %v", err)
+	}
+	if _, err := c.Client.AppsV1().DaemonSets(MetalLBNamespace).Get(ctx, "speaker", metav1.GetOptions{}); err != nil {
+		t.Errorf("MetalLB speaker DaemonSet not applied: %v", err)
+	}
+	// MetalLB's webhook has no pod behind it here; without it the pool meets the CRD schema alone.
+	if err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "metallb-webhook-configuration", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
+	for _, o := range MetalLBObjects(pool) {
+		if err := apply(ctx, c, mapper, o); err != nil {
+			t.Fatalf("MetalLB refused the framework's %s: %v", o.GetKind(), err)
+		}
+	}
+	got, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}).
+		Namespace(MetalLBNamespace).Get(ctx, MetalLBPool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addrs, _, _ := unstructuredStrings(got.Object, "spec", "addresses"); len(addrs) != 1 || addrs[0] != pool.String() {
+		t.Errorf("pool addresses %v, want [%s]", addrs, pool)
+	}
+	// A field MetalLB does not know is refused, so the check above means something.
+	bad := MetalLBObjects(pool)[0]
+	bad.Object["spec"].(map[string]any)["adresses"] = []any{"10.0.0.0/28"}
+	if err := apply(ctx, c, mapper, bad); err == nil {
+		t.Error("an IPAddressPool with an unknown field was accepted")
+	}
+}
+
+func unstructuredStrings(obj map[string]any, fields ...string) ([]string, bool, error) {
+	return unstructured.NestedStringSlice(obj, fields...)
+}

@@ -1,0 +1,376 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// syncBuffer is a log that goroutines may write concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type fixture struct {
+	p      *Provider
+	kind   *fakeKind
+	docker *fakeDocker
+	lb     *lbRecorder
+	log    *syncBuffer
+	dir    string
+}
+
+func newFixture(t *testing.T, mod func(*Options)) *fixture {
+	t.Helper()
+	f := &fixture{
+		kind:   newFakeKind(t),
+		docker: &fakeDocker{present: true, network: Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}},
+		lb:     &lbRecorder{},
+		log:    &syncBuffer{},
+		dir:    filepath.Join(t.TempDir(), "clusters"),
+	}
+	o := Options{
+		RunDir: f.dir, Log: f.log, Istio: install.Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"},
+		Kind: f.kind, Docker: f.docker,
+		Host: &Host{
+			MemAvailable: func() (uint64, error) { return 64 << 30, nil },
+			Sysctl:       func(string) (int, error) { return 1 << 20, nil },
+		},
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	f.p = New(o)
+	f.p.lb = f.lb.install
+	t.Cleanup(func() { _ = f.p.Destroy(context.Background()) })
+	return f
+}
+
+func generate(t *testing.T, n int) *topology.Topology {
+	t.Helper()
+	topo, err := topology.Generate(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func TestCreateStaysWithinParallelBoundFakeDocker(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Parallel = 3 })
+	f.kind.delay = 60 * time.Millisecond
+	cs, err := f.p.Create(context.Background(), generate(t, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 8 || len(f.kind.creates) != 8 {
+		t.Fatalf("%d clusters returned, %d kind creates; want 8 and 8", len(cs), len(f.kind.creates))
+	}
+	if f.kind.maxSeen != 3 {
+		t.Errorf("at most %d creates ran at once, want exactly the bound 3", f.kind.maxSeen)
+	}
+	ports := map[int32]bool{}
+	for name, cfg := range f.kind.clusters {
+		if ports[cfg.Networking.APIServerPort] || cfg.Networking.APIServerPort == 0 {
+			t.Errorf("%s: API server port %d is zero or shared", name, cfg.Networking.APIServerPort)
+		}
+		ports[cfg.Networking.APIServerPort] = true
+	}
+	for _, c := range cs {
+		if !c.FakeNodes.Taint || !c.FakeNodes.KeepReady {
+			t.Errorf("%s: FakeNodes %+v, want tainted and kept Ready", c.Name, c.FakeNodes)
+		}
+		if c.KubernetesVersion != "v1.37.0" {
+			t.Errorf("%s: version %q read from its API server", c.Name, c.KubernetesVersion)
+		}
+		want, _ := ServiceSubnet(c.Index)
+		if c.ServiceCIDR != want {
+			t.Errorf("%s: ServiceCIDR %s, want %s", c.Name, c.ServiceCIDR, want)
+		}
+	}
+}
+
+func TestCreateWritesPrivateKubeconfigsFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	cs, err := f.p.Create(context.Background(), generate(t, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		kn := KindName(c.Name)
+		for _, path := range []string{c.Kubeconfig, c.InternalKubeconfig} {
+			if filepath.Dir(path) != filepath.Join(f.dir, c.Name) {
+				t.Errorf("%s: kubeconfig %s outside the run directory's cluster dir", c.Name, path)
+			}
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf("%s: mode %v, want 0600", path, st.Mode().Perm())
+			}
+		}
+		ext, err := clientcmd.LoadFromFile(c.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ext.Clusters["kind-"+kn].Server; got != f.kind.server.URL {
+			t.Errorf("%s: external server %s, want %s", c.Name, got, f.kind.server.URL)
+		}
+		in, err := clientcmd.LoadFromFile(c.InternalKubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "https://" + f.kind.nodes[kn].ip + ":6443"
+		if got := in.Clusters["kind-"+kn].Server; got != want {
+			t.Errorf("%s: internal server %s, want the node container IP %s", c.Name, got, want)
+		}
+	}
+	if f.kind.nodes["ambientmc-cluster-1"].ip == f.kind.nodes["ambientmc-cluster-2"].ip {
+		t.Fatal("fake nodes share an IP; the test proves nothing")
+	}
+	if home, err := os.UserHomeDir(); err == nil && strings.Contains(strings.Join(f.kind.deleteKubeconfigs, ","), filepath.Join(home, ".kube")) {
+		t.Error("a kubeconfig under ~/.kube was used")
+	}
+}
+
+func TestCreateFailingPartwayDeletesWhatItMadeFakeDocker(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Parallel = 2 })
+	f.kind.failCreate["ambientmc-cluster-3"] = true
+	_, err := f.p.Create(context.Background(), generate(t, 4))
+	if err == nil {
+		t.Fatal("Create succeeded although cluster-3 failed")
+	}
+	if !strings.Contains(err.Error(), "cluster cluster-3") || !strings.Contains(err.Error(), filepath.Join(f.dir, "logs")) {
+		t.Errorf("error does not name the cluster and the logs: %v", err)
+	}
+	if n := f.kind.alive(); n != 0 {
+		t.Errorf("%d clusters left after the failed create", n)
+	}
+	for _, name := range f.kind.creates {
+		if !slices.Contains(f.kind.deletes, name) {
+			t.Errorf("%s was created (or attempted) but not deleted", name)
+		}
+		if _, err := os.Stat(filepath.Join(f.dir, "logs", name, "kind-version.txt")); err != nil {
+			t.Errorf("no kind logs for %s in the run dir: %v", name, err)
+		}
+	}
+	deletes := len(f.kind.deletes)
+	if err := f.p.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.kind.deletes) != deletes {
+		t.Errorf("Destroy after the failed create deleted again: %v", f.kind.deletes)
+	}
+}
+
+func TestDestroyIsIdempotentFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	if _, err := f.p.Create(context.Background(), generate(t, 3)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := f.p.Destroy(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.kind.deletes) != 3 || f.kind.alive() != 0 {
+		t.Errorf("deletes %v, %d alive; want each of 3 clusters deleted once", f.kind.deletes, f.kind.alive())
+	}
+	for i, kc := range f.kind.deleteKubeconfigs {
+		if want := f.p.KubeconfigPath(strings.TrimPrefix(f.kind.deletes[i], NamePrefix)); kc != want {
+			t.Errorf("delete of %s used kubeconfig %q, want its own %s", f.kind.deletes[i], kc, want)
+		}
+	}
+	// A provider that never created anything destroys cleanly too.
+	if err := newFixture(t, nil).p.Destroy(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestKeepLeavesClustersAndSaysHowToDeleteFakeDocker(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Keep = true })
+	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.p.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.kind.deletes) != 0 || f.kind.alive() != 2 {
+		t.Errorf("-keep deleted clusters: %v", f.kind.deletes)
+	}
+	for _, n := range []string{"ambientmc-cluster-1", "ambientmc-cluster-2"} {
+		if !strings.Contains(f.log.String(), "kind delete cluster --name "+n+"\n") {
+			t.Errorf("no delete command for %s in:\n%s", n, f.log.String())
+		}
+	}
+}
+
+func TestDeadlineDeletesClustersFakeDocker(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Deadline = time.Now().Add(300 * time.Millisecond) })
+	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.kind.alive() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if f.kind.alive() != 0 {
+		t.Error("clusters still alive after the deadline")
+	}
+}
+
+func TestLoadBalancerPoolsPerClusterFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	f.docker.network = Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}
+	cs, err := f.p.Create(context.Background(), generate(t, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.Prefix]string{}
+	for _, c := range cs {
+		pool, ok := f.lb.pools[c.Name]
+		if !ok {
+			t.Fatalf("%s got no MetalLB pool", c.Name)
+		}
+		if !f.docker.network.Subnet.Contains(pool.Addr()) {
+			t.Errorf("%s: pool %s outside the kind network %s", c.Name, pool, f.docker.network.Subnet)
+		}
+		if other, dup := seen[pool]; dup {
+			t.Errorf("%s and %s share pool %s", c.Name, other, pool)
+		}
+		seen[pool] = c.Name
+	}
+}
+
+func TestLoadArchivesIntoEveryNodeFakeDocker(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "pilot.tar")
+	if err := os.WriteFile(archive, []byte("image archive bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(o *Options) { o.Load = []string{archive} })
+	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range f.kind.nodes {
+		if len(n.imported) != 1 || string(n.imported[0]) != "image archive bytes" {
+			t.Errorf("%s: imported %q, want the archive once", name, n.imported)
+		}
+	}
+}
+
+func TestPreflightFakeDocker(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		mod   func(*fixture)
+		opts  func(*Options)
+		want  []string // substrings of the error; nil means success
+		lines int      // lines the error has
+	}{
+		{name: "ok", n: 10},
+		{name: "docker unreachable", n: 2, mod: func(f *fixture) {
+			f.docker.versionErr = errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
+		}, want: []string{"Docker daemon is not reachable", "start it", "-provider=local"}, lines: 1},
+		{name: "no docker CLI", n: 2, mod: func(f *fixture) { f.docker.versionErr = ErrNoDockerCLI },
+			want: []string{"docker CLI is not on PATH", "install Docker"}, lines: 1},
+		{name: "image missing", n: 2, mod: func(f *fixture) {
+			f.docker.present, f.docker.pullErr = false, errors.New("manifest unknown")
+		}, want: []string{"node image " + DefaultImage + ": not present and not pullable", "docker pull"}, lines: 1},
+		{name: "image pullable", n: 2, mod: func(f *fixture) { f.docker.present = false }},
+		{name: "inotify too low", n: 4, mod: func(f *fixture) {
+			f.p.host.Sysctl = func(name string) (int, error) {
+				if strings.HasSuffix(name, "instances") {
+					return 128, nil
+				}
+				return 524288, nil
+			}
+		}, want: []string{"max_user_instances=128", "4 kind clusters", "sudo sysctl fs.inotify.max_user_instances=512"}, lines: 1},
+		{name: "memory too low", n: 10, mod: func(f *fixture) {
+			f.p.host.MemAvailable = func() (uint64, error) { return 8 << 30, nil }
+		}, want: []string{"memory: 10 kind clusters", "16.1 GB", "8.6 GB available"}, lines: 1},
+		{name: "cluster exists", n: 2, mod: func(f *fixture) { f.kind.existing = []string{"ambientmc-cluster-2"} },
+			want: []string{"ambientmc-cluster-2 already exists", "kind delete cluster --name ambientmc-cluster-2"}, lines: 1},
+		{name: "no istio images", n: 2, opts: func(o *Options) { o.Istio = install.Images{} },
+			want: []string{"-istio.hub and -istio.tag are required"}, lines: 1},
+		{name: "bad image tag", n: 2, opts: func(o *Options) { o.Image = "kindest/node:latest" },
+			want: []string{"-kind.image=kindest/node:latest"}, lines: 1},
+		{name: "two problems", n: 2, opts: func(o *Options) { o.Istio = install.Images{} }, mod: func(f *fixture) { f.docker.versionErr = errors.New("refused") },
+			want: []string{"-istio.hub", "Docker daemon"}, lines: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.opts)
+			if tc.mod != nil {
+				tc.mod(f)
+			}
+			err := f.p.Preflight(context.Background(), generate(t, tc.n))
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("preflight passed")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			if got := strings.Count(err.Error(), "\n") + 1; got != tc.lines {
+				t.Errorf("error has %d lines, want %d:\n%v", got, tc.lines, err)
+			}
+			if len(f.kind.creates) != 0 {
+				t.Error("preflight created clusters")
+			}
+			if _, err := os.Stat(f.dir); !os.IsNotExist(err) {
+				t.Errorf("preflight left the run directory %s behind", f.dir)
+			}
+		})
+	}
+}
+
+func TestCollectLogsOfLiveClustersFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	if got := f.p.CollectLogs(); got != "" {
+		t.Errorf("logs collected before any cluster existed: %s", got)
+	}
+	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	dir := f.p.CollectLogs()
+	for _, n := range []string{"ambientmc-cluster-1", "ambientmc-cluster-2"} {
+		if _, err := os.Stat(filepath.Join(dir, n, "kind-version.txt")); err != nil {
+			t.Errorf("no logs of %s under %s: %v", n, dir, err)
+		}
+	}
+	if filepath.Dir(dir) != f.dir {
+		t.Errorf("logs in %s, not in the run directory %s", dir, f.dir)
+	}
+}

@@ -1,0 +1,226 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	kindcluster "sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	kindlog "sigs.k8s.io/kind/pkg/log"
+)
+
+// kind drives Docker by running the docker CLI; it has no in-process seam to fake. The framework
+// therefore talks to kind and Docker only through the two interfaces below: the real ones wrap
+// kind's *cluster.Provider and the docker CLI, tests fake them.
+
+// Kind is the part of kind's *cluster.Provider the framework uses.
+type Kind interface {
+	// Create creates cluster name from cfg, writes its kubeconfig to kubeconfig (never the user's
+	// ~/.kube/config) and waits up to wait for the control plane to be Ready. A failed create
+	// leaves its nodes for CollectLogs; Delete removes them.
+	Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, wait time.Duration) error
+	// Delete deletes cluster name and its entry in kubeconfig.
+	Delete(name, kubeconfig string) error
+	// List returns the names of every kind cluster on the host.
+	List() ([]string, error)
+	// KubeConfig returns the cluster's kubeconfig: for the host (internal=false) or for other
+	// containers on the kind network (internal=true).
+	KubeConfig(name string, internal bool) (string, error)
+	// ListInternalNodes returns the cluster's Kubernetes nodes (not its load balancer).
+	ListInternalNodes(name string) ([]nodes.Node, error)
+	// CollectLogs writes the cluster's logs (nodes, containers, journal) under dir.
+	CollectLogs(name, dir string) error
+}
+
+// Docker is what the provider asks the docker CLI directly.
+type Docker interface {
+	// ServerVersion returns the Docker daemon's version, or why it cannot be reached.
+	ServerVersion(ctx context.Context) (string, error)
+	// ImagePresent reports whether image is in the local image store.
+	ImagePresent(ctx context.Context, image string) (bool, error)
+	// ImagePullable checks that a registry serves image's manifest (docker manifest inspect).
+	ImagePullable(ctx context.Context, image string) error
+	// Network returns the IPv4 addressing of a docker network; ErrNoNetwork if it does not exist.
+	Network(ctx context.Context, name string) (Network, error)
+}
+
+// Network is a docker network's IPv4 addressing.
+type Network struct {
+	Subnet netip.Prefix
+	// IPRange is where docker allocates container addresses, when narrower than Subnet.
+	IPRange netip.Prefix
+}
+
+// ErrNoNetwork is returned by Docker.Network for a network that does not exist.
+var ErrNoNetwork = errors.New("no such docker network")
+
+// ErrNoDockerCLI is returned when the docker CLI is not on PATH.
+var ErrNoDockerCLI = errors.New("the docker CLI is not on PATH")
+
+// NewKind returns kind's own docker-backed provider behind the Kind interface; kind's messages go
+// to log, one line each, prefixed with the cluster's name.
+func NewKind(log io.Writer) Kind { return &realKind{log: log} }
+
+type realKind struct{ log io.Writer }
+
+func (k *realKind) provider(name string) *kindcluster.Provider {
+	return kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(&lineLogger{w: k.log, prefix: "ambientmc: kind: " + name + ": "}))
+}
+
+func (k *realKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, wait time.Duration) error {
+	return k.provider(name).Create(name,
+		// kind mutates the struct it is given (SetDefaultsCluster): hand it a copy.
+		kindcluster.CreateWithV1Alpha4Config(cfg.DeepCopy()),
+		kindcluster.CreateWithKubeconfigPath(kubeconfig),
+		kindcluster.CreateWithWaitForReady(wait),
+		// Keep a failed cluster's nodes so CollectLogs can read them; Destroy deletes them.
+		kindcluster.CreateWithRetain(true),
+		kindcluster.CreateWithDisplayUsage(false),
+		kindcluster.CreateWithDisplaySalutation(false))
+}
+
+func (k *realKind) Delete(name, kubeconfig string) error {
+	return k.provider(name).Delete(name, kubeconfig)
+}
+func (k *realKind) List() ([]string, error) { return k.provider("list").List() }
+func (k *realKind) KubeConfig(name string, internal bool) (string, error) {
+	return k.provider(name).KubeConfig(name, internal)
+}
+func (k *realKind) ListInternalNodes(name string) ([]nodes.Node, error) {
+	return k.provider(name).ListInternalNodes(name)
+}
+func (k *realKind) CollectLogs(name, dir string) error {
+	return k.provider(name).CollectLogs(name, dir)
+}
+
+// lineLogger is a kind logger that writes user-facing messages (V(0), warnings, errors) as lines.
+type lineLogger struct {
+	w      io.Writer
+	prefix string
+}
+
+func (l *lineLogger) line(s string) {
+	if s = strings.TrimRight(s, "\n"); s != "" {
+		fmt.Fprintln(l.w, l.prefix+s)
+	}
+}
+func (l *lineLogger) Warn(m string)                        { l.line(m) }
+func (l *lineLogger) Warnf(f string, a ...any)             { l.line(fmt.Sprintf(f, a...)) }
+func (l *lineLogger) Error(m string)                       { l.line(m) }
+func (l *lineLogger) Errorf(f string, a ...any)            { l.line(fmt.Sprintf(f, a...)) }
+func (l *lineLogger) V(v kindlog.Level) kindlog.InfoLogger { return infoLogger{l, v == 0} }
+
+type infoLogger struct {
+	l  *lineLogger
+	on bool
+}
+
+func (i infoLogger) Info(m string) {
+	if i.on {
+		i.l.line(m)
+	}
+}
+func (i infoLogger) Infof(f string, a ...any) {
+	if i.on {
+		i.l.line(fmt.Sprintf(f, a...))
+	}
+}
+func (i infoLogger) Enabled() bool { return i.on }
+
+// NewDocker returns the docker CLI behind the Docker interface.
+func NewDocker() Docker { return dockerCLI{} }
+
+type dockerCLI struct{}
+
+func (dockerCLI) run(ctx context.Context, args ...string) ([]byte, error) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		return nil, ErrNoDockerCLI
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, errors.New(msg)
+	}
+	return stdout.Bytes(), nil
+}
+
+func (d dockerCLI) ServerVersion(ctx context.Context) (string, error) {
+	out, err := d.run(ctx, "version", "--format", "{{.Server.Version}}")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (d dockerCLI) ImagePresent(ctx context.Context, image string) (bool, error) {
+	if _, err := d.run(ctx, "image", "inspect", "--format", "{{.Id}}", image); err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "no such image") {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+func (d dockerCLI) ImagePullable(ctx context.Context, image string) error {
+	_, err := d.run(ctx, "manifest", "inspect", image)
+	return err
+}
+
+func (d dockerCLI) Network(ctx context.Context, name string) (Network, error) {
+	out, err := d.run(ctx, "network", "inspect", name)
+	if err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "not found") || strings.Contains(strings.ToLower(err.Error()), "no such network") {
+			return Network{}, ErrNoNetwork
+		}
+		return Network{}, err
+	}
+	return parseNetworkInspect(out)
+}
+
+// parseNetworkInspect reads the IPv4 IPAM config of `docker network inspect` output.
+func parseNetworkInspect(out []byte) (Network, error) {
+	var nets []struct {
+		Name string
+		IPAM struct {
+			Config []struct{ Subnet, IPRange string }
+		}
+	}
+	if err := json.Unmarshal(out, &nets); err != nil {
+		return Network{}, fmt.Errorf("docker network inspect: %w", err)
+	}
+	if len(nets) != 1 {
+		return Network{}, fmt.Errorf("docker network inspect: want one network, got %d", len(nets))
+	}
+	for _, c := range nets[0].IPAM.Config {
+		p, err := netip.ParsePrefix(c.Subnet)
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		n := Network{Subnet: p.Masked()}
+		if c.IPRange != "" {
+			if r, err := netip.ParsePrefix(c.IPRange); err == nil {
+				n.IPRange = r.Masked()
+			}
+		}
+		return n, nil
+	}
+	return Network{}, fmt.Errorf("docker network %s has no IPv4 subnet", nets[0].Name)
+}
