@@ -123,3 +123,11 @@ func TestKubeAPIServerVersionIsStamped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty)
 }
+
+func TestPinnedIstioVersionIsGoMods(t *testing.T) {
+	v, err := PinnedIstioVersion()
+	require.NoError(t, err)
+	mod, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(mod), "istio.io/istio "+v)
+}
