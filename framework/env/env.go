@@ -25,6 +25,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -38,12 +39,17 @@ type Env struct {
 	Report    *report.Report
 	Log       io.Writer
 	Flags     Flags
+	// Scale is what every cluster gets loaded with (-scale, -services, -pods).
+	Scale workload.Scale
 
 	start    time.Time
 	mu       sync.Mutex
 	cleanups []cleanup
 	// keepRunDir keeps component logs after a failure, for reading.
 	keepRunDir bool
+	// ready is set once setup finished and the tests may run.
+	ready   bool
+	cutOnce sync.Once
 }
 
 type cleanup struct {
@@ -101,28 +107,38 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	}
 	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now()}
 	release := proc.TrapSignals(func(sig os.Signal) {
+		e.cutShort(fmt.Sprintf("interrupted by %s", sig))
 		e.Logf("%s: stopping everything", sig)
 		e.teardown()
 	})
 	defer release()
 	defer func() {
 		if r := recover(); r != nil {
+			e.cutShort(fmt.Sprintf("a panic: %v", r))
 			e.teardown()
 			panic(r)
 		}
 	}()
+	// go test's -timeout panics on testing's own goroutine, where no defer of ours runs: write what
+	// the report holds a little before that, and keep the logs.
+	if d := testTimeout(); d > 0 {
+		timer := time.AfterFunc(max(d-timeoutMargin(d), d/2), func() {
+			e.cutShort(fmt.Sprintf("about to hit go test's -timeout=%s", d))
+		})
+		defer timer.Stop()
+	}
 	ctx := context.Background()
 	if err := e.setup(ctx, steps); err != nil {
-		fmt.Fprintf(os.Stderr, "ambientmc: setup failed: %v\n", err)
+		e.Logf("setup failed: %v", err)
 		e.keepLogs()
 		e.teardown()
 		return 1
 	}
-	*out = e
+	e.setReady(out)
 	code = m.Run()
 	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
-		fmt.Fprintf(os.Stderr, "ambientmc: writing the report: %v\n", err)
+		e.Logf("writing the report: %v", err)
 		code = 1
 	}
 	if e.Flags.Keep {
@@ -136,9 +152,54 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	return code
 }
 
+// setReady publishes the environment to the suite.
+func (e *Env) setReady(out **Env) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	*out = e
+	e.ready = true
+}
+
+// testTimeout is go test's -timeout (0 when none applies).
+func testTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(f.Value.String())
+	return d
+}
+
+// timeoutMargin leaves time to write the report and print the run directory before the panic.
+func timeoutMargin(d time.Duration) time.Duration { return min(30*time.Second, d/10) }
+
+// cutShort writes whatever the report holds so far with a warning saying why the run ended early,
+// and keeps the run directory with its logs. It runs once.
+func (e *Env) cutShort(why string) {
+	e.cutOnce.Do(func() {
+		e.mu.Lock()
+		ready := e.ready
+		e.keepRunDir = true
+		e.mu.Unlock()
+		if e.RunDir != "" {
+			e.Logf("run cut short (%s): logs kept in %s", why, e.RunDir)
+		}
+		if !ready || e.Report == nil {
+			return
+		}
+		e.Report.Warnings = append(e.Report.Warnings, "the run was cut short ("+why+"): this report holds only what was measured until then")
+		if err := e.writeReport(); err != nil {
+			e.Logf("writing the partial report: %v", err)
+		}
+	})
+}
+
 // removeRunDir deletes the run directory unless -keep or a failure asked to keep it.
 func (e *Env) removeRunDir() error {
-	if e.Flags.Keep || e.keepRunDir {
+	e.mu.Lock()
+	keep := e.Flags.Keep || e.keepRunDir
+	e.mu.Unlock()
+	if keep {
 		return nil
 	}
 	return os.RemoveAll(e.RunDir)
@@ -148,15 +209,20 @@ func (e *Env) removeRunDir() error {
 func (e *Env) keepLogs() {
 	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {
 		e.keepRunDir = true
-		fmt.Fprintf(os.Stderr, "ambientmc: component logs kept in %s\n", e.RunDir)
+		e.Logf("component logs kept in %s", e.RunDir)
 	}
 }
 
-func (e *Env) setup(ctx context.Context, steps []Step) error {
+// checkInput validates every flag and the topology against the provider before anything starts,
+// so bad input costs one clear error and no cluster.
+func (e *Env) checkInput() error {
 	if err := e.Flags.validate(); err != nil {
 		return err
 	}
 	var err error
+	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
+		return err
+	}
 	if e.Flags.Topology != "" {
 		e.Topology, err = topology.Load(e.Flags.Topology)
 	} else {
@@ -165,6 +231,37 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	if err != nil {
 		return err
 	}
+	if _, err := e.Observed(); err != nil {
+		return err
+	}
+	caps, err := provider.Capabilities(e.Flags.Provider)
+	if err != nil {
+		return err
+	}
+	return e.Topology.Check(caps)
+}
+
+// Observed is the cluster whose istiod the suites measure: -observe, else the first primary.
+func (e *Env) Observed() (topology.Cluster, error) {
+	for _, c := range e.Topology.Clusters {
+		if e.Flags.Observe == "" && c.IsPrimary() || c.Name == e.Flags.Observe && e.Flags.Observe != "" {
+			if !c.IsPrimary() {
+				return c, fmt.Errorf("-observe=%s: not a primary, so it runs no istiod; name a primary cluster", e.Flags.Observe)
+			}
+			return c, nil
+		}
+	}
+	if e.Flags.Observe != "" {
+		return topology.Cluster{}, fmt.Errorf("-observe=%s: no such cluster in the topology; name one of its primaries", e.Flags.Observe)
+	}
+	return topology.Cluster{}, fmt.Errorf("the topology has no primary cluster: mark at least one cluster primary")
+}
+
+func (e *Env) setup(ctx context.Context, steps []Step) error {
+	if err := e.checkInput(); err != nil {
+		return err
+	}
+	var err error
 	if e.RunDir, err = os.MkdirTemp("", "ambientmc-run-"); err != nil {
 		return err
 	}
@@ -173,7 +270,14 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		return err
 	}
 	if e.ReportDir = e.Flags.ReportDir; e.ReportDir == "" {
-		e.ReportDir = filepath.Join(os.TempDir(), "ambientmc-reports", time.Now().Format("20060102-150405"))
+		// Unique per run: two runs started in the same second must not share a directory.
+		base := filepath.Join(os.TempDir(), "ambientmc-reports")
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return err
+		}
+		if e.ReportDir, err = os.MkdirTemp(base, time.Now().Format("20060102-150405")+"-"); err != nil {
+			return err
+		}
 	}
 	e.Report = newReport(e.Provider.Name(), e.Topology)
 	all := append([]Step{

@@ -2,11 +2,13 @@ package mesh
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 )
@@ -49,14 +51,18 @@ func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address stri
 		},
 	}}
 	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
-	created, err := api.Create(ctx, gw, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := api.Create(ctx, gw, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("cluster %s: creating the east-west gateway: %w", c.Name, err)
 	}
-	if err := unstructured.SetNestedSlice(created.Object, []any{map[string]any{"type": "IPAddress", "value": address}}, "status", "addresses"); err != nil {
+	// A merge patch of the addresses alone: a running istiod writes the Gateway's conditions at
+	// the same time, and an update of the whole status would conflict with it.
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{
+		"addresses": []any{map[string]any{"type": "IPAddress", "value": address}},
+	}})
+	if err != nil {
 		return err
 	}
-	if _, err := api.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	if _, err := api.Patch(ctx, EastWestGateway, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("cluster %s: writing the east-west gateway address %s: %w", c.Name, address, err)
 	}
 	return nil

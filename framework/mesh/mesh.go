@@ -2,9 +2,11 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,7 +158,8 @@ func (m *Mesh) Joined() []string {
 
 // Join adds cluster name to the mesh: every joined primary gets its remote secret, and it gets the
 // secret of every joined cluster, so the mesh stays fully multi-primary after each step. The first
-// cluster joined forms a mesh of one.
+// cluster joined forms a mesh of one. If a secret cannot be written, the ones already written are
+// removed again, so a failed Join leaves the mesh as it was.
 func (m *Mesh) Join(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -164,22 +167,42 @@ func (m *Mesh) Join(ctx context.Context, name string) error {
 	if newcomer == nil || m.secrets[name] == nil {
 		return fmt.Errorf("join: unknown cluster %q", name)
 	}
-	for _, j := range m.joined {
-		if j == name {
-			return fmt.Errorf("join: %s is already in the mesh", name)
+	if slices.Contains(m.joined, name) {
+		return fmt.Errorf("join: %s is already in the mesh", name)
+	}
+	type written struct {
+		into   *cluster.Cluster
+		remote string
+	}
+	var done []written
+	apply := func(into *cluster.Cluster, remote string) error {
+		if err := ApplySecret(ctx, into, m.secrets[remote]); err != nil {
+			return err
 		}
+		done = append(done, written{into, remote})
+		return nil
 	}
 	for _, j := range m.joined {
 		other := m.Cluster(j)
+		var err error
 		if other.IsPrimary() {
-			if err := ApplySecret(ctx, other, m.secrets[name]); err != nil {
-				return err
-			}
+			err = apply(other, name)
 		}
-		if newcomer.IsPrimary() {
-			if err := ApplySecret(ctx, newcomer, m.secrets[j]); err != nil {
-				return err
+		if err == nil && newcomer.IsPrimary() {
+			err = apply(newcomer, j)
+		}
+		if err != nil {
+			// Best effort with a fresh context: the caller's may be what failed.
+			undo, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var undoErrs []error
+			for _, w := range done {
+				undoErrs = append(undoErrs, DeleteSecret(undo, w.into, w.remote))
 			}
+			if uerr := errors.Join(undoErrs...); uerr != nil {
+				return fmt.Errorf("join of %s failed: %w; removing the %d secrets already written also failed: %v", name, err, len(done), uerr)
+			}
+			return fmt.Errorf("join of %s failed (the %d secrets already written were removed): %w", name, len(done), err)
 		}
 	}
 	m.joined = append(m.joined, name)
@@ -187,29 +210,28 @@ func (m *Mesh) Join(ctx context.Context, name string) error {
 }
 
 // Leave removes cluster name from the mesh: its remote secret is deleted from every joined
-// cluster, and theirs from it.
+// cluster, and theirs from it. The cluster counts as joined until every deletion succeeded, so a
+// failed Leave can be retried.
 func (m *Mesh) Leave(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	idx := -1
-	for i, j := range m.joined {
-		if j == name {
-			idx = i
-		}
-	}
+	idx := slices.Index(m.joined, name)
 	if idx < 0 {
 		return fmt.Errorf("leave: %s is not in the mesh", name)
 	}
-	m.joined = append(m.joined[:idx], m.joined[idx+1:]...)
 	leaver := m.Cluster(name)
 	for _, j := range m.joined {
+		if j == name {
+			continue
+		}
 		if err := DeleteSecret(ctx, m.Cluster(j), name); err != nil {
-			return err
+			return fmt.Errorf("leave of %s: %w (it stays in the mesh; retry)", name, err)
 		}
 		if err := DeleteSecret(ctx, leaver, j); err != nil {
-			return err
+			return fmt.Errorf("leave of %s: %w (it stays in the mesh; retry)", name, err)
 		}
 	}
+	m.joined = slices.Delete(m.joined, idx, idx+1)
 	return nil
 }
 

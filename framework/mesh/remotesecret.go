@@ -98,8 +98,16 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: internal kubeconfig: %w", c.Name, err)
 	}
-	ctxName := internal.CurrentContext
-	server := internal.Clusters[internal.Contexts[ctxName].Cluster]
+	kctx := internal.Contexts[internal.CurrentContext]
+	if kctx == nil {
+		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s has no context %q (its current-context): fix the kubeconfig",
+			c.Name, c.InternalKubeconfig, internal.CurrentContext)
+	}
+	server := internal.Clusters[kctx.Cluster]
+	if server == nil {
+		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s: context %q names cluster %q, which it does not define",
+			c.Name, c.InternalKubeconfig, internal.CurrentContext, kctx.Cluster)
+	}
 	data, err := kubeconfig.Bytes(kubeconfig.Token(c.Name, server.Server, server.CertificateAuthorityData, tok.Status.Token))
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Options are what every provider needs from the environment.
@@ -28,4 +29,14 @@ func New(name string, opts Options) (cluster.Provider, error) {
 	default:
 		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of local, kind, kube", name)
 	}
+}
+
+// Capabilities returns what the named provider can build, for checking a topology before
+// anything starts.
+func Capabilities(name string) (topology.Capabilities, error) {
+	p, err := New(name, Options{})
+	if err != nil {
+		return topology.Capabilities{}, err
+	}
+	return p.Capabilities(), nil
 }

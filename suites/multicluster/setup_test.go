@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
@@ -23,35 +22,19 @@ var (
 	scale workload.Scale
 )
 
-// observed is the cluster whose istiod the join suite measures: -observe, else the first primary.
+// observed is the cluster whose istiod the suites measure (-observe, else the first primary;
+// the environment checked the flag before anything started).
 func observed(e *env.Env) (*cluster.Cluster, error) {
-	if e.Flags.Observe != "" {
-		c := e.Cluster(e.Flags.Observe)
-		if c == nil {
-			return nil, fmt.Errorf("-observe=%s: no such cluster in the topology", e.Flags.Observe)
-		}
-		if !c.IsPrimary() {
-			return nil, fmt.Errorf("-observe=%s: not a primary, so it runs no istiod", e.Flags.Observe)
-		}
-		return c, nil
+	tc, err := e.Observed()
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range e.Clusters {
-		if c.IsPrimary() {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("the topology has no primary cluster")
+	return e.Cluster(tc.Name), nil
 }
 
 func installMesh(ctx context.Context, e *env.Env) error {
-	if _, err := observed(e); err != nil {
-		return err
-	}
+	scale = e.Scale
 	var err error
-	scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods)
-	if err != nil {
-		return err
-	}
 	e.Report.Scale = &report.Scale{ServicesPerCluster: scale.Services, PodsPerCluster: scale.Pods}
 	ambient, err = mesh.Install(ctx, e.Provider, e.Clusters)
 	if err != nil {

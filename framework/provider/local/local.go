@@ -40,6 +40,7 @@ type Provider struct {
 	mu      sync.Mutex
 	members []*member
 	istiods []*Istiod
+	slots   *slots
 }
 
 // New returns a local provider writing into opts.RunDir.
@@ -124,6 +125,18 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if err := os.MkdirAll(p.opts.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
+	slots, err := claimSlots(len(t.Clusters))
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.slots = slots
+	p.mu.Unlock()
+	// The address plan follows the claimed indices: a second run on this machine gets the next
+	// free ones, so its pod IPs, ClusterIPs and gateway addresses differ from the first's.
+	for i := range t.Clusters {
+		t.Clusters[i].Index = slots.indices[i]
+	}
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, tc := range t.Clusters {
@@ -187,4 +200,10 @@ func (p *Provider) stopAll() {
 		go func() { defer wg.Done(); m.stop() }()
 	}
 	wg.Wait()
+	p.mu.Lock()
+	if p.slots != nil {
+		p.slots.release()
+		p.slots = nil
+	}
+	p.mu.Unlock()
 }

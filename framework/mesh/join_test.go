@@ -1,0 +1,96 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// meshOf builds a mesh of primaries on fake clientsets (the bookkeeping under test needs no API
+// server), with the remote secrets prepared.
+func meshOf(names ...string) (*Mesh, map[string]*fake.Clientset) {
+	m := &Mesh{secrets: map[string]*corev1.Secret{}}
+	clients := map[string]*fake.Clientset{}
+	for _, n := range names {
+		cs := fake.NewClientset()
+		clients[n] = cs
+		m.Clusters = append(m.Clusters, &cluster.Cluster{Cluster: topology.Cluster{Name: n, Primary: n}, Client: cs})
+		m.secrets[n] = SecretFor(n, []byte("kubeconfig of "+n))
+	}
+	return m, clients
+}
+
+// secretsIn lists the remote secrets in a cluster.
+func secretsIn(t *testing.T, cs *fake.Clientset) []string {
+	t.Helper()
+	l, err := cs.CoreV1().Secrets(SystemNamespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, s := range l.Items {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func failOn(cs *fake.Clientset, verb string) {
+	cs.PrependReactor(verb, "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("injected API failure")
+	})
+}
+
+func TestJoinExchangesSecrets(t *testing.T) {
+	m, cs := meshOf("a", "b", "c")
+	ctx := context.Background()
+	for _, n := range []string{"a", "b", "c"} {
+		require.NoError(t, m.Join(ctx, n))
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, m.Joined())
+	assert.ElementsMatch(t, []string{RemoteSecretName("b"), RemoteSecretName("c")}, secretsIn(t, cs["a"]))
+	assert.ElementsMatch(t, []string{RemoteSecretName("a"), RemoteSecretName("b")}, secretsIn(t, cs["c"]))
+	require.Error(t, m.Join(ctx, "b"), "joining twice is refused")
+}
+
+func TestJoinFailingPartWayLeavesTheMeshAsItWas(t *testing.T) {
+	m, cs := meshOf("a", "b", "c")
+	ctx := context.Background()
+	require.NoError(t, m.Join(ctx, "a"))
+	require.NoError(t, m.Join(ctx, "b"))
+	// c's secret lands in a, then b refuses it.
+	failOn(cs["b"], "create")
+	err := m.Join(ctx, "c")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "injected API failure")
+	assert.Contains(t, err.Error(), "were removed")
+	assert.Equal(t, []string{"a", "b"}, m.Joined(), "c is not recorded as joined")
+	assert.ElementsMatch(t, []string{RemoteSecretName("b")}, secretsIn(t, cs["a"]), "the secret written into a before the failure is gone")
+	assert.Empty(t, secretsIn(t, cs["c"]), "c got no secret either")
+}
+
+func TestLeaveFailingPartWayKeepsTheClusterJoined(t *testing.T) {
+	m, cs := meshOf("a", "b")
+	ctx := context.Background()
+	require.NoError(t, m.Join(ctx, "a"))
+	require.NoError(t, m.Join(ctx, "b"))
+	failOn(cs["b"], "delete")
+	err := m.Leave(ctx, "b")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stays in the mesh")
+	assert.Equal(t, []string{"a", "b"}, m.Joined(), "nothing dropped before its secrets are gone")
+
+	cs["b"].ReactionChain = cs["b"].ReactionChain[1:] // the API recovers
+	require.NoError(t, m.Leave(ctx, "b"), "a failed leave can be retried")
+	assert.Equal(t, []string{"a"}, m.Joined())
+	assert.Empty(t, secretsIn(t, cs["a"]))
+	assert.Empty(t, secretsIn(t, cs["b"]))
+}

@@ -1,0 +1,35 @@
+package local
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+func TestSlotsAreExclusiveAcrossRuns(t *testing.T) {
+	slotDir = t.TempDir()
+	first, err := claimSlots(3)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3}, first.indices)
+
+	second, err := claimSlots(2)
+	require.NoError(t, err)
+	assert.Equal(t, []int{4, 5}, second.indices, "a second run takes the next free indices")
+
+	first.release()
+	third, err := claimSlots(4)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3, 6}, third.indices, "released indices are reused")
+
+	_, err = claimSlots(topology.MaxClusters)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "other runs on this machine hold all but 44")
+	again, err := claimSlots(44)
+	require.NoError(t, err, "a failed claim holds nothing")
+	again.release()
+	second.release()
+	third.release()
+}
