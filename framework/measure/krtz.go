@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -30,7 +31,8 @@ func (i *Istiod) KrtCollections(ctx context.Context) ([]string, error) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("istiod %s: GET %s: HTTP %s", i.Name, u, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("istiod %s: GET %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
 	}
 	var dump []struct {
 		Name *string `json:"name"`

@@ -29,6 +29,11 @@ func TestKrtCollections(t *testing.T) {
 	body = `[{"uid":1}]`
 	_, err = i.KrtCollections(context.Background())
 	assert.ErrorContains(t, err, "not a krt dump")
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "json: unsupported type", http.StatusInternalServerError)
+	})
+	_, err = i.KrtCollections(context.Background())
+	assert.ErrorContains(t, err, "HTTP 500 Internal Server Error: json: unsupported type", "istiod's reason is kept")
 	_, err = (&Istiod{Name: "c1"}).KrtCollections(context.Background())
 	assert.ErrorContains(t, err, "no debug URL")
 }

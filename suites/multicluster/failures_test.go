@@ -3,7 +3,6 @@ package multicluster
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -26,17 +26,18 @@ func TestJoinFailurePaths(t *testing.T) {
 	obs, _ := observedIstiod(t)
 
 	t.Run("unreachable remote", func(t *testing.T) {
-		// A second istiod for the observed cluster reads remote clusters from a kubeconfig
-		// directory, so the suite's own istiod never manages the broken cluster. Its remote sync
-		// timeout is short, so that istiod itself says it gave up on the cluster.
-		dir := filepath.Join(t.TempDir(), "remotes")
-		require.NoError(t, os.MkdirAll(dir, 0o700))
-		isolated := extraIstiod(t, obs, "PILOT_MULTICLUSTER_KUBECONFIG_PATH="+dir, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
+		// A fresh istiod for the observed cluster reads remote secrets from its own namespace
+		// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
+		// sync timeout is short, so that istiod itself says it gave up on the cluster.
+		isolated := freshIstiod(t, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 		// A kubeconfig for an API server that is not there: nothing listens on the port.
 		ports, err := proc.FreePorts(1)
 		require.NoError(t, err)
-		cfg := kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token")
-		require.NoError(t, kubeconfig.WriteFile(filepath.Join(dir, "ghost"), cfg))
+		data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token"))
+		require.NoError(t, err)
+		secret := mesh.SecretFor("ghost", data)
+		secret.Namespace = checkNamespace
+		createSecret(t, obs, secret)
 		ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
 		_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), 8*time.Second)
@@ -60,13 +61,14 @@ func TestJoinFailurePaths(t *testing.T) {
 		// seconds; a limit inside that delay must give up while istiod still reports syncing.
 		// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
 		other := otherCluster(obs)
-		dir := filepath.Join(t.TempDir(), "remotes")
-		require.NoError(t, os.MkdirAll(dir, 0o700))
-		fresh := extraIstiod(t, obs, "PILOT_MULTICLUSTER_KUBECONFIG_PATH="+dir)
+		fresh := freshIstiod(t, obs)
 		slow, _ := slowRemote(t, other, other.Name, slowSync)
+		createSecret(t, obs, slow)
+		// The limit counts from istiod's taking up the secret.
+		_, _, err := waitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
+		require.NoError(t, err)
 		start := time.Now()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, other.Name), slow.Data[other.Name], 0o600))
-		_, err := waitJoined(ctx, fresh, nil, other, start, joinLimit)
+		_, err = waitJoined(ctx, fresh, nil, other, start, joinLimit)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "join of "+other.Name)
 		assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())

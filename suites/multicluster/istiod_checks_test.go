@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -79,8 +80,10 @@ func broken(t *testing.T, name, detail string) {
 	t.Fatal(detail)
 }
 
-// liveHeap is the median of n live-heap readings, each right after a forced GC, 1 s apart.
-func liveHeap(t *testing.T, i cluster.Istiod, n int) float64 {
+// liveHeap estimates istiod's live heap from n forced GCs, 1 s apart: HeapAlloc right after a GC
+// is the live heap plus whatever was allocated since, so the noise only adds and the least
+// reading is the estimate. It also returns the readings' spread (max - min).
+func liveHeap(t *testing.T, i cluster.Istiod, n int) (least, spread float64) {
 	t.Helper()
 	var got []float64
 	for k := range n {
@@ -92,20 +95,23 @@ func liveHeap(t *testing.T, i cluster.Istiod, n int) float64 {
 		require.NoError(t, err)
 		got = append(got, float64(ms.HeapAlloc))
 	}
-	sort.Float64s(got)
-	return got[len(got)/2]
+	return slices.Min(got), slices.Max(got) - slices.Min(got)
 }
 
-// krtCollections counts the krt collections istiod's debugger holds, by name.
-func krtCollections(t *testing.T, i cluster.Istiod) (int, map[string]int) {
-	t.Helper()
+// krtCollections counts the krt collections istiod's debugger holds, by name. The dump can fail
+// on istiod's side: the pinned istiod answers 500 when one collection does not marshal (seen:
+// "json: unsupported type: map[types.NamespacedName]map[v1.SectionName]v1.ListenerConditionReason",
+// and "MeshNetworksResource: Marshal called with nil" without a meshNetworks source).
+func krtCollections(i cluster.Istiod) (int, map[string]int, error) {
 	names, err := i.Sampler().KrtCollections(context.Background())
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	by := map[string]int{}
 	for _, n := range names {
 		by[n]++
 	}
-	return len(names), by
+	return len(names), by, nil
 }
 
 // Memory bound. The live heap of an istiod whose remote clusters all left comes back to what it
@@ -115,6 +121,7 @@ func krtCollections(t *testing.T, i cluster.Istiod) (int, map[string]int) {
 // memorySlackBytes. A remote cluster at small scale costs ~YY MB, so the bound still catches a
 // cluster's worth of memory that does not come back.
 const (
+	heapReadings        = 5
 	memorySlackBytes    = 4e6
 	memorySlackFraction = 0.03
 )
@@ -140,35 +147,53 @@ func checkMemoryComesBack(t *testing.T, istiod cluster.Istiod) {
 	}
 	settle, _ := windows()
 	time.Sleep(settle)
-	before := liveHeap(t, istiod, 3)
-	beforeKrt, beforeBy := krtCollections(t, istiod)
+	before, spreadBefore := liveHeap(t, istiod, heapReadings)
+	beforeKrt, beforeBy, beforeErr := krtCollections(istiod)
 
 	joinAll()
 	time.Sleep(settle)
-	joined := liveHeap(t, istiod, 3)
+	joined, _ := liveHeap(t, istiod, heapReadings)
 	leaveAll(t, istiod)
 	time.Sleep(settle)
-	after := liveHeap(t, istiod, 3)
-	afterKrt, afterBy := krtCollections(t, istiod) // after the memory samples: a full state dump
+	after, spreadAfter := liveHeap(t, istiod, heapReadings)
+	afterKrt, afterBy, afterErr := krtCollections(istiod) // after the memory samples: a full state dump
 
 	bound := max(memorySlackBytes, memorySlackFraction*before)
 	grew := after - before
-	var grown []string
-	for n, k := range afterBy {
-		if k > beforeBy[n] {
-			grown = append(grown, fmt.Sprintf("%s +%d", n, k-beforeBy[n]))
+	detail := fmt.Sprintf("live heap %.1f MB before %d remote clusters joined, %.1f MB joined, %.1f MB after all left (%+.1f MB, bound %.1f MB; spread of the readings %.2f / %.2f MB)",
+		before/1e6, len(mc.Clusters)-1, joined/1e6, after/1e6, grew/1e6, bound/1e6, spreadBefore/1e6, spreadAfter/1e6)
+	passed := grew <= bound
+	if err := errors.Join(beforeErr, afterErr); err != nil {
+		// Not a pass by default: the collection count is unknown, so only the heap decides, and
+		// the detail says so.
+		detail += fmt.Sprintf("; krt collections not countable, istiod's %s failed: %s", measure.KrtzPath, firstLine(err.Error(), 200))
+	} else {
+		detail += fmt.Sprintf("; krt collections %d before, %d after", beforeKrt, afterKrt)
+		var grown []string
+		for n, k := range afterBy {
+			if k > beforeBy[n] {
+				grown = append(grown, fmt.Sprintf("%s +%d", n, k-beforeBy[n]))
+			}
 		}
+		sort.Strings(grown)
+		if len(grown) > 5 {
+			grown = append(grown[:5], fmt.Sprintf("... %d more", len(grown)-5))
+		}
+		if len(grown) > 0 {
+			detail += " (grown: " + strings.Join(grown, ", ") + ")"
+		}
+		passed = passed && afterKrt <= beforeKrt
 	}
-	sort.Strings(grown)
-	if len(grown) > 5 {
-		grown = append(grown[:5], fmt.Sprintf("... %d more", len(grown)-5))
+	verdict(t, istiodcheck.MemoryComesBack, passed, detail)
+}
+
+// firstLine is s up to its first newline, at most n bytes.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > n {
+		s = s[:n] + "..."
 	}
-	detail := fmt.Sprintf("live heap %.1f MB before %d remote clusters joined, %.1f MB joined, %.1f MB after all left (%+.1f MB, bound %.1f MB); krt collections %d before, %d after",
-		before/1e6, len(mc.Clusters)-1, joined/1e6, after/1e6, grew/1e6, bound/1e6, beforeKrt, afterKrt)
-	if len(grown) > 0 {
-		detail += " (grown: " + strings.Join(grown, ", ") + ")"
-	}
-	verdict(t, istiodcheck.MemoryComesBack, grew <= bound && afterKrt <= beforeKrt, detail)
+	return s
 }
 
 // slowSync is the delaying proxy's setting that makes a small-scale remote sync take several

@@ -85,16 +85,9 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	if err := os.WriteFile(meshFile, []byte(meshConfig), 0o644); err != nil {
 		return nil, err
 	}
-	// An empty meshNetworks (what no file means) given as a file: without any source istiod's
-	// MeshNetworks collection holds nil, which makes /debug/krtz answer 500 ("Marshal called with
-	// nil", pinned istiod).
-	networksFile := filepath.Join(o.Dir, "meshNetworks.yaml")
-	if err := os.WriteFile(networksFile, []byte("networks: {}\n"), 0o644); err != nil {
-		return nil, err
-	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		i, err := launchIstiod(ctx, c, o, caDir, meshFile, networksFile)
+		i, err := launchIstiod(ctx, c, o, caDir, meshFile)
 		if err == nil {
 			p.track(i)
 			return i, nil
@@ -108,7 +101,7 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	return nil, lastErr
 }
 
-func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile, networksFile string) (*Istiod, error) {
+func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string) (*Istiod, error) {
 	ports, err := proc.FreePorts(6)
 	if err != nil {
 		return nil, err
@@ -146,7 +139,6 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 			"--kubeconfig=" + c.Kubeconfig,
 			"--clusterID=" + c.Name,
 			"--meshConfig=" + meshFile,
-			"--networksConfig=" + networksFile,
 			"--domain=cluster.local",
 			"--httpAddr=" + addr(i.Ports.HTTP),
 			"--httpsAddr=" + addr(i.Ports.Webhook),
