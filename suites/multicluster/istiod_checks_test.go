@@ -3,8 +3,8 @@ package multicluster
 import (
 	"context"
 	"errors"
-	"math"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"sort"
