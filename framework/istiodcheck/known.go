@@ -28,6 +28,20 @@ type Known struct {
 
 // Table is what was verified against the pinned sources (read under the module cache) and by
 // running the checks; a version appears here only once a check has failed on it.
+//
+// Checked and not listed (3 clusters, small scale):
+//   - The release-1.30 istiod passed all three checks (memory +0.1 MB after leaving).
+//   - MidSyncDeletion on the pinned istiod: deletions at 0.8, 2.0 and 3.2 s into a sync slowed to
+//     ~4 s, each while istiod reported syncing, never wedged the secret controller (canary synced
+//     in 0.1-1.2 s) in three runs; the wedge read from the source (a deletion while the remote
+//     meshconfig watcher's constructor runs; related upstream: istio/istio#59875) was not hit.
+//   - RejoinLongLived on the pinned istiod: the stream opened before the leave held the rejoined
+//     cluster's workloads 0.3-0.4 s after the rejoin, as fast as a fresh stream (istio/istio#61827,
+//     #61828 and #61348 not reproduced).
+//   - /debug/krtz answers 500 on the pinned istiod once ambient and gateways run ("json: unsupported
+//     type: map[types.NamespacedName]map[v1.SectionName]v1.ListenerConditionReason"; without a
+//     meshNetworks source also "MeshNetworksResource: Marshal called with nil"); no upstream issue
+//     found, so MemoryComesBack decides on the live heap there and says so in its detail.
 var Table = []Known{
 	{
 		Check:     MemoryComesBack,
@@ -35,7 +49,9 @@ var Table = []Known{
 		Affected:  []string{istioPinned131},
 		Why: "pkg/kube/krt/debug.go of the pinned 1.31 only appends to DebugHandler.debugCollections, so every " +
 			"collection a remote cluster built stays registered (and reachable) after it leaves; the release-1.30 " +
-			istioRelease130Aug + " has the fix (#61314: a map keyed by collection uid and maybeUnregisterCollectionFromDebugger)",
+			istioRelease130Aug + " has the fix (#61314: a map keyed by collection uid and maybeUnregisterCollectionFromDebugger). " +
+			"Measured, 3 clusters at small scale: after 2 remote clusters joined (+5.1 MB live heap) and left, the pinned " +
+			"istiod kept +3.4-3.5 MB in each of five cycles, the release-1.30 one +0.1 MB",
 	},
 }
 
