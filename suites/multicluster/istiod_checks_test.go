@@ -307,8 +307,11 @@ func statusOf(m *measure.Metrics, id string) string {
 		return "no scrape"
 	}
 	st, ok := m.RemoteStatus[id]
-	if !ok {
+	switch {
+	case !ok:
 		return "never seen"
+	case st == "":
+		return "gone" // every status series at 0: istiod finished deleting it
 	}
 	return st
 }
@@ -351,9 +354,9 @@ func checkMidSyncDeletion(t *testing.T, obs, remote *cluster.Cluster) {
 			canary := directRemote(t, remote, "canary-"+remote.Name)
 			createSecret(t, obs, canary)
 			took, m, err := waitStatus(ctx, fresh, "canary-"+remote.Name, measure.StatusSynced, canaryWithin)
-			line := fmt.Sprintf("deleted %s; canary synced in %.1fs; deleted cluster's status %q", at, took.Seconds(), statusOf(m, remote.Name))
+			line := fmt.Sprintf("deleted %s; canary synced in %.1fs; deleted cluster's status %s", at, took.Seconds(), statusOf(m, remote.Name))
 			if err != nil {
-				line = fmt.Sprintf("deleted %s; canary not synced within %s (wedged); deleted cluster's status %q; istiod log tail: %s",
+				line = fmt.Sprintf("deleted %s; canary not synced within %s (wedged); deleted cluster's status %s; istiod log tail: %s",
 					at, canaryWithin, statusOf(m, remote.Name), lastLine(fresh.Tail(5)))
 				passed = false
 			}
