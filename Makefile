@@ -6,7 +6,7 @@ SUITE      = ./suites/multicluster
 REPORT_DIR ?= $(CURDIR)/_output/report
 E2E_FLAGS ?= -clusters=10
 
-.PHONY: all bins test e2e ci ci-suite lint bench report clean
+.PHONY: all bins test e2e ci ci-suite lint bench report compare clean
 
 all: lint test
 
@@ -27,7 +27,7 @@ ci: lint bins test ci-suite
 
 # Every suite on 3 clusters at small scale, with short latency runs.
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -latency.qps=200 -report-dir=$(REPORT_DIR)
+	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -report-dir=$(REPORT_DIR)
 
 ## lint: formatting and vet
 lint:
@@ -42,6 +42,12 @@ bench: bins
 ## report: print the last report written by e2e or ci
 report:
 	@cat $(REPORT_DIR)/report.md
+
+## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds
+ROUNDS ?= 3
+SUITE_FLAGS ?= -clusters=3 -run 'TestControlPlaneJoin|TestControlPlaneLeave'
+compare:
+	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
 
 clean:
 	rm -rf _output

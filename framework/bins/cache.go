@@ -29,9 +29,13 @@ const (
 // All lists every binary the local provider needs.
 var All = []Binary{Etcd, KubeAPIServer, PilotDiscovery}
 
+// ClusterBinaries are what the local provider's clusters run; the istiod under test is chosen
+// separately (-istiod.version, -istiod.binary), so a run never builds an istiod it won't use.
+var ClusterBinaries = []Binary{Etcd, KubeAPIServer}
+
 // recipe says where a binary's source lives: a Go package built inside a module directory.
 type recipe struct {
-	moduleDir string // relative to the source root
+	moduleDir string // relative to the source root, or absolute (a generated istiod wrapper)
 	pkg       string
 	coldBuild time.Duration // measured on 2 cores; used to refuse a build that cannot finish in time
 	// versionOf names a module whose version is stamped into the binary (see ldflags).
@@ -39,9 +43,10 @@ type recipe struct {
 }
 
 var recipes = map[Binary]recipe{
-	KubeAPIServer:  {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes"},
-	Etcd:           {"scripts/kubebin", "./etcd", time.Minute, ""},
-	PilotDiscovery: {".", "istio.io/istio/pilot/cmd/pilot-discovery", 5 * time.Minute, ""},
+	KubeAPIServer: {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes"},
+	Etcd:          {"scripts/kubebin", "./etcd", time.Minute, ""},
+	// The default istiod is built like any other version: through its wrapper module (istiod.go).
+	PilotDiscovery: {"", pilotDiscoveryPkg, 5 * time.Minute, istioModule},
 }
 
 // Cache builds binaries from the pinned sources of this repository and keeps them in Dir,
@@ -54,13 +59,33 @@ type Cache struct {
 	recipes map[Binary]recipe // nil means the real ones; tests substitute small programs
 }
 
-func (c *Cache) recipe(b Binary) (recipe, bool) {
+func (c *Cache) recipe(b Binary) (recipe, error) {
+	table := recipes
 	if c.recipes != nil {
-		r, ok := c.recipes[b]
-		return r, ok
+		table = c.recipes
 	}
-	r, ok := recipes[b]
-	return r, ok
+	r, ok := table[b]
+	if !ok {
+		return recipe{}, fmt.Errorf("unknown binary %q", b)
+	}
+	if b == PilotDiscovery && r.moduleDir == "" {
+		pinned, err := c.PinnedIstio()
+		if err != nil {
+			return recipe{}, err
+		}
+		if r, err = c.checkedInIstiod(pinned); err != nil {
+			return recipe{}, err
+		}
+	}
+	return r, nil
+}
+
+// modDir is the recipe's module directory on disk.
+func (c *Cache) modDir(r recipe) string {
+	if filepath.IsAbs(r.moduleDir) {
+		return r.moduleDir
+	}
+	return filepath.Join(c.SrcRoot, r.moduleDir)
 }
 
 // Default returns the cache at $AMBIENTMC_CACHE (or the user cache dir) for this checkout.
@@ -99,10 +124,14 @@ func SourceRoot() (string, error) {
 
 // Path is where binary b is (or will be) cached.
 func (c *Cache) Path(b Binary) (string, error) {
-	r, ok := c.recipe(b)
-	if !ok {
-		return "", fmt.Errorf("unknown binary %q", b)
+	r, err := c.recipe(b)
+	if err != nil {
+		return "", err
 	}
+	return c.pathOf(b, r)
+}
+
+func (c *Cache) pathOf(b Binary, r recipe) (string, error) {
 	key, err := c.key(r)
 	if err != nil {
 		return "", err
@@ -110,17 +139,21 @@ func (c *Cache) Path(b Binary) (string, error) {
 	return filepath.Join(c.Dir, string(b)+"-"+key, string(b)), nil
 }
 
-// key hashes what decides a binary's content: its module's go.mod and go.sum, Go and the platform.
+// key hashes what decides a binary's content: its module's go.mod and go.sum (so the version and
+// every replace), Go, the platform and how the version is stamped.
 func (c *Cache) key(r recipe) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join(c.SrcRoot, r.moduleDir, f))
+		data, err := os.ReadFile(filepath.Join(c.modDir(r), f))
 		if err != nil {
 			return "", fmt.Errorf("reading pinned sources: %w", err)
 		}
 		h.Write(data)
 	}
 	fmt.Fprintf(h, "%s %s %s %s %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, r.pkg, r.versionOf)
+	if r.versionOf == istioModule {
+		h.Write([]byte(istioStampScheme))
+	}
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
@@ -197,7 +230,11 @@ func (c *Cache) Ensure(ctx context.Context, bs ...Binary) (map[Binary]string, er
 			return nil, err
 		}
 		for _, b := range missing {
-			if err := c.build(ctx, b); err != nil {
+			r, err := c.recipe(b)
+			if err != nil {
+				return nil, err
+			}
+			if err := c.build(ctx, b, r); err != nil {
 				return nil, err
 			}
 		}
@@ -228,9 +265,28 @@ func (c *Cache) lock() (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-func (c *Cache) build(ctx context.Context, b Binary) error {
-	r, _ := c.recipe(b)
-	dst, err := c.Path(b)
+// ensureRecipe is Ensure for one binary whose recipe is not in the table (an istiod version).
+func (c *Cache) ensureRecipe(ctx context.Context, b Binary, r recipe) (string, error) {
+	dst, err := c.pathOf(b, r)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	unlock, err := c.lock()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	return dst, c.build(ctx, b, r)
+}
+
+func (c *Cache) build(ctx context.Context, b Binary, r recipe) error {
+	dst, err := c.pathOf(b, r)
 	if err != nil {
 		return err
 	}
@@ -238,18 +294,17 @@ func (c *Cache) build(ctx context.Context, b Binary) error {
 		return err
 	}
 	tmp := dst + ".tmp"
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			return fmt.Errorf("building %s needs the Go toolchain on PATH: %w", b, err)
-		}
+	goBin, err := goTool()
+	if err != nil {
+		return fmt.Errorf("building %s: %w", b, err)
 	}
-	ldflags, err := c.ldflags(r)
+	ldflags, err := c.ldflags(ctx, r)
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, goBin, "build", "-ldflags", ldflags, "-o", tmp, r.pkg)
-	cmd.Dir = filepath.Join(c.SrcRoot, r.moduleDir)
+	cmd.Dir = c.modDir(r)
+	cmd.Env = goEnv()
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -276,15 +331,27 @@ func (c *Cache) build(ctx context.Context, b Binary) error {
 	}
 }
 
-// ldflags stamps the Kubernetes version into kube-apiserver: `go build` of a module dependency
-// leaves it at v0.0.0-master, which is what /version would then report.
-func (c *Cache) ldflags(r recipe) (string, error) {
+// ldflags stamps the module version into the binary: `go build` of a module dependency leaves
+// kube-apiserver at v0.0.0-master and pilot-discovery at "unknown", which their version output
+// would then report.
+func (c *Cache) ldflags(ctx context.Context, r recipe) (string, error) {
 	if r.versionOf == "" {
 		return "", nil
 	}
 	v, err := c.requiredVersion(r, r.versionOf)
 	if err != nil {
 		return "", err
+	}
+	if r.versionOf == istioModule {
+		src, err := moduleSource(ctx, c.modDir(r), istioModule)
+		if err != nil {
+			return "", err
+		}
+		file, err := os.ReadFile(filepath.Join(src, "VERSION"))
+		if err != nil {
+			return "", fmt.Errorf("istio.io/istio@%s has no VERSION file: %w", v, err)
+		}
+		return istioLdflags(v, strings.TrimSpace(string(file))), nil
 	}
 	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
 	if len(parts) < 2 {
@@ -297,7 +364,7 @@ func (c *Cache) ldflags(r recipe) (string, error) {
 
 // requiredVersion reads the version of module that the recipe's go.mod requires.
 func (c *Cache) requiredVersion(r recipe, module string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(c.SrcRoot, r.moduleDir, "go.mod"))
+	data, err := os.ReadFile(filepath.Join(c.modDir(r), "go.mod"))
 	if err != nil {
 		return "", err
 	}

@@ -115,19 +115,11 @@ func TestKubeAPIServerVersionIsStamped(t *testing.T) {
 	root, err := SourceRoot()
 	require.NoError(t, err)
 	c := &Cache{SrcRoot: root}
-	flags, err := c.ldflags(recipes[KubeAPIServer])
+	flags, err := c.ldflags(context.Background(), recipes[KubeAPIServer])
 	require.NoError(t, err)
 	assert.Regexp(t, `-X k8s.io/component-base/version.gitVersion=v1\.\d+\.\d+ `, flags)
 	assert.Contains(t, flags, "version.gitMajor=1 ")
-	empty, err := c.ldflags(recipes[Etcd])
+	empty, err := c.ldflags(context.Background(), recipes[Etcd])
 	require.NoError(t, err)
 	assert.Empty(t, empty)
-}
-
-func TestPinnedIstioVersionIsGoMods(t *testing.T) {
-	v, err := PinnedIstioVersion()
-	require.NoError(t, err)
-	mod, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
-	require.NoError(t, err)
-	assert.Contains(t, string(mod), "istio.io/istio "+v)
 }

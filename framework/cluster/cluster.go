@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -34,6 +35,8 @@ type Cluster struct {
 	ServiceCIDR netip.Prefix
 	// FakeNodes says how scale workloads' fake nodes must be set up in this cluster.
 	FakeNodes FakeNodes
+	// ClientWaits counts the client-side rate limiter's waits of Client and Dynamic.
+	ClientWaits *ClientWaits
 }
 
 // Provider creates and destroys the clusters of a topology. Implementations: local (embedded
@@ -64,9 +67,12 @@ type Provider interface {
 
 // New builds the clients of a ready cluster from its admin REST config and reads its version.
 func New(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*Cluster, error) {
-	// Loading thousands of objects is the framework's job, so client-side throttling only hurts.
+	// Loading thousands of objects is the framework's job, so client-side throttling only hurts;
+	// the waits are counted so a report can show it never throttled.
 	cfg.QPS, cfg.Burst = 5000, 10000
 	cfg.UserAgent = "ambientmc"
+	waits := &ClientWaits{}
+	cfg.RateLimiter = countingLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), waits}
 	proto := rest.CopyConfig(cfg)
 	proto.ContentType = "application/vnd.kubernetes.protobuf"
 	client, err := kubernetes.NewForConfig(proto)
@@ -89,5 +95,6 @@ func New(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*C
 		Client:             client,
 		Dynamic:            dyn,
 		KubernetesVersion:  v.GitVersion,
+		ClientWaits:        waits,
 	}, nil
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,6 +37,8 @@ type Node struct {
 	CA         *pki.Intermediate
 	Roots      *x509.CertPool
 	Dir        string // certificates for the xDS connection
+	// Logf receives errors that happen after start (nil: dropped); the environment's log.
+	Logf func(format string, args ...any)
 }
 
 // watch connects a ztunnel-like xDS client for n.
@@ -96,7 +97,9 @@ func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, err
 		if !started {
 			first, started = err, true
 		} else if err != nil {
-			fmt.Fprintf(os.Stderr, "ambientmc: ztunnel %s/%s: %v\n", z.node.Cluster, z.node.Name, err)
+			if z.node.Logf != nil {
+				z.node.Logf("ztunnel %s/%s: %v", z.node.Cluster, z.node.Name, err)
+			}
 		}
 	})
 	if first != nil {

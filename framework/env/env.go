@@ -20,6 +20,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/proc"
@@ -41,6 +42,9 @@ type Env struct {
 	Flags     Flags
 	// Scale is what every cluster gets loaded with (-scale, -services, -pods).
 	Scale workload.Scale
+	// Istiod is the pilot-discovery under test (-istiod.version, -istiod.binary); nil for
+	// providers that run istiod images.
+	Istiod *bins.IstiodBuild
 
 	start    time.Time
 	mu       sync.Mutex
@@ -50,6 +54,8 @@ type Env struct {
 	// ready is set once setup finished and the tests may run.
 	ready   bool
 	cutOnce sync.Once
+	// peakMemory samples host memory in use over the whole run.
+	peakMemory *measure.PeakMemory
 }
 
 type cleanup struct {
@@ -105,7 +111,8 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now()}
+	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second)}
+	defer e.peakMemory.Stop()
 	release := proc.TrapSignals(func(sig os.Signal) {
 		e.cutShort(fmt.Sprintf("interrupted by %s", sig))
 		e.Logf("%s: stopping everything", sig)
@@ -261,6 +268,9 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	if err := e.checkInput(); err != nil {
 		return err
 	}
+	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {
+		return err
+	}
 	var err error
 	if e.RunDir, err = os.MkdirTemp("", "ambientmc-run-"); err != nil {
 		return err
@@ -282,6 +292,7 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 	e.Report = newReport(e.Provider.Name(), e.Topology)
 	all := append([]Step{
 		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
+		{"istiod-binary", resolveIstiod},
 		{"clusters", createClusters},
 		{"crds", installCRDs},
 	}, steps...)
@@ -318,7 +329,11 @@ func installCRDs(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	set, err := crds.Load(ctx, root)
+	istioSrc := "" // the embedded CRDs of the pinned istio.io/istio
+	if e.Istiod != nil {
+		istioSrc = e.Istiod.SourceDir
+	}
+	set, err := crds.LoadFrom(ctx, root, istioSrc)
 	if err != nil {
 		return err
 	}
@@ -341,6 +356,11 @@ func installCRDs(ctx context.Context, e *Env) error {
 func (e *Env) writeReport() error {
 	if err := os.MkdirAll(e.ReportDir, 0o755); err != nil {
 		return err
+	}
+	if e.peakMemory != nil && e.Report.Setup != nil {
+		if peak := e.peakMemory.Peak(); peak > 0 {
+			e.Report.Setup.PeakHostMemoryBytes = report.F(float64(peak))
+		}
 	}
 	if err := report.Write(e.ReportDir, e.Report); err != nil {
 		return err

@@ -29,14 +29,22 @@ type processLister interface {
 }
 
 // setupReport records how long each cluster took to start and, for local processes, their RSS.
+// Steps may have put figures into the setup section already (e.g. workload throughput): those stay.
 func setupReport(e *Env, total time.Duration) *report.Setup {
 	s := &report.Setup{TotalSeconds: total.Seconds()}
+	earlier := map[string]report.ClusterSetup{}
+	if prev := e.Report.Setup; prev != nil {
+		s.Workloads = prev.Workloads
+		for _, c := range prev.Clusters {
+			earlier[c.Name] = c
+		}
+	}
 	var procs map[string][]*proc.Process
 	if pl, ok := e.Provider.(processLister); ok {
 		procs = pl.Processes()
 	}
 	for _, c := range e.Clusters {
-		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds}
+		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds, PodsPerSecond: earlier[c.Name].PodsPerSecond}
 		for _, p := range procs[c.Name] {
 			if rss, err := p.RSSBytes(); err == nil {
 				if cs.RSSBytes == nil {

@@ -91,18 +91,9 @@ func (i *Istiod) MemStats(ctx context.Context) (MemStats, error) {
 	}, nil
 }
 
-// LiveHeap forces a collection, then returns HeapAlloc in bytes: the live heap, istiod's
-// structural memory cost, free of GC and scavenger timing. Allocations between the GC and the
-// read (small when idle) are included.
-func (i *Istiod) LiveHeap(ctx context.Context) (float64, error) {
-	ms, err := i.liveHeapStats(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return float64(ms.HeapAlloc), nil
-}
-
-// liveHeapStats is LiveHeap with the whole MemStats read after the GC.
+// liveHeapStats forces a collection, then reads MemStats: HeapAlloc is then the live heap,
+// istiod's structural memory cost, free of GC and scavenger timing. Allocations between the GC
+// and the read (small when idle) are included.
 func (i *Istiod) liveHeapStats(ctx context.Context) (MemStats, error) {
 	if err := i.ForceGC(ctx); err != nil {
 		return MemStats{}, err

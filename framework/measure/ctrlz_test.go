@@ -54,19 +54,19 @@ func (f *fakeCtrlz) requests() []string {
 	return append([]string(nil), f.log...)
 }
 
-func TestLiveHeapPutsForceCollectionThenReadsHeapAlloc(t *testing.T) {
+func TestLiveHeapStatsPutsForceCollectionThenReadsHeapAlloc(t *testing.T) {
 	fake := &fakeCtrlz{}
 	srv := loopbackServer(t, fake)
 	i := &Istiod{Name: "cluster-1", CtrlzURL: srv.URL + "/"} // trailing slash tolerated
 
-	live, err := i.LiveHeap(context.Background())
+	live, err := i.liveHeapStats(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"PUT /memj/forcecollection", "GET /memj/"}, fake.requests())
 	fake.mu.Lock()
 	want := fake.last
 	fake.mu.Unlock()
-	assert.Equal(t, float64(want.HeapAlloc), live)
-	assert.Greater(t, live, 0.0)
+	assert.Equal(t, want.HeapAlloc, live.HeapAlloc)
+	assert.Greater(t, live.HeapAlloc, uint64(0))
 
 	ms, err := i.MemStats(context.Background())
 	require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestLiveHeapAgainstIstioControlZ(t *testing.T) {
 	assert.Greater(t, after.HeapAlloc, uint64(0))
 	assert.Greater(t, after.Sys, after.HeapInuse)
 
-	live, err := i.LiveHeap(context.Background())
+	live, err := i.liveHeapStats(context.Background())
 	require.NoError(t, err)
-	assert.Greater(t, live, 0.0)
+	assert.Greater(t, live.HeapAlloc, uint64(0))
 }

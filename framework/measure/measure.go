@@ -74,6 +74,9 @@ type Istiod struct {
 	// Client is used for every request; nil means a private client with a 10 s timeout and no
 	// proxy.
 	Client *http.Client
+	// CPU reads istiod's CPU time finer than process_cpu_seconds_total's 10 ms (e.g. Schedstat
+	// for a local process); nil means that metric (MetricCPU).
+	CPU CPUSource
 }
 
 // defaultClient never consults proxy variables: everything here is loopback.
@@ -111,12 +114,13 @@ type Metrics struct {
 	ManagedClusters map[string]float64
 
 	// XDSPushes sums pilot_xds_pushes over every type except the *_senderr ones, which count
-	// failed sends and are summed into XDSPushErrors instead. Zero when absent (no push yet).
-	XDSPushes     float64
-	XDSPushErrors float64
-	// ConnectedXDS sums the pilot_xds gauge over proxy versions: xDS clients connected now. Zero
-	// when absent (nothing ever connected).
-	ConnectedXDS float64
+	// failed sends and are summed into XDSPushErrors instead. Both are nil when istiod exports no
+	// pilot_xds_pushes (no push yet, or a build without the metric): absent, not zero.
+	XDSPushes     *float64
+	XDSPushErrors *float64
+	// ConnectedXDS sums the pilot_xds gauge over proxy versions: xDS clients connected now; nil
+	// when istiod exports no pilot_xds.
+	ConnectedXDS *float64
 
 	// Families is the whole parsed exposition, for metrics this struct does not name.
 	Families map[string]*dto.MetricFamily
@@ -185,7 +189,7 @@ func ParseMetrics(r io.Reader, at time.Time) (*Metrics, error) {
 		RemoteSync:          map[string]bool{},
 		RemoteStatus:        map[string]string{},
 		ManagedClusters:     map[string]float64{},
-		ConnectedXDS:        sum(fams[MetricXDSClients], nil),
+		ConnectedXDS:        sumIfPresent(fams[MetricXDSClients], nil),
 		Families:            fams,
 	}
 	if f := fams[MetricManagedClusters]; f != nil {
@@ -212,10 +216,10 @@ func ParseMetrics(r io.Reader, at time.Time) (*Metrics, error) {
 			m.RemoteSync[c] = st == StatusSynced
 		}
 	}
-	m.XDSPushes = sum(fams[MetricXDSPushes], func(s *dto.Metric) bool {
+	m.XDSPushes = sumIfPresent(fams[MetricXDSPushes], func(s *dto.Metric) bool {
 		return !strings.HasSuffix(label(s, LabelType), "_senderr")
 	})
-	m.XDSPushErrors = sum(fams[MetricXDSPushes], func(s *dto.Metric) bool {
+	m.XDSPushErrors = sumIfPresent(fams[MetricXDSPushes], func(s *dto.Metric) bool {
 		return strings.HasSuffix(label(s, LabelType), "_senderr")
 	})
 	return m, nil
@@ -265,6 +269,15 @@ func sum(f *dto.MetricFamily, keep func(*dto.Metric) bool) float64 {
 		}
 	}
 	return total
+}
+
+// sumIfPresent is sum, or nil when f is not in the exposition at all.
+func sumIfPresent(f *dto.MetricFamily, keep func(*dto.Metric) bool) *float64 {
+	if f == nil || len(f.GetMetric()) == 0 {
+		return nil
+	}
+	v := sum(f, keep)
+	return &v
 }
 
 // value reads a counter, gauge or untyped sample; histograms and summaries are not expected in

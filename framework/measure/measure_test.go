@@ -42,9 +42,12 @@ func TestScrapeParsesIstiodExposition(t *testing.T) {
 	assert.Equal(t, map[string]string{"cluster-2": StatusSynced, "cluster-3": StatusSyncing, "cluster-4": ""}, m.RemoteStatus)
 	assert.Equal(t, []string{"cluster-2", "cluster-3"}, m.RemoteClusters())
 	// cds 3 + eds 5 + wads 4 + wds 12; eds_senderr counts failures, not pushes.
-	assert.Equal(t, 24.0, m.XDSPushes)
-	assert.Equal(t, 2.0, m.XDSPushErrors)
-	assert.Equal(t, 3.0, m.ConnectedXDS)
+	require.NotNil(t, m.XDSPushes)
+	require.NotNil(t, m.XDSPushErrors)
+	require.NotNil(t, m.ConnectedXDS)
+	assert.Equal(t, 24.0, *m.XDSPushes)
+	assert.Equal(t, 2.0, *m.XDSPushErrors)
+	assert.Equal(t, 3.0, *m.ConnectedXDS)
 	require.Contains(t, m.Families, "pilot_xds_push_time")
 	assert.Equal(t, uint64(12), m.Families["pilot_xds_push_time"].GetMetric()[0].GetHistogram().GetSampleCount())
 }
@@ -56,6 +59,23 @@ func TestParseMetricsRejectsExpositionWithoutProcessMetrics(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "process_cpu_seconds_total")
 	assert.Contains(t, err.Error(), "go_goroutines")
+}
+
+// An istiod that exports no xDS metrics has no push count and no connected clients: absent, not 0.
+func TestParseMetricsLeavesAbsentXDSMetricsNil(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(exposition(1, 2, 3, fixtureSynced)), time.Now())
+	require.NoError(t, err)
+	assert.Nil(t, m.XDSPushes)
+	assert.Nil(t, m.XDSPushErrors)
+	assert.Nil(t, m.ConnectedXDS)
+}
+
+// deref reads a counter that may not have existed yet (the first scrape of a fresh exporter).
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func TestParseMetricsRejectsTwoSyncStatesAtOnce(t *testing.T) {
@@ -153,8 +173,11 @@ func TestScrapeParsesIstioMonitoringExporter(t *testing.T) {
 	assert.Equal(t, map[string]float64{"local": 1, "remote": 1}, m.ManagedClusters)
 	assert.Equal(t, map[string]bool{"cluster-2": true}, m.RemoteSync)
 	assert.Equal(t, map[string]string{"cluster-2": StatusSynced}, m.RemoteStatus)
-	assert.Equal(t, 2.0, m.XDSPushes-m0.XDSPushes)
-	assert.Equal(t, 1.0, m.XDSPushErrors-m0.XDSPushErrors)
-	assert.Equal(t, 1.0, m.ConnectedXDS)
+	require.NotNil(t, m.XDSPushes)
+	require.NotNil(t, m.XDSPushErrors)
+	require.NotNil(t, m.ConnectedXDS)
+	assert.Equal(t, 2.0, *m.XDSPushes-deref(m0.XDSPushes))
+	assert.Equal(t, 1.0, *m.XDSPushErrors-deref(m0.XDSPushErrors))
+	assert.Equal(t, 1.0, *m.ConnectedXDS)
 	assert.NotContains(t, m.Families, MetricXDSPushes+"_total", "istiod exports sums without the _total suffix")
 }

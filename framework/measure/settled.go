@@ -3,10 +3,8 @@ package measure
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/stats"
+	"time"
 )
 
 // Settled is istiod's memory once a join has settled.
@@ -19,7 +17,7 @@ type Settled struct {
 	LiveHeapBytes float64
 	// AfterGC is the full MemStats read with LiveHeapBytes.
 	AfterGC MemStats
-	// Samples are the scrapes, in order, without Families; the first and last bound a CPU window.
+	// Samples are the scrapes, in order, without Families.
 	Samples []*Metrics
 }
 
@@ -62,19 +60,4 @@ func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duratio
 	out.LiveHeapBytes = float64(ms.HeapAlloc)
 	out.AfterGC = ms
 	return out, nil
-}
-
-// Window is the CPU window spanned by the samples (first to last); zero length for one sample.
-func (s Settled) Window() CPUWindow {
-	if len(s.Samples) == 0 {
-		return CPUWindow{}
-	}
-	return CPUWindow{Start: s.Samples[0], End: s.Samples[len(s.Samples)-1]}
-}
-
-// ReportSample fills the memory fields of a report.Sample; CPU fields are left absent, since they
-// come from windows the caller chooses.
-func (s Settled) ReportSample() report.Sample {
-	rss, heap, live := s.RSSBytes, s.HeapInuseBytes, s.LiveHeapBytes
-	return report.Sample{RSSBytes: &rss, HeapInuseBytes: &heap, LiveHeapBytes: &live}
 }

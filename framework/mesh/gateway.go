@@ -16,8 +16,9 @@ import (
 const (
 	// EastWestGateway is the name (and so the service account and SPIFFE identity) of the
 	// east-west gateway, as istio's samples/multicluster/gen-eastwest-gateway.sh names it.
-	EastWestGateway      = "istio-eastwestgateway"
-	eastWestGatewayClass = "istio-east-west"
+	EastWestGateway = "istio-eastwestgateway"
+	// EastWestGatewayClass is the GatewayClass istiod creates when AMBIENT_ENABLE_MULTI_NETWORK is on.
+	EastWestGatewayClass = "istio-east-west"
 	// HBONEPort is where the east-west gateway terminates the outer HBONE tunnel.
 	HBONEPort = 15008
 )
@@ -29,27 +30,7 @@ var gatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io",
 // istiod never writes addresses itself, so the value stays; the Gateway stays Programmed=False,
 // which istiod ignores (notes/istio-embedded.md section 9).
 func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address string) error {
-	gw := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1",
-		"kind":       "Gateway",
-		"metadata": map[string]any{
-			"name":      EastWestGateway,
-			"namespace": SystemNamespace,
-			"labels":    map[string]any{NetworkLabel: c.Network},
-		},
-		"spec": map[string]any{
-			"gatewayClassName": eastWestGatewayClass,
-			"listeners": []any{map[string]any{
-				"name":     "mesh",
-				"port":     int64(HBONEPort),
-				"protocol": "HBONE",
-				"tls": map[string]any{
-					"mode":    "Terminate",
-					"options": map[string]any{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
-				},
-			}},
-		},
-	}}
+	gw := EastWestGatewayObject(c.Network)
 	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
 	if _, err := api.Create(ctx, gw, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("cluster %s: creating the east-west gateway: %w", c.Name, err)
@@ -66,4 +47,31 @@ func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address stri
 		return fmt.Errorf("cluster %s: writing the east-west gateway address %s: %w", c.Name, address, err)
 	}
 	return nil
+}
+
+// EastWestGatewayObject is the ambient east-west Gateway of a cluster on network, as istio's
+// samples/multicluster/gen-eastwest-gateway.sh --ambient emits it: class istio-east-west, one
+// HBONE listener on 15008 that terminates ISTIO_MUTUAL. Every provider installs this same object.
+func EastWestGatewayObject(network string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1",
+		"kind":       "Gateway",
+		"metadata": map[string]any{
+			"name":      EastWestGateway,
+			"namespace": SystemNamespace,
+			"labels":    map[string]any{NetworkLabel: network},
+		},
+		"spec": map[string]any{
+			"gatewayClassName": EastWestGatewayClass,
+			"listeners": []any{map[string]any{
+				"name":     "mesh",
+				"port":     int64(HBONEPort),
+				"protocol": "HBONE",
+				"tls": map[string]any{
+					"mode":    "Terminate",
+					"options": map[string]any{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
+				},
+			}},
+		},
+	}}
 }

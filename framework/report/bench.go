@@ -13,8 +13,12 @@ import (
 
 // Bench renders r as Go benchmark lines (bench.txt) so benchstat can compare two runs:
 // BenchmarkSetup, BenchmarkJoin (baseline, each join, perRemote), BenchmarkLeave and BenchmarkLatency.
-// Every line has iteration count 1 and only measured values; the run's configuration goes in the
-// header as "key: value" lines, which benchstat uses to tell runs apart.
+// Every line has iteration count 1 and only measured values. Only what makes two runs different
+// experiments (provider, data plane) is a "key: value" header line: benchstat puts files whose
+// header lines differ into separate tables. Configuration that may differ between runs one wants
+// to compare (scale, istiods) is part of the benchmark names, and which istiod ran is left out of
+// the bench lines altogether (report.json has it), so `benchstat a/bench.txt b/bench.txt` of two
+// istiods compares them column by column.
 func Bench(r *Report) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: %s\n", runtime.GOOS, runtime.GOARCH, benchPkg)
@@ -22,14 +26,15 @@ func Bench(r *Report) []byte {
 	if r.DataPlane != "" {
 		fmt.Fprintf(&b, "dataplane: %s\n", token(r.DataPlane))
 	}
-	if r.Scale != nil {
-		fmt.Fprintf(&b, "scale: services=%d,pods=%d\n", r.Scale.ServicesPerCluster, r.Scale.PodsPerCluster)
-	}
-	if r.ControlPlane != nil {
-		fmt.Fprintf(&b, "istiods: %s\n", token(r.ControlPlane.Istiods))
-	}
 	prefix := func(kind string) string {
-		return fmt.Sprintf("Benchmark%s/clusters=%d", kind, len(r.Topology.Clusters))
+		name := fmt.Sprintf("Benchmark%s/clusters=%d", kind, len(r.Topology.Clusters))
+		if r.Scale != nil {
+			name += fmt.Sprintf("/services=%d/pods=%d", r.Scale.ServicesPerCluster, r.Scale.PodsPerCluster)
+		}
+		if r.ControlPlane != nil && kind != "Setup" {
+			name += "/istiods=" + token(r.ControlPlane.Istiods)
+		}
+		return name
 	}
 
 	if s := r.Setup; s != nil {
@@ -66,6 +71,11 @@ func Bench(r *Report) []byte {
 			ms := optMetrics(optMetric{l.Seconds, "leave-s"}, optMetric{l.RSSBytes, "rss-B"}, optMetric{l.LiveHeapBytes, "live-heap-B"})
 			ms = append(ms, metric{float64(l.ManagedRemoteClusters), "managed-remote-clusters"})
 			line(&b, fmt.Sprintf("%s/leave=%d", prefix("Leave"), l.RemoteClusters), ms...)
+		}
+		if ret := cp.MemoryReturned(); ret != nil {
+			line(&b, prefix("Leave")+"/returned", optMetrics(
+				optMetric{ret.LiveHeapBytes, "returned-live-heap-B"}, optMetric{ret.RSSBytes, "returned-rss-B"},
+				optMetric{ret.LeftoverLiveHeap, "leftover-live-heap-B"}, optMetric{ret.LeftoverRSSBytes, "leftover-rss-B"})...)
 		}
 	}
 

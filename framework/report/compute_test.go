@@ -1,8 +1,13 @@
 package report
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
@@ -50,7 +55,7 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 }
 
 func TestFitPerRemoteUsesBaseline(t *testing.T) {
-	// One join plus the baseline is two points: slope = difference, stderr 0.
+	// One join plus the baseline is two points: slope = difference, stderr unknown (absent, not 0).
 	cp := &ControlPlane{Baseline: Sample{RSSBytes: F(100)}, Joins: []Join{{RemoteClusters: 1, Sample: Sample{RSSBytes: F(250)}}}}
 	if err := cp.FitPerRemote(); err != nil {
 		t.Fatal(err)
@@ -58,8 +63,40 @@ func TestFitPerRemoteUsesBaseline(t *testing.T) {
 	if got := *cp.PerRemoteCluster.RSSBytes; got != 150 {
 		t.Errorf("slope = %v, want 150", got)
 	}
-	if got := *cp.PerRemoteCluster.RSSBytesStdErr; got != 0 {
-		t.Errorf("stderr = %v, want 0", got)
+	if se := cp.PerRemoteCluster.RSSBytesStdErr; se != nil {
+		t.Errorf("stderr = %v from two points, want absent", *se)
+	}
+	b, err := json.Marshal(cp.PerRemoteCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "StdErr") {
+		t.Errorf("JSON carries a standard error of a two-point fit: %s", b)
+	}
+	if md := string(Markdown(&Report{Provider: ProviderLocal, ControlPlane: cp})); !strings.Contains(md, "| RSS (MB) | 0.0 ± - |") {
+		t.Errorf("report.md does not show the absent stderr as -:\n%s", md)
+	}
+}
+
+// A CPU slope carries the resolution of its points over the fitted range.
+func TestFitPerRemoteCPUResolution(t *testing.T) {
+	cp := &ControlPlane{Baseline: Sample{SteadyCPUCores: F(0.005), SteadyCPUCoresResolution: F(0.0025)}}
+	for k := 1; k <= 4; k++ {
+		cp.Joins = append(cp.Joins, Join{RemoteClusters: k, JoinCPUSeconds: F(0.1), JoinCPUSecondsResolution: F(0.01),
+			Sample: Sample{SteadyCPUCores: F(0.005), SteadyCPUCoresResolution: F(0.0025 * float64(k))}})
+	}
+	if err := cp.FitPerRemote(); err != nil {
+		t.Fatal(err)
+	}
+	pr := cp.PerRemoteCluster
+	if pr.SteadyCPUCoresResolution == nil || !near(*pr.SteadyCPUCoresResolution, 0.01/4, 1e-15) {
+		t.Errorf("steady slope resolution = %v, want coarsest 0.01 over 4 clusters", pr.SteadyCPUCoresResolution)
+	}
+	if pr.JoinCPUSecondsResolution == nil || !near(*pr.JoinCPUSecondsResolution, 0.01/4, 1e-15) {
+		t.Errorf("join slope resolution = %v", pr.JoinCPUSecondsResolution)
+	}
+	if pr.RSSBytes != nil || pr.CPUCoresResolution != nil {
+		t.Errorf("unmeasured metrics fitted: %+v", pr)
 	}
 }
 
@@ -122,4 +159,32 @@ func TestComputeOverhead(t *testing.T) {
 	if o := ComputeOverhead(runs[1:3]); o != nil {
 		t.Errorf("no local runs: want nil, got %+v", o)
 	}
+}
+
+func TestFitJoinGrowth(t *testing.T) {
+	cp := &ControlPlane{}
+	// The k-th join (k already joined) costs 2 + 0.5k CPU-s; convergence is flat at 1.5 s.
+	for k := 0; k < 4; k++ {
+		cp.Joins = append(cp.Joins, Join{RemoteClusters: k + 1, JoinCPUSeconds: F(2 + 0.5*float64(k)), ConvergenceSeconds: F(1.5)})
+	}
+	cp.FitJoinGrowth()
+	g := cp.JoinGrowth
+	require.NotNil(t, g)
+	require.NotNil(t, g.JoinCPUSeconds)
+	assert.InDelta(t, 2, g.JoinCPUSeconds.Intercept, 1e-9, "a is the first join's cost")
+	assert.InDelta(t, 0.5, g.JoinCPUSeconds.Slope, 1e-9)
+	require.NotNil(t, g.JoinCPUSeconds.SlopeStdErr)
+	assert.Equal(t, 4, g.JoinCPUSeconds.N)
+	assert.InDelta(t, 0, g.ConvergenceSeconds.Slope, 1e-9)
+	assert.Nil(t, g.SyncSeconds, "never measured: absent")
+
+	two := &ControlPlane{Joins: cp.Joins[:2]}
+	two.FitJoinGrowth()
+	assert.Nil(t, two.JoinGrowth.JoinCPUSeconds.SlopeStdErr, "two joins leave no residual: no standard error")
+	one := &ControlPlane{Joins: cp.Joins[:1]}
+	one.FitJoinGrowth()
+	assert.Nil(t, one.JoinGrowth, "one join fits no line")
+
+	md := string(Markdown(&Report{ControlPlane: cp}))
+	assert.Contains(t, md, "| Join CPU-s | 2.00 | 0.500 ± 0.000 | 4 |")
 }

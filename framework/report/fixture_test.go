@@ -6,6 +6,9 @@ func fullReport() *Report {
 	r.DataPlane = DataPlaneEmulated
 	r.Istio = "v0.0.0-20260827124520-eed52ebb66ad"
 	r.Kubernetes = "v1.36.1"
+	r.Istiod = &Istiod{Version: "v0.0.0-20260826214018-9739e10eb9d7", Binary: "/cache/pilot-discovery-0123/pilot-discovery",
+		SHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", GoVersion: "go1.26.8",
+		VersionOutput: `client version: version.BuildInfo{Version:"1.30-dev"}`, ReplacedPins: []string{"istio.io/api v1.30.4-0.20260824163423-69099aec2678 => v1.30.8"}}
 	r.Host = Host{CPUs: 2, MemoryBytes: 8 << 30}
 	r.Topology = Topology{Clusters: []TopologyCluster{
 		{Name: "cluster-1", Network: "network-1", Primary: true},
@@ -13,18 +16,24 @@ func fullReport() *Report {
 		{Name: "cluster-3", Network: "network-3", Primary: true},
 	}}
 	r.Scale = &Scale{ServicesPerCluster: 300, PodsPerCluster: 4000}
+	// schedstat (1 ns) over a 62 s blended and a 30 s steady window.
 	sample := func(cpu, steady, rss, heap, live float64) Sample {
-		return Sample{CPUCores: F(cpu), SteadyCPUCores: F(steady), RSSBytes: F(rss), HeapInuseBytes: F(heap), LiveHeapBytes: F(live)}
+		return Sample{CPUCores: F(cpu), CPUCoresResolution: F(1e-9 / 62), SteadyCPUCores: F(steady), SteadyCPUCoresResolution: F(1e-9 / 30),
+			RSSBytes: F(rss), HeapInuseBytes: F(heap), LiveHeapBytes: F(live)}
 	}
 	r.ControlPlane = &ControlPlane{
-		ObservedIstiod: "cluster-1",
-		Istiods:        IstiodsAll,
-		Baseline:       sample(0.01, 0.0002, 150e6, 90e6, 45e6),
+		ObservedIstiod:       "cluster-1",
+		Istiods:              IstiodsAll,
+		CPUSource:            "schedstat",
+		CPUResolutionSeconds: F(1e-9),
+		SettleSeconds:        F(60),
+		SteadyWindowSeconds:  F(30),
+		Baseline:             sample(0.01, 0.0002, 150e6, 90e6, 45e6),
 		Joins: []Join{
 			{Cluster: "cluster-2", RemoteClusters: 1, SyncSeconds: F(0.61), XDSSeconds: F(2.1), ConvergenceSeconds: F(2.1),
-				JoinCPUSeconds: F(3.1), Sample: sample(0.03, 0.0004, 270e6, 175e6, 92e6)},
+				JoinCPUSeconds: F(3.1), JoinCPUSecondsResolution: F(1e-9), Sample: sample(0.03, 0.0004, 270e6, 175e6, 92e6)},
 			{Cluster: "cluster-3", RemoteClusters: 2, SyncSeconds: F(0.55), XDSSeconds: F(1.9), ConvergenceSeconds: F(2.0),
-				JoinCPUSeconds: F(2.9), Sample: sample(0.02, 0.0006, 390e6, 260e6, 140e6)},
+				JoinCPUSeconds: F(2.9), JoinCPUSecondsResolution: F(1e-9), Sample: sample(0.02, 0.0006, 390e6, 260e6, 140e6)},
 		},
 		Leaves: []Leave{{Cluster: "cluster-3", RemoteClusters: 1, Seconds: F(1.2), RSSBytes: F(300e6), LiveHeapBytes: F(95e6), ManagedRemoteClusters: 1}},
 	}

@@ -3,8 +3,11 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/measure"
 )
 
 // Markdown renders r as report.md.
@@ -25,6 +28,9 @@ func Markdown(r *Report) []byte {
 	if r.Istio != "" {
 		p("| Istio | %s |\n", cell(r.Istio))
 	}
+	if i := r.Istiod; i != nil {
+		p("| istiod | %s |\n", cell(istiodLine(i)))
+	}
 	if r.Kubernetes != "" {
 		p("| Kubernetes | %s |\n", cell(r.Kubernetes))
 	}
@@ -43,7 +49,7 @@ func Markdown(r *Report) []byte {
 	}
 
 	if cp := r.ControlPlane; cp != nil {
-		markdownControlPlane(&b, cp, r.Reference)
+		markdownControlPlane(&b, cp, r.Scale, r.Reference)
 	}
 	if l := r.Latency; l != nil {
 		markdownLatency(&b, l, r.Reference)
@@ -55,15 +61,27 @@ func Markdown(r *Report) []byte {
 	}
 	markdownChecks(&b, r.IstiodChecks)
 	if s := r.Setup; s != nil {
-		p("## Setup\n\nTotal %s s.\n\n", num(s.TotalSeconds, 1))
+		p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
+		if s.PeakHostMemoryBytes != nil {
+			p(" Peak host memory in use: %s GB.", num(*s.PeakHostMemoryBytes/1e9, 2))
+		}
+		p("\n\n")
+		if w := s.Workloads; w != nil {
+			p("Scale workloads: %s pods/s over all clusters in %s s; the client's rate limiter waited %d times (%s s)",
+				num(w.PodsPerSecond, 0), num(w.Seconds, 1), w.ClientWaits, num(w.ClientWaitSeconds, 2))
+			if w.TestProcessCPUCores != nil {
+				p("; the test process used %s cores", num(*w.TestProcessCPUCores, 2))
+			}
+			p(".\n\n")
+		}
 		if len(s.Clusters) > 0 {
-			p("| Cluster | Ready s | RSS MB by process |\n|---|---|---|\n")
+			p("| Cluster | Ready s | RSS MB by process | Pods/s |\n|---|---|---|---|\n")
 			for _, c := range s.Clusters {
 				var parts []string
 				for _, k := range sortedKeys(c.RSSBytes) {
 					parts = append(parts, k+" "+num(c.RSSBytes[k]/bytesPerMB, 1))
 				}
-				p("| %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(parts, ", ")))
+				p("| %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(parts, ", ")), opt(c.PodsPerSecond, 1, 0))
 			}
 			p("\n")
 		}
@@ -79,44 +97,102 @@ func Markdown(r *Report) []byte {
 	return b.Bytes()
 }
 
-func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, ref Reference) {
+func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref Reference) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	others := "the other istiods ran during the joins"
 	if cp.Istiods == IstiodsObserved {
 		others = "only the observed istiod ran (quieter CPU figures)"
 	}
 	p("## Control plane\n\nObserved istiod: %s; istiods: %s (%s). MB = 10^6 bytes.\n\n", cell(cp.ObservedIstiod), cell(cp.Istiods), others)
+	settle, steady := windowText(cp.SettleSeconds), windowText(cp.SteadyWindowSeconds)
+	if cp.CPUSource != "" {
+		p("CPU from %s", cell(cp.CPUSource))
+		if cp.CPUResolutionSeconds != nil {
+			p(" (resolution %s s)", res(*cp.CPUResolutionSeconds))
+		}
+		if cp.CPUSource == measure.SchedstatName {
+			// The kernel updates a running thread's counter at switches and ticks (measure.Schedstat).
+			p("; a thread that is on a CPU at a read lags by up to one scheduler tick, which an idle istiod rarely is")
+		}
+		p(". ")
+	}
+	p("CPU columns: **Join CPU-s** is the CPU-seconds from just before the remote secret to convergence + %s (the join burst); "+
+		"**Steady CPU cores** is the average over the %s window ending there; **Blended CPU cores** averages both over "+
+		"the whole span, whose length follows the settle flag, so it is not comparable with a published steady figure. "+
+		"A figure below its resolution (the CPU source's step over the window) is shown as \"< resolution\".\n\n", settle, steady)
 
 	p("### Joins\n\n")
-	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Join CPU-s | CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔCPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	sampleCells := func(s Sample) string {
-		return strings.Join([]string{opt(s.CPUCores, 1, 4), opt(s.SteadyCPUCores, 1, 5),
+		return strings.Join([]string{cpu(s.CPUCores, s.CPUCoresResolution, 4), cpu(s.SteadyCPUCores, s.SteadyCPUCoresResolution, 5),
 			opt(s.RSSBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
 	}
 	m := missingCellValue
-	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, sampleCells(cp.Baseline), m, m, m, m)
+	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
+	prev := cp.Baseline
 	for _, j := range cp.Joins {
-		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
-			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), opt(j.JoinCPUSeconds, 1, 2),
-			sampleCells(j.Sample), opt(j.DeltaCPUCores, 1, 4), opt(j.DeltaRSSBytes, bytesPerMB, 1),
-			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1))
+		// A difference of two readings is known to within both their resolutions.
+		var dres *float64
+		if prev.CPUCoresResolution != nil && j.CPUCoresResolution != nil {
+			dres = F(*prev.CPUCoresResolution + *j.CPUCoresResolution)
+		}
+		busy := m
+		if j.HostCPUBusy != nil {
+			busy = num(*j.HostCPUBusy*100, 0) + "%"
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
+			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), cpu(j.JoinCPUSeconds, j.JoinCPUSecondsResolution, 2),
+			sampleCells(j.Sample), cpu(j.DeltaCPUCores, dres, 4), opt(j.DeltaRSSBytes, bytesPerMB, 1),
+			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1), busy)
+		prev = j.Sample
 	}
 	p("\n")
 
 	if pr := cp.PerRemoteCluster; pr != nil {
 		p("### Per remote cluster\n\n")
-		p("Least-squares slope over the baseline and %d joins, ± its standard error (0 when only two points were fitted). "+
-			"Join CPU is the slope of the cumulative join cost, i.e. CPU-seconds per added cluster.\n\n", len(cp.Joins))
+		p("Least-squares slope over the baseline and %d joins, ± its standard error (- when fewer than three points were fitted: "+
+			"two points leave no residual to estimate it). Join CPU is the slope of the cumulative join cost, i.e. CPU-seconds per added cluster. "+
+			"A CPU slope's resolution is one resolution step across the fitted range of remote clusters.\n\n", len(cp.Joins))
+		if scale == nil || *scale != ref.Scale {
+			run := "was not recorded"
+			if scale != nil {
+				run = fmt.Sprintf("was %d services and %d pods per cluster", scale.ServicesPerCluster, scale.PodsPerCluster)
+			}
+			p("**Scales differ:** the published figures are at %d services and %d pods per cluster; this run's scale %s. "+
+				"Per-remote cost grows with what each remote cluster holds, so the columns below are not like for like.\n\n",
+				ref.Scale.ServicesPerCluster, ref.Scale.PodsPerCluster, run)
+		}
 		pubCPU := fmt.Sprintf("%s cores (%s%% of a core)", num(ref.PerRemoteClusterCPUCores, 3), num(ref.PerRemoteClusterCPUCores*100, 1))
 		pubMem := num(ref.PerRemoteClusterMemoryBytes/bytesPerMB, 0) + " MB"
 		p("| Metric | Measured | Published |\n|---|---|---|\n")
-		p("| Steady CPU (cores) | %s | %s |\n", slope(pr.SteadyCPUCores, pr.SteadyCPUCoresStdErr, 1, 5), pubCPU)
-		p("| CPU (cores) | %s | %s |\n", slope(pr.CPUCores, pr.CPUCoresStdErr, 1, 4), pubCPU)
-		p("| Join CPU (CPU-s per cluster) | %s | %s |\n", slope(pr.JoinCPUSeconds, pr.JoinCPUSecondsStdErr, 1, 2), m)
+		p("| Steady CPU (cores, %s window) | %s | %s |\n", steady, cpuSlope(pr.SteadyCPUCores, pr.SteadyCPUCoresStdErr, pr.SteadyCPUCoresResolution, 5), pubCPU)
+		p("| Join burst CPU (CPU-s per cluster) | %s | %s |\n", cpuSlope(pr.JoinCPUSeconds, pr.JoinCPUSecondsStdErr, pr.JoinCPUSecondsResolution, 2), m)
+		p("| Blended CPU (cores, burst and steady over convergence + %s; not comparable) | %s | %s |\n", settle,
+			cpuSlope(pr.CPUCores, pr.CPUCoresStdErr, pr.CPUCoresResolution, 4), m)
 		p("| RSS (MB) | %s | %s |\n", slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), pubMem)
 		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 1), m)
 		p("| Live heap (MB) | %s | %s |\n\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 1), m)
+	}
+	if g := cp.JoinGrowth; g != nil {
+		p("### Join cost against mesh size\n\n")
+		p("Each join's own cost fitted against k, the remote clusters already joined when it started: the k-th join costs a + b·k. " +
+			"A b well above its standard error means joins get dearer as the mesh grows (and the per-remote join CPU above is then the average join's cost, not the next one's).\n\n")
+		p("| Per join | a (first join) | b (per joined cluster) | Joins fitted |\n|---|---|---|---|\n")
+		row := func(name string, l *Line) {
+			if l == nil {
+				return
+			}
+			b := num(l.Slope, 3) + " ± -"
+			if l.SlopeStdErr != nil {
+				b = num(l.Slope, 3) + " ± " + num(*l.SlopeStdErr, 3)
+			}
+			p("| %s | %s | %s | %d |\n", name, num(l.Intercept, 2), b, l.N)
+		}
+		row("Join CPU-s", g.JoinCPUSeconds)
+		row("Convergence s", g.ConvergenceSeconds)
+		row("Remote sync s", g.SyncSeconds)
+		p("\n")
 	}
 
 	if len(cp.Leaves) > 0 {
@@ -130,6 +206,49 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, ref Reference) {
 	if hasJoins(cp) {
 		p("![istiod cost against joined remote clusters](%s)\n\n", ControlPlaneSVG)
 	}
+}
+
+// windowText names a window length from the flags, or says it was not recorded.
+func windowText(s *float64) string {
+	if s == nil {
+		return "the settle time (not recorded)"
+	}
+	return num(*s, 0) + " s"
+}
+
+// cpu prints a CPU figure, or "< resolution (below resolution)" when it is not resolved. Small
+// figures keep two significant digits, so a resolved value never prints as 0.
+func cpu(v, resolution *float64, prec int) string {
+	if v == nil {
+		return missingCellValue
+	}
+	if resolution != nil && math.Abs(*v) < *resolution {
+		return "< " + res(*resolution) + " (below resolution)"
+	}
+	return num(*v, sigPrec(*v, prec))
+}
+
+// cpuSlope is slope for a CPU figure with a resolution.
+func cpuSlope(v, se, resolution *float64, prec int) string {
+	if v == nil {
+		return missingCellValue
+	}
+	if resolution != nil && math.Abs(*v) < *resolution {
+		return "< " + res(*resolution) + " (below resolution)"
+	}
+	pr := sigPrec(*v, prec)
+	return num(*v, pr) + " ± " + opt(se, 1, pr)
+}
+
+// res prints a resolution with two significant digits.
+func res(v float64) string { return strconv.FormatFloat(v, 'g', 2, 64) }
+
+// sigPrec is at least prec decimals, more when v needs them for two significant digits.
+func sigPrec(v float64, prec int) int {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return prec
+	}
+	return max(prec, int(math.Ceil(-math.Log10(math.Abs(v))))+1)
 }
 
 func markdownLatency(b *bytes.Buffer, l *Latency, ref Reference) {
@@ -151,10 +270,31 @@ func markdownLatency(b *bytes.Buffer, l *Latency, ref Reference) {
 		}
 		p("\n")
 	}
+	if rs := l.RateSearch; rs != nil {
+		if rs.Forced {
+			p("Request rate: %s QPS, forced by -latency.qps.\n\n", qps(rs.QPS))
+		} else {
+			p("Request rate: %s QPS, the highest this host carried in the probe steps below (%s).\n\n", qps(rs.QPS), rs.Rule)
+			p("| Requested QPS | Achieved QPS | Host CPU busy | Accepted | Why |\n|---|---|---|---|---|\n")
+			for _, st := range rs.Steps {
+				busy := missingCellValue
+				if st.HostCPUBusy > 0 {
+					busy = num(st.HostCPUBusy*100, 0) + "%"
+				}
+				p("| %s | %s | %s | %t | %s |\n", qps(st.QPS), qps(st.AchievedQPS), busy, st.Accepted, cell(st.Reason))
+			}
+			p("\n")
+		}
+	}
 	if len(l.Runs) > 0 {
 		table(l.Runs)
 	}
-	if o := l.Overhead; o != nil {
+	if o := l.Overhead; o != nil && l.HostCPUSaturated {
+		// A saturated host's latency is not the mesh's: never beside the published figures.
+		p("### Overhead\n\nCross-cluster minus local, on average latency. Not comparable with the published figures: the host was saturated.\n\n| Connections | Measured |\n|---|---|\n")
+		p("| new | %s |\n", delta(o.New))
+		p("| reused | %s |\n\n", delta(o.Reused))
+	} else if o != nil {
 		p("### Overhead\n\nCross-cluster minus local, on average latency.\n\n| Connections | Measured | Published |\n|---|---|---|\n")
 		p("| new | %s | %s |\n", delta(o.New), delta(&Delta{ref.NewConnOverheadMs, ref.NewConnOverheadPercent}))
 		p("| reused | %s | %s |\n\n", delta(o.Reused), delta(&Delta{ref.ReusedConnOverheadMs, ref.ReusedConnOverheadPercent}))
@@ -169,7 +309,7 @@ func markdownLatency(b *bytes.Buffer, l *Latency, ref Reference) {
 }
 
 func delta(d *Delta) string {
-	if d == nil {
+	if d == nil || !finiteValue(d.DeltaMs) || !finiteValue(d.Percent) {
 		return missingCellValue
 	}
 	return fmt.Sprintf("%+.2f ms (%+.0f%%)", d.DeltaMs, d.Percent)
@@ -179,11 +319,8 @@ func slope(v, se *float64, scale float64, prec int) string {
 	if v == nil {
 		return missingCellValue
 	}
-	s := num(*v/scale, prec)
-	if se != nil {
-		s += " ± " + num(*se/scale, prec)
-	}
-	return s
+	// An absent standard error (fewer than three points) shows as "-", never as 0.
+	return num(*v/scale, prec) + " ± " + opt(se, scale, prec)
 }
 
 func opt(v *float64, scale float64, prec int) string {
@@ -193,9 +330,18 @@ func opt(v *float64, scale float64, prec int) string {
 	return num(*v/scale, prec)
 }
 
-func num(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+// num prints v with prec decimals; a non-finite value is no measurement and prints as absent.
+func num(v float64, prec int) string {
+	if !finiteValue(v) {
+		return missingCellValue
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
 
 func qps(v float64) string {
+	if !finiteValue(v) {
+		return missingCellValue
+	}
 	if v == 0 {
 		return "max"
 	}
@@ -206,4 +352,25 @@ func qps(v float64) string {
 // cell keeps free text from breaking a Markdown table row.
 func cell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// istiodLine names the istiod that ran: version (or "binary"), path, short sha256, replaced pins.
+func istiodLine(i *Istiod) string {
+	what := "binary"
+	if i.Version != "" {
+		what = i.Version
+	}
+	sha := i.SHA256
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
+	out := fmt.Sprintf("%s (%s, sha256 %s", what, i.Binary, sha)
+	if i.GoVersion != "" {
+		out += ", " + i.GoVersion
+	}
+	out += ")"
+	if len(i.ReplacedPins) > 0 {
+		out += "; replaced pins: " + strings.Join(i.ReplacedPins, "; ")
+	}
+	return out
 }

@@ -48,6 +48,7 @@ type Report struct {
 	// DataPlane is "emulated" or "ztunnel"; empty (and absent) when no data plane ran.
 	DataPlane    string        `json:"dataPlane,omitempty"`
 	Istio        string        `json:"istio,omitempty"`
+	Istiod       *Istiod       `json:"istiod,omitempty"`
 	Kubernetes   string        `json:"kubernetes,omitempty"`
 	Host         Host          `json:"host"`
 	Topology     Topology      `json:"topology"`
@@ -61,6 +62,17 @@ type Report struct {
 	Warnings []string  `json:"warnings,omitempty"`
 	Setup    *Setup    `json:"setup,omitempty"`
 	Failover *Failover `json:"failover,omitempty"`
+}
+
+// Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version
+// or the pinned default) or given as a binary (-istiod.binary).
+type Istiod struct {
+	Version       string   `json:"version,omitempty"` // istio.io/istio module version; absent when unknown
+	Binary        string   `json:"binary"`
+	SHA256        string   `json:"sha256"`
+	VersionOutput string   `json:"versionOutput,omitempty"` // what `pilot-discovery version` printed
+	ReplacedPins  []string `json:"replacedPins,omitempty"`  // "module pin => replacement" of its wrapper module
+	GoVersion     string   `json:"goVersion,omitempty"`
 }
 
 // Failover records how traffic to a service with local and remote endpoints moved to the remote
@@ -103,20 +115,43 @@ type Scale struct {
 type ControlPlane struct {
 	ObservedIstiod string `json:"observedIstiod"`
 	// Istiods is "all" or "observed": whether the other istiods ran during the joins.
-	Istiods          string     `json:"istiods"`
+	Istiods string `json:"istiods"`
+	// XDSClients is how many ztunnel-like delta xDS clients the observed istiod served during
+	// the joins (push cost grows with connected clients).
+	XDSClients int `json:"xdsClients,omitempty"`
+	// CPUSource names where the CPU figures come from ("schedstat": nanoseconds;
+	// "process_cpu_seconds_total": 10 ms ticks), CPUResolutionSeconds its step.
+	CPUSource            string   `json:"cpuSource,omitempty"`
+	CPUResolutionSeconds *float64 `json:"cpuResolutionSeconds,omitempty"`
+	// SettleSeconds is the wait after convergence before sampling (a flag): the blended CPU
+	// window runs from just before the step to convergence plus it. SteadyWindowSeconds is the
+	// length of the steady window that ends there (a flag).
+	SettleSeconds       *float64 `json:"settleSeconds,omitempty"`
+	SteadyWindowSeconds *float64 `json:"steadyWindowSeconds,omitempty"`
+
 	Baseline         Sample     `json:"baseline"`
 	Joins            []Join     `json:"joins,omitempty"`
 	PerRemoteCluster *PerRemote `json:"perRemoteCluster,omitempty"`
-	Leaves           []Leave    `json:"leaves,omitempty"` // not in DESIGN.md; extra
+	// JoinGrowth fits each join's own cost against the clusters already joined: whether a join
+	// gets dearer as the mesh grows.
+	JoinGrowth *JoinGrowth `json:"joinGrowth,omitempty"`
+	Leaves     []Leave     `json:"leaves,omitempty"` // not in DESIGN.md; extra
 }
 
 // Sample is istiod's state once settled; nil fields were not measured.
+//
+// CPUCores is the blended average from just before the step to convergence plus the settle time
+// (join burst and steady use mixed); SteadyCPUCores the average over the steady window. Each
+// ...Resolution is the smallest rate its window can show (the CPU source's step over the
+// window's length): a figure below it is not resolved.
 type Sample struct {
-	CPUCores       *float64 `json:"cpuCores,omitempty"`
-	SteadyCPUCores *float64 `json:"steadyCPUCores,omitempty"`
-	RSSBytes       *float64 `json:"rssBytes,omitempty"`
-	HeapInuseBytes *float64 `json:"heapInuseBytes,omitempty"`
-	LiveHeapBytes  *float64 `json:"liveHeapBytes,omitempty"`
+	CPUCores                 *float64 `json:"cpuCores,omitempty"`
+	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
+	SteadyCPUCores           *float64 `json:"steadyCPUCores,omitempty"`
+	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
+	RSSBytes                 *float64 `json:"rssBytes,omitempty"`
+	HeapInuseBytes           *float64 `json:"heapInuseBytes,omitempty"`
+	LiveHeapBytes            *float64 `json:"liveHeapBytes,omitempty"`
 }
 
 // Join is one cluster joining; RemoteClusters is the count of remote clusters after it joined.
@@ -127,6 +162,10 @@ type Join struct {
 	XDSSeconds         *float64 `json:"xdsSeconds,omitempty"`
 	ConvergenceSeconds *float64 `json:"convergenceSeconds,omitempty"`
 	JoinCPUSeconds     *float64 `json:"joinCPUSeconds,omitempty"`
+	// JoinCPUSecondsResolution is the CPU source's step: JoinCPUSeconds is known to within it.
+	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
+	// HostCPUBusy is the share of all host CPUs in use from the secret write to the settle point.
+	HostCPUBusy *float64 `json:"hostCPUBusy,omitempty"`
 	Sample
 	DeltaCPUCores       *float64 `json:"deltaCPUCores,omitempty"`
 	DeltaRSSBytes       *float64 `json:"deltaRSSBytes,omitempty"`
@@ -134,9 +173,33 @@ type Join struct {
 	DeltaLiveHeapBytes  *float64 `json:"deltaLiveHeapBytes,omitempty"`
 }
 
+// JoinGrowth says "the k-th join costs a + b·k", k being the remote clusters already joined,
+// for each per-join cost; a nil line could not be fitted (fewer than two joins measured it).
+type JoinGrowth struct {
+	JoinCPUSeconds     *Line `json:"joinCPUSeconds,omitempty"`
+	ConvergenceSeconds *Line `json:"convergenceSeconds,omitempty"`
+	SyncSeconds        *Line `json:"syncSeconds,omitempty"`
+}
+
+// Line is a least-squares fit y = intercept + slope·x over n points; the slope's standard error
+// is absent below three points.
+type Line struct {
+	Intercept   float64  `json:"intercept"`
+	Slope       float64  `json:"slope"`
+	SlopeStdErr *float64 `json:"slopeStdErr,omitempty"`
+	N           int      `json:"n"`
+}
+
 // PerRemote holds least-squares slopes per remote cluster over baseline + joins, each with its
-// standard error. nil fields could not be fitted (fewer than two measured points).
+// standard error. A nil slope could not be fitted (fewer than two measured points); a nil
+// standard error could not be estimated (fewer than three: two points leave no residual). Each
+// ...Resolution is the slope of one resolution step across the fitted range of remote clusters:
+// a slope below it is not resolved.
 type PerRemote struct {
+	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
+	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
+	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
+
 	CPUCores             *float64 `json:"cpuCores,omitempty"`
 	CPUCoresStdErr       *float64 `json:"cpuCoresStdErr,omitempty"`
 	SteadyCPUCores       *float64 `json:"steadyCPUCores,omitempty"`
@@ -168,8 +231,31 @@ type Latency struct {
 	Overhead *Overhead    `json:"overhead,omitempty"`
 	// HarnessFloor are runs on path "direct" (no data plane): the latency of the harness itself.
 	HarnessFloor []LatencyRun `json:"harnessFloor,omitempty"`
-	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies.
+	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies, or
+	// a run fell short of its requested rate; the overhead is then not comparable with published
+	// figures.
 	HostCPUSaturated bool `json:"hostCPUSaturated,omitempty"`
+	// RateSearch says how the request rate was chosen.
+	RateSearch *RateSearch `json:"rateSearch,omitempty"`
+}
+
+// RateSearch is how the latency suite chose its request rate: probe steps at rising rates, keeping
+// the highest this host carried, or the rate -latency.qps forced.
+type RateSearch struct {
+	QPS    float64    `json:"qps"`
+	Forced bool       `json:"forced,omitempty"`
+	Steps  []RateStep `json:"steps,omitempty"`
+	// Rule is the acceptance rule the steps were judged by.
+	Rule string `json:"rule,omitempty"`
+}
+
+// RateStep is one probe of the rate search.
+type RateStep struct {
+	QPS         float64 `json:"qps"`
+	AchievedQPS float64 `json:"achievedQps"`
+	HostCPUBusy float64 `json:"hostCPUBusy,omitempty"`
+	Accepted    bool    `json:"accepted"`
+	Reason      string  `json:"reason,omitempty"`
 }
 
 // LatencyRun is one fortio run.
@@ -208,6 +294,8 @@ type Reference struct {
 	NewConnOverheadPercent      float64 `json:"newConnOverheadPercent"`
 	ReusedConnOverheadMs        float64 `json:"reusedConnOverheadMs"`
 	ReusedConnOverheadPercent   float64 `json:"reusedConnOverheadPercent"`
+	// Scale is the per-cluster scale the published figures were measured at (not in DESIGN.md).
+	Scale Scale `json:"scale"`
 }
 
 // Published returns the published reference figures.
@@ -219,6 +307,7 @@ func Published() Reference {
 		NewConnOverheadPercent:      346,
 		ReusedConnOverheadMs:        0.13,
 		ReusedConnOverheadPercent:   72,
+		Scale:                       Scale{ServicesPerCluster: 300, PodsPerCluster: 4000},
 	}
 }
 
@@ -226,6 +315,23 @@ func Published() Reference {
 type Setup struct {
 	Clusters     []ClusterSetup `json:"clusters,omitempty"`
 	TotalSeconds float64        `json:"totalSeconds"`
+	// PeakHostMemoryBytes is the most host memory in use (MemTotal - MemAvailable) seen during
+	// the run, sampled every second.
+	PeakHostMemoryBytes *float64 `json:"peakHostMemoryBytes,omitempty"`
+	// Workloads is how fast the scale workloads were created.
+	Workloads *WorkloadSetup `json:"workloads,omitempty"`
+}
+
+// WorkloadSetup says whether creating the scale workloads was limited by the API servers (as it
+// should be) or by the test process.
+type WorkloadSetup struct {
+	Seconds       float64 `json:"seconds"`
+	PodsPerSecond float64 `json:"podsPerSecond"` // all clusters together
+	// ClientWaits and ClientWaitSeconds count the client-side rate limiter's waits (0: it never throttled).
+	ClientWaits       int64   `json:"clientWaits"`
+	ClientWaitSeconds float64 `json:"clientWaitSeconds"`
+	// TestProcessCPUCores is the test process's own CPU use while creating them.
+	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
 }
 
 // ClusterSetup is one cluster's start-up: seconds until ready and the RSS of each process kind
@@ -234,6 +340,8 @@ type ClusterSetup struct {
 	Name         string             `json:"name"`
 	ReadySeconds float64            `json:"readySeconds"`
 	RSSBytes     map[string]float64 `json:"rssBytes,omitempty"`
+	// PodsPerSecond is how fast this cluster's scale pods were created.
+	PodsPerSecond *float64 `json:"podsPerSecond,omitempty"`
 }
 
 // F returns a pointer to v, for the optional numbers.

@@ -60,29 +60,34 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	wantKeys(t, m, "report", "schemaVersion", "provider", "dataPlane", "istio", "kubernetes", "host", "topology",
+	wantKeys(t, m, "report", "schemaVersion", "provider", "dataPlane", "istio", "istiod", "kubernetes", "host", "topology",
 		"scale", "controlPlane", "latency", "reference",
 		"warnings", "setup") // extras
 	if m["schemaVersion"] != 1.0 {
 		t.Errorf("schemaVersion = %v, want 1", m["schemaVersion"])
 	}
 	wantKeys(t, m["host"], "host", "cpus", "memoryBytes")
+	wantKeys(t, m["istiod"], "istiod", "version", "binary", "sha256", // DESIGN.md
+		"versionOutput", "replacedPins", "goVersion") // extras
 	wantKeys(t, m["topology"], "topology", "clusters")
 	wantKeys(t, m["topology"].(map[string]any)["clusters"].([]any)[0], "topology.clusters[0]", "name", "network", "primary")
 	wantKeys(t, m["scale"], "scale", "servicesPerCluster", "podsPerCluster")
 
 	cp := m["controlPlane"].(map[string]any)
 	wantKeys(t, cp, "controlPlane", "observedIstiod", "istiods", "baseline", "joins", "perRemoteCluster",
-		"leaves") // extra
-	sample := []string{"cpuCores", "steadyCPUCores", "rssBytes", "heapInuseBytes", "liveHeapBytes"}
+		"leaves", "cpuSource", "cpuResolutionSeconds", "settleSeconds", "steadyWindowSeconds") // extras
+	sample := []string{"cpuCores", "steadyCPUCores", "rssBytes", "heapInuseBytes", "liveHeapBytes",
+		"cpuCoresResolution", "steadyCPUCoresResolution"} // extras
 	wantKeys(t, cp["baseline"], "controlPlane.baseline", sample...)
 	wantKeys(t, cp["joins"].([]any)[0], "controlPlane.joins[0]", append([]string{
 		"cluster", "remoteClusters", "syncSeconds", "xdsSeconds", "convergenceSeconds", "joinCPUSeconds",
-		"deltaCPUCores", "deltaRSSBytes", "deltaHeapInuseBytes", "deltaLiveHeapBytes"}, sample...)...)
+		"deltaCPUCores", "deltaRSSBytes", "deltaHeapInuseBytes", "deltaLiveHeapBytes",
+		"joinCPUSecondsResolution"}, sample...)...) // the last an extra
 	perRemote := []string{"cpuCores", "steadyCPUCores", "joinCPUSeconds", "rssBytes", "heapInuseBytes", "liveHeapBytes"}
 	for _, k := range perRemote {
 		perRemote = append(perRemote, k+"StdErr")
 	}
+	perRemote = append(perRemote, "cpuCoresResolution", "steadyCPUCoresResolution", "joinCPUSecondsResolution") // extras
 	wantKeys(t, cp["perRemoteCluster"], "controlPlane.perRemoteCluster", perRemote...)
 	wantKeys(t, cp["leaves"].([]any)[0], "controlPlane.leaves[0]",
 		"cluster", "remoteClusters", "seconds", "rssBytes", "liveHeapBytes", "managedRemoteClusters")
@@ -98,7 +103,8 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 	wantKeys(t, lat["overhead"].(map[string]any)["new"], "latency.overhead.new", "deltaMs", "percent")
 
 	wantKeys(t, m["reference"], "reference", "perRemoteClusterCPUCores", "perRemoteClusterMemoryBytes",
-		"newConnOverheadMs", "newConnOverheadPercent", "reusedConnOverheadMs", "reusedConnOverheadPercent")
+		"newConnOverheadMs", "newConnOverheadPercent", "reusedConnOverheadMs", "reusedConnOverheadPercent",
+		"scale") // extra
 	wantKeys(t, m["setup"], "setup", "clusters", "totalSeconds")
 	wantKeys(t, m["setup"].(map[string]any)["clusters"].([]any)[0], "setup.clusters[0]", "name", "readySeconds", "rssBytes")
 }
@@ -133,7 +139,8 @@ func TestAbsentSectionsAreAbsent(t *testing.T) {
 
 func TestPublished(t *testing.T) {
 	want := Reference{PerRemoteClusterCPUCores: 0.01, PerRemoteClusterMemoryBytes: 180000000,
-		NewConnOverheadMs: 2.2, NewConnOverheadPercent: 346, ReusedConnOverheadMs: 0.13, ReusedConnOverheadPercent: 72}
+		NewConnOverheadMs: 2.2, NewConnOverheadPercent: 346, ReusedConnOverheadMs: 0.13, ReusedConnOverheadPercent: 72,
+		Scale: Scale{ServicesPerCluster: 300, PodsPerCluster: 4000}}
 	if Published() != want {
 		t.Errorf("Published() = %+v", Published())
 	}

@@ -54,12 +54,16 @@ func controlPlaneSVG(cp *ControlPlane) []byte {
 		}
 		return s
 	}
-	joinCPU := series{name: "join CPU-seconds"}
-	for _, j := range cp.Joins {
-		if j.JoinCPUSeconds != nil {
-			joinCPU.points = append(joinCPU.points, point{float64(j.RemoteClusters), *j.JoinCPUSeconds})
+	perJoin := func(name string, get func(Join) *float64) series {
+		s := series{name: name}
+		for _, j := range cp.Joins {
+			if v := get(j); v != nil {
+				s.points = append(s.points, point{float64(j.RemoteClusters), *v})
+			}
 		}
+		return s
 	}
+	joinCPU := perJoin("join CPU-seconds", func(j Join) *float64 { return j.JoinCPUSeconds })
 	const x = "joined remote clusters"
 	panels := []panel{
 		{title: "istiod memory (" + cp.ObservedIstiod + ")", xLabel: x, yLabel: "MB", series: []series{
@@ -68,10 +72,14 @@ func controlPlaneSVG(cp *ControlPlane) []byte {
 			level("live heap", func(s Sample) *float64 { return s.LiveHeapBytes }, bytesPerMB),
 		}},
 		{title: "istiod CPU rate", xLabel: x, yLabel: "CPU cores", series: []series{
-			level("CPU", func(s Sample) *float64 { return s.CPUCores }, 1),
+			level("blended CPU", func(s Sample) *float64 { return s.CPUCores }, 1),
 			level("steady CPU", func(s Sample) *float64 { return s.SteadyCPUCores }, 1),
 		}},
 		{title: "istiod CPU per join", xLabel: x, yLabel: "CPU-seconds", series: []series{joinCPU}},
+		{title: "time to converge per join", xLabel: x, yLabel: "seconds", series: []series{
+			perJoin("convergence", func(j Join) *float64 { return j.ConvergenceSeconds }),
+			perJoin("remote synced", func(j Join) *float64 { return j.SyncSeconds }),
+		}},
 	}
 	return linePanels(panels)
 }

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +23,9 @@ const (
 // Write validates r and writes report.json, report.md and bench.txt to dir (created if needed),
 // plus controlplane.svg when the control plane has joins and latency.svg when latency has runs.
 // A chart the run did not produce is removed, so a reused directory never shows a stale one.
-// An invalid report is not written: a mislabelled data plane must not reach a reader.
+// An invalid report is not written: a mislabelled data plane must not reach a reader. A NaN or
+// Inf anywhere in r does not stop it: the value is left out (optional ones become nil in r) and
+// r.Warnings says which field and why.
 func Write(dir string, r *Report) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -32,7 +33,7 @@ func Write(dir string, r *Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(r, "", "  ")
+	js, err := marshalReport(r)
 	if err != nil {
 		return err
 	}

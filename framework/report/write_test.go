@@ -78,7 +78,7 @@ func TestControlPlaneSVG(t *testing.T) {
 	}
 	text, series := parseSVG(t, filepath.Join(dir, ControlPlaneSVG))
 	// Three levels (baseline + 2 joins) per memory/CPU series, one polyline each.
-	for _, s := range []string{"RSS", "heap in use", "live heap", "CPU", "steady CPU", "join CPU-seconds"} {
+	for _, s := range []string{"RSS", "heap in use", "live heap", "blended CPU", "steady CPU", "join CPU-seconds"} {
 		if series[s] != 1 {
 			t.Errorf("series %q drawn %d times, want 1", s, series[s])
 		}
@@ -143,18 +143,20 @@ func TestBenchLines(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"BenchmarkJoin/clusters=3/join=0":                         {"1.5e+08 rss-B", "4.5e+07 live-heap-B"},
-		"BenchmarkJoin/clusters=3/join=2":                         {"0.55 sync-s", "2 convergence-s", "2.9 join-cpu-s", "3.9e+08 rss-B", "1.4e+08 live-heap-B"},
-		"BenchmarkJoin/clusters=3/perRemote":                      {"rss-B", "rss-stderr-B", "live-heap-B", "join-cpu-s"},
-		"BenchmarkLeave/clusters=3/leave=1":                       {"1.2 leave-s", "1 managed-remote-clusters"},
-		"BenchmarkLatency/path=cross-cluster/conn=new/qps=100":    {"2.8 avg-ms", "2.5 p50-ms", "3.6 p90-ms", "6.1 p99-ms", "1 errors"},
-		"BenchmarkLatency/path=direct/conn=new/qps=100":           {"0.1 avg-ms"},
-		"BenchmarkSetup/clusters=3":                               {"12.3 total-s"},
-		"BenchmarkSetup/clusters=3/cluster=cluster_one":           {"4.2 ready-s", "rss-kube-apiserver-B"},
-		"BenchmarkLatency/path=local/conn=reused/qps=100":         {"0.2 avg-ms"},
-		"BenchmarkLatency/path=cross-cluster/conn=reused/qps=100": {"0.35 avg-ms"},
-		"BenchmarkJoin/clusters=3/join=1":                         {"0.61 sync-s"},
-		"BenchmarkLatency/path=local/conn=new/qps=100":            {"0.8 avg-ms"},
+		"BenchmarkJoin/clusters=3/services=300/pods=4000/istiods=all/join=0":    {"1.5e+08 rss-B", "4.5e+07 live-heap-B"},
+		"BenchmarkJoin/clusters=3/services=300/pods=4000/istiods=all/join=2":    {"0.55 sync-s", "2 convergence-s", "2.9 join-cpu-s", "3.9e+08 rss-B", "1.4e+08 live-heap-B"},
+		"BenchmarkJoin/clusters=3/services=300/pods=4000/istiods=all/perRemote": {"rss-B", "rss-stderr-B", "live-heap-B", "join-cpu-s"},
+		"BenchmarkLeave/clusters=3/services=300/pods=4000/istiods=all/leave=1":  {"1.2 leave-s", "1 managed-remote-clusters"},
+		"BenchmarkLatency/path=cross-cluster/conn=new/qps=100":                  {"2.8 avg-ms", "2.5 p50-ms", "3.6 p90-ms", "6.1 p99-ms", "1 errors"},
+		"BenchmarkLatency/path=direct/conn=new/qps=100":                         {"0.1 avg-ms"},
+		"BenchmarkSetup/clusters=3/services=300/pods=4000":                      {"12.3 total-s"},
+		"BenchmarkSetup/clusters=3/services=300/pods=4000/cluster=cluster_one":  {"4.2 ready-s", "rss-kube-apiserver-B"},
+		"BenchmarkLatency/path=local/conn=reused/qps=100":                       {"0.2 avg-ms"},
+		"BenchmarkLatency/path=cross-cluster/conn=reused/qps=100":               {"0.35 avg-ms"},
+		"BenchmarkJoin/clusters=3/services=300/pods=4000/istiods=all/join=1":    {"0.61 sync-s"},
+		"BenchmarkLatency/path=local/conn=new/qps=100":                          {"0.8 avg-ms"},
+		// Peak live heap 140e6 (2 remotes) to 95e6 after one left; 92e6 at 1 remote on the way up.
+		"BenchmarkLeave/clusters=3/services=300/pods=4000/istiods=all/returned": {"4.5e+07 returned-live-heap-B", "9e+07 returned-rss-B", "3e+06 leftover-live-heap-B", "3e+07 leftover-rss-B"},
 	}
 	for name, parts := range want {
 		rest, ok := names[name]
@@ -180,19 +182,38 @@ func TestMarkdown(t *testing.T) {
 		EmulatedNote,
 		"2 CPUs",
 		"300 services, 4000 pods per cluster",
+		"| istiod | v0.0.0-20260826214018-9739e10eb9d7 (/cache/pilot-discovery-0123/pilot-discovery, sha256 0123456789ab, go1.26.8); replaced pins: istio.io/api v1.30.4-0.20260824163423-69099aec2678 => v1.30.8 |",
 		"| 2 | cluster-3 | 0.55 |",                    // joins table
 		"| RSS (MB) | 120.0 ± 0.0 | 180 MB |",         // slope beside the published figure
 		"0.010 cores (1.0% of a core)",                // published CPU
 		"| cluster-3 | 1 | 1.20 | 300.0 | 95.0 | 1 |", // leaves table
-		"| new | +2.00 ms (+250%) | +2.20 ms (+346%) |",
-		"| reused | +0.15 ms (+75%) | +0.13 ms (+72%) |",
-		"saturated",
+		"| new | +2.00 ms (+250%) |",
+		"| reused | +0.15 ms (+75%) |",
+		"Not comparable with the published figures: the host was saturated",
 		"host has 2 CPUs; CPU figures are noisy",
 		"](controlplane.svg)",
 		"](latency.svg)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "+2.20 ms (+346%)") {
+		t.Error("a saturated run's overhead is set beside the published figures")
+	}
+	calm := fullReport()
+	calm.Latency.HostCPUSaturated = false
+	calm.Latency.RateSearch = &RateSearch{QPS: 400, Rule: "the rule", Steps: []RateStep{
+		{QPS: 400, AchievedQPS: 399, HostCPUBusy: 0.5, Accepted: true}, {QPS: 700, AchievedQPS: 520, HostCPUBusy: 0.95, Reason: "only 74% of the rate got through"}}}
+	calmMD := string(Markdown(calm))
+	for _, want := range []string{
+		"| new | +2.00 ms (+250%) | +2.20 ms (+346%) |",
+		"| reused | +0.15 ms (+75%) | +0.13 ms (+72%) |",
+		"Request rate: 400.0 QPS, the highest this host carried",
+		"| 700.0 | 520.0 | 95% | false | only 74% of the rate got through |",
+	} {
+		if !strings.Contains(calmMD, want) {
+			t.Errorf("unsaturated report.md lacks %q", want)
 		}
 	}
 	r := fullReport()

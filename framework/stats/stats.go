@@ -41,7 +41,7 @@ type Fit struct {
 	Slope     float64
 	Intercept float64
 	// SlopeStdErr is sqrt(SSE/(N-2) / Sxx). With N == 2 the line passes through both points and
-	// there are no degrees of freedom left to estimate the error, so it is 0, not "exact".
+	// no degree of freedom is left to estimate the error: it is NaN (unknown), not 0 (exact).
 	SlopeStdErr float64
 	N           int
 }
@@ -75,7 +75,7 @@ func LinearFit(xs, ys []float64) (Fit, error) {
 	if sxx == 0 {
 		return Fit{}, fmt.Errorf("%w: all x values are equal", ErrDegenerate)
 	}
-	f := Fit{Slope: sxy / sxx, N: n}
+	f := Fit{Slope: sxy / sxx, N: n, SlopeStdErr: math.NaN()}
 	f.Intercept = my - f.Slope*mx
 	if n > 2 {
 		var sse float64

@@ -71,10 +71,10 @@ func TestDeployRealClusters(t *testing.T) {
 	_, cs := realClusters(t, 3)
 	ctx := context.Background()
 
-	// Cluster index 2, so addresses are not those of the first cluster by accident.
+	// The second cluster, so addresses are not those of the first cluster by accident (indices come from the address-plan claims).
 	t.Run("tiny scale", func(t *testing.T) {
 		c := cs[1]
-		require.Equal(t, 2, c.Index)
+		require.NotEqual(t, cs[0].Index, c.Index)
 		s := Scale{Name: "tiny", Services: 4, Pods: 10, Namespaces: 2, Nodes: 2}
 		var calls [][3]any
 		d, err := Deploy(ctx, c, s, func(cluster string, done, total int) { calls = append(calls, [3]any{cluster, done, total}) })
@@ -196,12 +196,12 @@ func checkTiny(t *testing.T, c *cluster.Cluster, s Scale, d *Deployed) {
 	hostIPs := map[string]string{}
 	for k, n := range nodes.Items {
 		assert.Equal(t, fmt.Sprintf("node-%d", k), n.Name)
-		assert.Equal(t, "region-2", n.Labels[RegionLabel])
+		assert.Equal(t, fmt.Sprintf("region-%d", c.Index), n.Labels[RegionLabel])
 		assert.Equal(t, fmt.Sprintf("zone-%d", k%3), n.Labels[ZoneLabel])
 		require.NotEmpty(t, n.Status.Conditions, n.Name)
 		assert.Equal(t, corev1.NodeReady, n.Status.Conditions[0].Type)
 		assert.Equal(t, corev1.ConditionTrue, n.Status.Conditions[0].Status)
-		ip, err := topology.NodeIP(2, k)
+		ip, err := topology.NodeIP(c.Index, k)
 		require.NoError(t, err)
 		require.NotEmpty(t, n.Status.Addresses)
 		assert.Equal(t, ip.String(), n.Status.Addresses[0].Address)
@@ -216,7 +216,7 @@ func checkTiny(t *testing.T, c *cluster.Cluster, s Scale, d *Deployed) {
 	}
 
 	// Services and service accounts.
-	svcCIDR, err := topology.ServiceCIDR(2)
+	svcCIDR, err := topology.ServiceCIDR(c.Index)
 	require.NoError(t, err)
 	var gotSvcs, gotSAs []string
 	for _, ns := range d.Namespaces {
@@ -245,9 +245,9 @@ func checkTiny(t *testing.T, c *cluster.Cluster, s Scale, d *Deployed) {
 	assert.ElementsMatch(t, want, gotSAs, "one ServiceAccount per service, nothing else (no controller-manager)")
 
 	// Pods: Running and Ready with unique addresses after the probe block, spread as specified.
-	podCIDR, err := topology.PodCIDR(2)
+	podCIDR, err := topology.PodCIDR(c.Index)
 	require.NoError(t, err)
-	firstScale, err := topology.PodIP(2, ReservedPodIPs)
+	firstScale, err := topology.PodIP(c.Index, ReservedPodIPs)
 	require.NoError(t, err)
 	pods := listPods(t, c, s)
 	require.Len(t, pods, 10)
@@ -290,7 +290,7 @@ func checkTiny(t *testing.T, c *cluster.Cluster, s Scale, d *Deployed) {
 	}
 	assert.Equal(t, map[string]int{"svc-0": 3, "svc-1": 3, "svc-2": 2, "svc-3": 2}, perService)
 	assert.Equal(t, map[string]int{"node-0": 5, "node-1": 5}, perNode, "round-robin over the nodes")
-	last, err := topology.PodIP(2, ReservedPodIPs+9)
+	last, err := topology.PodIP(c.Index, ReservedPodIPs+9)
 	require.NoError(t, err)
 	assert.Contains(t, seen, firstScale, "addresses start right after the probe block")
 	assert.Contains(t, seen, last, "and run on without gaps")

@@ -24,12 +24,20 @@ func TestControlPlaneJoin(t *testing.T) {
 	leaveAll(t, istiod)
 	require.NoError(t, ambient.Join(ctx, obs.Name), "a mesh of one")
 	w := startWatcher(t, obs, istiod)
+	clients := xdsClients()
+	for n := 1; n < clients; n++ {
+		// Extra clients only add istiod's push work; the first one is what the joins wait for.
+		startWatcher(t, obs, istiod)
+	}
 	settle, steady := windows()
 	samples := mc.Flags.JoinSamples
 
-	cp := &report.ControlPlane{ObservedIstiod: obs.Name, Istiods: mc.Flags.Istiods}
-	mc.Logf("join: baseline of istiod %s (settle %s, steady window %s)", obs.Name, settle, steady)
-	start := scrape(t, istiod)
+	cp := &report.ControlPlane{ObservedIstiod: obs.Name, Istiods: mc.Flags.Istiods, XDSClients: clients}
+	src := istiod.Sampler().CPUSource()
+	cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
+	cp.SettleSeconds, cp.SteadyWindowSeconds = report.F(settle.Seconds()), report.F(steady.Seconds())
+	mc.Logf("join: baseline of istiod %s (settle %s, steady window %s, CPU from %s)", obs.Name, settle, steady, src.Name())
+	start := readCPU(t, istiod)
 	cp.Baseline = sampleAfter(t, istiod, start, time.Now().Add(settle), steady, samples).Sample
 
 	var others []string
@@ -40,11 +48,16 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	for k, name := range others {
 		c := mc.Cluster(name)
-		before := scrape(t, istiod)
+		before := readCPU(t, istiod)
+		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, istiod, w, c)
 		mc.Logf("join %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs)", k+1, len(others), name,
 			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds())
 		sample := sampleAfter(t, istiod, before, joinedAt.Add(conv.Total+settle), steady, samples)
+		var hostBusy *float64
+		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
+			hostBusy = report.F(hostAfter.BusySince(hostBefore))
+		}
 		j := report.Join{
 			Cluster:            name,
 			RemoteClusters:     k + 1,
@@ -53,6 +66,9 @@ func TestControlPlaneJoin(t *testing.T) {
 			ConvergenceSeconds: report.F(conv.Total.Seconds()),
 			JoinCPUSeconds:     sample.JoinCPUSeconds,
 			Sample:             sample.Sample,
+
+			JoinCPUSecondsResolution: sample.JoinCPUSecondsResolution,
+			HostCPUBusy:              hostBusy,
 		}
 		cp.Joins = append(cp.Joins, j)
 		mc.Logf("join %d/%d: %s: istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.2fs, steady %.4f cores",
@@ -68,6 +84,11 @@ func TestControlPlaneJoin(t *testing.T) {
 		return
 	}
 	require.NoError(t, cp.FitPerRemote())
+	cp.FitJoinGrowth()
+	if g := cp.JoinGrowth; g != nil && g.JoinCPUSeconds != nil && g.ConvergenceSeconds != nil {
+		mc.Logf("join: the k-th join costs %.2f + %.3f·k CPU-s and converges in %.2f + %.3f·k s (k = clusters already joined; %d joins)",
+			g.JoinCPUSeconds.Intercept, g.JoinCPUSeconds.Slope, g.ConvergenceSeconds.Intercept, g.ConvergenceSeconds.Slope, g.JoinCPUSeconds.N)
+	}
 	pr := cp.PerRemoteCluster
 	require.NotNil(t, pr.LiveHeapBytes)
 	mc.Logf("join: per remote cluster: rss %.1f±%.1f MB, live heap %.1f±%.1f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
@@ -80,23 +101,26 @@ func TestControlPlaneJoin(t *testing.T) {
 // stepSample is what one step (baseline or join) measured.
 type stepSample struct {
 	report.Sample
-	JoinCPUSeconds *float64
+	JoinCPUSeconds, JoinCPUSecondsResolution *float64
 }
 
 // sampleAfter waits until settleAt, reading CPU over the steady window that ends there, then takes
 // the memory samples. CPU-seconds and the average rate count from `from` (just before the step).
-func sampleAfter(t *testing.T, i cluster.Istiod, from *measure.Metrics, settleAt time.Time, steady time.Duration, samples int) stepSample {
+func sampleAfter(t *testing.T, i cluster.Istiod, from measure.CPUReading, settleAt time.Time, steady time.Duration, samples int) stepSample {
 	t.Helper()
 	sleepUntil(settleAt.Add(-steady))
-	steadyStart := scrape(t, i)
+	steadyStart := readCPU(t, i)
 	sleepUntil(settleAt)
-	end := scrape(t, i)
+	end := readCPU(t, i)
 	settled, err := i.Sampler().Settled(context.Background(), samples, time.Second)
 	require.NoError(t, err, "sampling istiod %s", i.Cluster())
-	s := stepSample{Sample: settled.ReportSample()}
-	s.CPUCores = report.F(measure.CPURate(from, end))
-	s.SteadyCPUCores = report.F(measure.CPURate(steadyStart, end))
-	s.JoinCPUSeconds = report.F(end.CPUSecondsTotal - from.CPUSecondsTotal)
+	blended, err := measure.SpanBetween(from, end)
+	require.NoError(t, err, "istiod %s CPU", i.Cluster())
+	steadySpan, err := measure.SpanBetween(steadyStart, end)
+	require.NoError(t, err, "istiod %s steady CPU", i.Cluster())
+	s := stepSample{Sample: report.MemorySample(settled)}
+	s.SetCPU(blended, steadySpan)
+	s.JoinCPUSeconds, s.JoinCPUSecondsResolution = report.F(blended.CPUSeconds), report.F(blended.Resolution)
 	return s
 }
 

@@ -126,7 +126,7 @@ func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
 func extraIstiod(t *testing.T, c *cluster.Cluster, env ...string) cluster.Istiod {
 	t.Helper()
 	i, err := mc.Provider.ControlPlane().StartIstiod(context.Background(), c, cluster.IstiodOptions{
-		Name: "extra", Dir: filepath.Join(t.TempDir(), "istiod"), CA: ambient.Intermediates[c.Name], Env: env,
+		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: ambient.Intermediates[c.Name], Env: env,
 	})
 	if errors.Is(err, cluster.ErrUnsupported) {
 		t.Skipf("provider %s cannot run a second istiod: %v", mc.Provider.Name(), err)

@@ -40,6 +40,20 @@ func windows() (settle, steady time.Duration) {
 	return settle, steady
 }
 
+// xdsClients is how many ztunnel-like clients the observed istiod serves during the joins: the
+// flag, else 15 at published scale (as the harness behind the published figures connected 15
+// fake ztunnels per cluster) and 1 below it.
+func xdsClients() int {
+	switch {
+	case mc.Flags.XDSClients > 0:
+		return mc.Flags.XDSClients
+	case scale.Pods >= 4000:
+		return 15
+	default:
+		return 1
+	}
+}
+
 // observedIstiod returns the measured cluster and its istiod.
 func observedIstiod(t *testing.T) (*cluster.Cluster, cluster.Istiod) {
 	t.Helper()
@@ -182,6 +196,14 @@ func waitLeft(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *clu
 
 // sleepUntil waits until t (or returns at once if it has passed).
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+// readCPU reads istiod's CPU time from its CPU source or fails the test naming it.
+func readCPU(t *testing.T, i cluster.Istiod) measure.CPUReading {
+	t.Helper()
+	r, err := i.Sampler().ReadCPU(context.Background())
+	require.NoError(t, err, "reading istiod %s CPU", i.Cluster())
+	return r
+}
 
 // scrape reads istiod's metrics or fails the test naming it.
 func scrape(t *testing.T, i cluster.Istiod) *measure.Metrics {

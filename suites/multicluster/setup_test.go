@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -55,6 +56,8 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 			e.Logf("workloads: %s: %d/%d pods", c, done, total)
 		}
 	}
+	setup := &report.Setup{}
+	cpuBefore, start := processCPU(), time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range e.Clusters {
 		g.Go(func() error {
@@ -63,10 +66,39 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 				return err
 			}
 			e.Logf("workloads: %s: %d services, %d pods in %.1fs (%.0f pods/s)", c.Name, len(d.Services), d.Pods, d.Elapsed.Seconds(), d.PodsPerSecond)
+			mu.Lock()
+			setup.Clusters = append(setup.Clusters, report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)})
+			mu.Unlock()
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	w := &report.WorkloadSetup{Seconds: elapsed.Seconds(), PodsPerSecond: float64(scale.Pods*len(e.Clusters)) / elapsed.Seconds()}
+	if cpu := processCPU() - cpuBefore; cpu >= 0 {
+		w.TestProcessCPUCores = report.F(cpu.Seconds() / elapsed.Seconds())
+	}
+	for _, c := range e.Clusters {
+		n, d := c.ClientWaits.Waited()
+		w.ClientWaits += n
+		w.ClientWaitSeconds += d.Seconds()
+	}
+	setup.Workloads = w
+	e.Report.Setup = setup
+	e.Logf("workloads: %.0f pods/s over %d clusters; client rate limiter waited %d times; test process %.2f cores",
+		w.PodsPerSecond, len(e.Clusters), w.ClientWaits, deref(w.TestProcessCPUCores))
+	return nil
+}
+
+// processCPU is the test process's own CPU time so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func startIstiods(ctx context.Context, e *env.Env) error {
@@ -76,8 +108,9 @@ func startIstiods(ctx context.Context, e *env.Env) error {
 	}
 	e.Report.ControlPlane = nil
 	return ambient.StartIstiods(ctx, mesh.Options{
-		Dir: filepath.Join(e.RunDir, "istiod"),
-		Log: e.Log,
+		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
+		Dir:          filepath.Join(e.RunDir, "istiod"),
+		Log:          e.Log,
 		Istiods: func(c *cluster.Cluster) bool {
 			return e.Flags.Istiods == "all" || c.Name == obs.Name
 		},

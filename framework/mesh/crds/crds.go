@@ -51,15 +51,55 @@ func (s Set) Names() []string {
 // experimental-channel CRDs (from the module that istio.io/istio pins). srcRoot is the module
 // root whose go.mod decides the Gateway API version.
 func Load(ctx context.Context, srcRoot string) (Set, error) {
-	istio, err := fs.ReadFile(manifests.FS, istioCRDs)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s from istio.io/istio/manifests: %w", istioCRDs, err)
+	return LoadFrom(ctx, srcRoot, "")
+}
+
+// LoadFrom is Load for the istiod under test: with istioDir (an istio.io/istio module directory,
+// bins.IstiodBuild.SourceDir) the Istio CRDs come from that version's own crd-all.gen.yaml and the
+// Gateway API CRDs from the version its go.mod pins. An empty istioDir is Load.
+func LoadFrom(ctx context.Context, srcRoot, istioDir string) (Set, error) {
+	var istio []byte
+	var err error
+	source := "istio.io/istio/manifests/" + istioCRDs
+	if istioDir == "" {
+		istio, err = fs.ReadFile(manifests.FS, istioCRDs)
+	} else {
+		source = filepath.Join(istioDir, "manifests", istioCRDs)
+		istio, err = os.ReadFile(source)
 	}
-	set, err := decode(bytes.NewReader(istio), "istio.io/istio/manifests/"+istioCRDs)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", source, err)
+	}
+	set, err := decode(bytes.NewReader(istio), source)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := moduleDir(ctx, srcRoot, gatewayAPIModule)
+	gw, err := LoadGatewayAPIFrom(ctx, srcRoot, istioDir)
+	if err != nil {
+		return nil, err
+	}
+	return append(set, gw...), nil
+}
+
+// LoadGatewayAPI reads only the Gateway API experimental-channel CRDs of the version srcRoot's
+// go.mod selects (an Istio install renders the Istio CRDs itself, in its base chart).
+func LoadGatewayAPI(ctx context.Context, srcRoot string) (Set, error) {
+	return LoadGatewayAPIFrom(ctx, srcRoot, "")
+}
+
+// LoadGatewayAPIFrom reads the Gateway API CRDs of the version the Istio source in istioDir
+// requires ("": the version srcRoot's go.mod selects).
+func LoadGatewayAPIFrom(ctx context.Context, srcRoot, istioDir string) (Set, error) {
+	var set Set
+	gatewayAPI := gatewayAPIModule
+	if istioDir != "" {
+		v, err := requiredVersion(filepath.Join(istioDir, "go.mod"), gatewayAPIModule)
+		if err != nil {
+			return nil, err
+		}
+		gatewayAPI += "@" + v
+	}
+	dir, err := moduleDir(ctx, srcRoot, gatewayAPI)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +120,21 @@ func Load(ctx context.Context, srcRoot string) (Set, error) {
 		set = append(set, more...)
 	}
 	return set, nil
+}
+
+// requiredVersion reads the version of module that a go.mod requires.
+func requiredVersion(gomod, module string) (string, error) {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == module {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s does not require %s", gomod, module)
 }
 
 // decode keeps the CustomResourceDefinitions of a multi-document YAML stream (the Gateway API

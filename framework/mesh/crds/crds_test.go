@@ -2,6 +2,8 @@ package crds
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,4 +27,29 @@ func TestLoadReadsPinnedCRDs(t *testing.T) {
 	for _, crd := range set {
 		assert.Equal(t, "CustomResourceDefinition", crd.GetKind(), "only CRDs, no admission policies")
 	}
+}
+
+// The CRDs of another istiod version come from that version's module, not the embedded ones.
+func TestLoadFromVersionSourceDir(t *testing.T) {
+	root, err := bins.SourceRoot()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	chart := filepath.Join(dir, "manifests", "charts", "base", "files")
+	require.NoError(t, os.MkdirAll(chart, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(chart, "crd-all.gen.yaml"), []byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: onlyhere.networking.istio.io
+`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module istio.io/istio\n\nrequire (\n\tsigs.k8s.io/gateway-api v1.6.0\n)\n"), 0o644))
+	set, err := LoadFrom(context.Background(), root, dir)
+	require.NoError(t, err)
+	names := set.Names()
+	assert.Equal(t, "onlyhere.networking.istio.io", names[0])
+	assert.NotContains(t, names, "serviceentries.networking.istio.io", "no embedded Istio CRDs mixed in")
+	assert.Contains(t, names, "gateways.gateway.networking.k8s.io")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module istio.io/istio\n"), 0o644))
+	_, err = LoadFrom(context.Background(), root, dir)
+	assert.ErrorContains(t, err, "does not require sigs.k8s.io/gateway-api")
 }

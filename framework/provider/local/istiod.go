@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -65,11 +64,7 @@ const istiodReadyTimeout = 3 * time.Minute
 // multi-network profile would configure it, and waits until /ready answers.
 func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
 	if o.Binary == "" {
-		// The pilot-discovery Preflight made sure of, unless the run chose another.
-		o.Binary = p.paths[bins.PilotDiscovery]
-	}
-	if o.Binary == "" {
-		return nil, fmt.Errorf("istiod %s: no pilot-discovery binary (Preflight must run first)", c.Name)
+		return nil, fmt.Errorf("istiod %s: no pilot-discovery binary given (the environment resolves -istiod.version / -istiod.binary)", c.Name)
 	}
 	if o.CA == nil {
 		return nil, fmt.Errorf("istiod %s: no CA given", c.Name)
@@ -155,6 +150,8 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	}
 	i.Proc = p
 	i.sampler = &measure.Istiod{
+		// The scheduler's nanosecond counters instead of process_cpu_seconds_total's 10 ms ticks.
+		CPU:        measure.NewSchedstat(p.Pid()),
 		Name:       c.Name + "/" + name,
 		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
 		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),

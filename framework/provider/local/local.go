@@ -61,7 +61,7 @@ func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	missing, err := cache.Missing(bins.All...)
+	missing, err := cache.Missing(bins.ClusterBinaries...)
 	if err != nil || len(missing) > 0 {
 		return nil, missing, err
 	}
@@ -106,14 +106,14 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 		}
 		cache.Log = p.opts.Log
 	}
-	missing, err := cache.Missing(bins.All...)
+	missing, err := cache.Missing(bins.ClusterBinaries...)
 	if err != nil {
 		return err
 	}
 	if err := bins.CheckTestTimeout(missing); err != nil {
 		return err
 	}
-	p.paths, err = cache.Ensure(ctx, bins.All...)
+	p.paths, err = cache.Ensure(ctx, bins.ClusterBinaries...)
 	return err
 }
 

@@ -104,7 +104,7 @@ func (e *probeEnv) node(c *cluster.Cluster, name string) dataplane.Node {
 		Cluster: c.Name, Network: c.Network, Name: name, IP: ip,
 		XDSAddress: e.setup.Istiods[c.Name].XDSAddress(),
 		CA:         e.setup.CAs[c.Name], Roots: e.setup.Roots,
-		Dir: filepath.Join(e.setup.Dir, c.Name),
+		Dir: filepath.Join(e.setup.Dir, c.Name), Logf: e.setup.Logf,
 	}
 }
 

@@ -1,0 +1,329 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+)
+
+var (
+	gatewayGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+	gatewayClassGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
+)
+
+const (
+	logTailLines  = 20
+	eventTailSize = 10
+	pollInterval  = time.Second
+)
+
+// check is one readiness condition of a component; ok returns "" when met, else what is missing.
+type check struct {
+	what string
+	ok   func(ctx context.Context) string
+	// workload is the namespace and selector of the pods whose logs explain a failure.
+	namespace string
+	selector  labels.Selector
+	// involved are the object names whose events explain a failure.
+	involved []string
+}
+
+// checks derives a component's readiness from its objects: Deployments Available, DaemonSets with
+// numberReady == desiredNumberScheduled > 0, Gateways accepted by their class (which istiod
+// creates), Programmed=True with an address, and their Deployment (named as the Gateway: the
+// east-west class disables the name suffix) Available.
+func checks(c *cluster.Cluster, comp Component) []check {
+	var out []check
+	for _, obj := range comp.Objects {
+		ns, name := obj.GetNamespace(), obj.GetName()
+		switch obj.GetKind() {
+		case "Deployment":
+			out = append(out, deploymentCheck(c, ns, name, selectorOf(obj)))
+		case "DaemonSet":
+			sel := selectorOf(obj)
+			out = append(out, check{
+				what: "DaemonSet " + ns + "/" + name, namespace: ns, selector: sel, involved: []string{name},
+				ok: func(ctx context.Context) string {
+					ds, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err.Error()
+					}
+					st := ds.Status
+					if st.ObservedGeneration < ds.Generation {
+						return fmt.Sprintf("generation %d not observed yet", ds.Generation)
+					}
+					if st.DesiredNumberScheduled == 0 || st.NumberReady != st.DesiredNumberScheduled || st.UpdatedNumberScheduled != st.DesiredNumberScheduled {
+						return fmt.Sprintf("%d of %d pods ready, %d updated (desiredNumberScheduled must be > 0)", st.NumberReady, st.DesiredNumberScheduled, st.UpdatedNumberScheduled)
+					}
+					return ""
+				},
+			})
+		case "Gateway":
+			class, _, _ := unstructured.NestedString(obj.Object, "spec", "gatewayClassName")
+			out = append(out, check{
+				what: "GatewayClass " + class, involved: []string{class},
+				ok: func(ctx context.Context) string {
+					gc, err := c.Dynamic.Resource(gatewayClassGVR).Get(ctx, class, metav1.GetOptions{})
+					if err != nil {
+						return err.Error() + " (istiod creates it when AMBIENT_ENABLE_MULTI_NETWORK=true)"
+					}
+					return conditionMissing(gc, "Accepted")
+				},
+			}, check{
+				what: "Gateway " + ns + "/" + name, involved: []string{name},
+				ok: func(ctx context.Context) string {
+					gw, err := c.Dynamic.Resource(gatewayGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err.Error()
+					}
+					if miss := conditionMissing(gw, "Programmed"); miss != "" {
+						return miss
+					}
+					if gatewayAddress(gw) == "" {
+						return "status.addresses is empty"
+					}
+					return ""
+				},
+			}, deploymentCheck(c, ns, name, labels.SelectorFromSet(labels.Set{"gateway.networking.k8s.io/gateway-name": name})))
+		}
+	}
+	return out
+}
+
+func deploymentCheck(c *cluster.Cluster, ns, name string, sel labels.Selector) check {
+	return check{
+		what: "Deployment " + ns + "/" + name, namespace: ns, selector: sel, involved: []string{name},
+		ok: func(ctx context.Context) string {
+			d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			// A re-applied Deployment is ready only once its new revision is.
+			if d.Status.ObservedGeneration < d.Generation {
+				return fmt.Sprintf("generation %d not observed yet", d.Generation)
+			}
+			if d.Spec.Replicas != nil && d.Status.UpdatedReplicas < *d.Spec.Replicas {
+				return fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, *d.Spec.Replicas)
+			}
+			for _, cond := range d.Status.Conditions {
+				if cond.Type == "Available" {
+					if cond.Status == corev1.ConditionTrue {
+						return ""
+					}
+					return fmt.Sprintf("Available=%s: %s %s", cond.Status, cond.Reason, cond.Message)
+				}
+			}
+			return fmt.Sprintf("no Available condition (%d of %d replicas ready)", d.Status.ReadyReplicas, d.Status.Replicas)
+		},
+	}
+}
+
+func selectorOf(obj *unstructured.Unstructured) labels.Selector {
+	ml, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "selector", "matchLabels")
+	return labels.SelectorFromSet(ml)
+}
+
+// waitReady polls every check of comp until all pass or timeout runs out; the error names the
+// cluster, the component and what is missing, with the pod logs and events that explain it.
+func waitReady(ctx context.Context, c *cluster.Cluster, comp Component, timeout time.Duration) error {
+	cs := checks(c, comp)
+	if len(cs) == 0 {
+		return nil
+	}
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		missing, _ := evaluate(ctx, cs)
+		return len(missing) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	// The wait's context is spent (its last checks may have failed on the deadline alone), so
+	// the checks run once more, with the diagnostics, on a short context of their own.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	missing, failed := evaluate(dctx, cs)
+	return fmt.Errorf("install: cluster %s: component %s not ready after %s: %s\n%s%w",
+		c.Name, comp.Name, timeout, strings.Join(missing, "; "), diagnose(dctx, c, failed), err)
+}
+
+// evaluate runs every check and returns what is missing and the checks that failed.
+func evaluate(ctx context.Context, cs []check) (missing []string, failed []check) {
+	for _, ch := range cs {
+		if m := ch.ok(ctx); m != "" {
+			missing = append(missing, ch.what+": "+m)
+			failed = append(failed, ch)
+		}
+	}
+	return missing, failed
+}
+
+// diagnose collects, for the failed checks, each pod's state and log tail and the latest events.
+func diagnose(ctx context.Context, c *cluster.Cluster, failed []check) string {
+	var b strings.Builder
+	for _, ch := range failed {
+		fmt.Fprintf(&b, "--- %s\n", ch.what)
+		if ch.selector != nil {
+			pods, err := c.Client.CoreV1().Pods(ch.namespace).List(ctx, metav1.ListOptions{LabelSelector: ch.selector.String()})
+			switch {
+			case err != nil:
+				fmt.Fprintf(&b, "pods: %v\n", err)
+			case len(pods.Items) == 0:
+				fmt.Fprintf(&b, "pods: none match %s (no controller created any, or none could be scheduled)\n", ch.selector)
+			}
+			if err == nil {
+				for _, p := range pods.Items {
+					writePod(ctx, &b, c, &p)
+					ch.involved = append(ch.involved, p.Name)
+				}
+			}
+		}
+		writeEvents(ctx, &b, c, ch)
+	}
+	return b.String()
+}
+
+func writePod(ctx context.Context, b *strings.Builder, c *cluster.Cluster, p *corev1.Pod) {
+	fmt.Fprintf(b, "pod %s: phase %s on node %q\n", p.Name, p.Status.Phase, p.Spec.NodeName)
+	for _, st := range p.Status.ContainerStatuses {
+		if w := st.State.Waiting; w != nil {
+			fmt.Fprintf(b, "  container %s waiting: %s %s\n", st.Name, w.Reason, w.Message)
+		}
+	}
+	for _, ctr := range p.Spec.Containers {
+		lines := int64(logTailLines)
+		data, err := c.Client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: &lines}).DoRaw(ctx)
+		if err != nil {
+			fmt.Fprintf(b, "  logs of %s: %v\n", ctr.Name, err)
+			continue
+		}
+		fmt.Fprintf(b, "  last %d log lines of %s:\n", logTailLines, ctr.Name)
+		for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+			fmt.Fprintf(b, "    %s\n", l)
+		}
+	}
+}
+
+func writeEvents(ctx context.Context, b *strings.Builder, c *cluster.Cluster, ch check) {
+	ns := ch.namespace
+	if ns == "" {
+		ns = metav1.NamespaceAll
+	}
+	evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(b, "events: %v\n", err)
+		return
+	}
+	involved := map[string]bool{}
+	for _, n := range ch.involved {
+		involved[n] = true
+	}
+	var mine []corev1.Event
+	for _, e := range evs.Items {
+		if involved[e.InvolvedObject.Name] {
+			mine = append(mine, e)
+		}
+	}
+	if len(mine) == 0 {
+		fmt.Fprintf(b, "events: none\n")
+		return
+	}
+	sort.Slice(mine, func(i, j int) bool { return eventTime(mine[i]).Before(eventTime(mine[j])) })
+	if len(mine) > eventTailSize {
+		mine = mine[len(mine)-eventTailSize:]
+	}
+	for _, e := range mine {
+		fmt.Fprintf(b, "event %s %s/%s: %s: %s\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+}
+
+func eventTime(e corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	return e.EventTime.Time
+}
+
+func hasCondition(obj *unstructured.Unstructured, typ, status string) bool {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ && m["status"] == status {
+			return true
+		}
+	}
+	return false
+}
+
+// conditionMissing returns "" when condition typ is True, else its status, reason and message.
+func conditionMissing(obj *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] != typ {
+			continue
+		}
+		if m["status"] == "True" {
+			return ""
+		}
+		return fmt.Sprintf("%s=%v: %v %v", typ, m["status"], m["reason"], m["message"])
+	}
+	return "no " + typ + " condition yet"
+}
+
+// gatewayAddress returns the first value of the Gateway's status.addresses, or "".
+func gatewayAddress(gw *unstructured.Unstructured) string {
+	addrs, _, _ := unstructured.NestedSlice(gw.Object, "status", "addresses")
+	for _, a := range addrs {
+		m, _ := a.(map[string]any)
+		if v, _ := m["value"].(string); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// EastWestAddress waits until the cluster's east-west Gateway has an address in status.addresses
+// (what remote istiods consume, whatever its Programmed condition says) and returns it.
+func EastWestAddress(ctx context.Context, c *cluster.Cluster, timeout time.Duration) (string, error) {
+	var addr, last string
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		gw, err := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace).Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			last = "it does not exist"
+			return false, nil
+		case err != nil:
+			if last == "" { // else keep what the API server last said: this may be the deadline
+				last = err.Error()
+			}
+			return false, nil
+		}
+		addr = gatewayAddress(gw)
+		last = "status.addresses is empty"
+		if miss := conditionMissing(gw, "Programmed"); miss != "" {
+			last += " (" + miss + ")"
+		}
+		return addr != "", nil
+	})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("timed out after %s", timeout)
+		}
+		return "", fmt.Errorf("install: cluster %s: east-west gateway %s/%s has no address: %s: %w", c.Name, mesh.SystemNamespace, mesh.EastWestGateway, last, err)
+	}
+	return addr, nil
+}

@@ -1,0 +1,392 @@
+// Package install renders Istio ambient multicluster for one real cluster (kind, kube) with Istio's
+// own library over the charts embedded in the pinned istio.io/istio module, and server-side applies
+// it in Istio's order, waiting for each component and removing exactly what it created.
+package install
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"istio.io/istio/operator/pkg/component"
+	"istio.io/istio/operator/pkg/render"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// FakeNodeLabel is the label (value "true") and taint key (effect NoSchedule) of the framework's
+// fake nodes: ztunnel and istio-cni tolerate every taint, so they are kept off those nodes by
+// node affinity instead.
+const FakeNodeLabel = "ambientmc.io/fake-node"
+
+// DefaultMeshID is the mesh ID when Options.MeshID is empty.
+const DefaultMeshID = "mesh1"
+
+// Component names, in the order Apply installs them.
+const (
+	ComponentGatewayAPICRDs  = "gateway-api-crds"
+	ComponentBase            = "base"
+	ComponentIstiod          = "istiod"
+	ComponentCNI             = "cni"
+	ComponentZtunnel         = "ztunnel"
+	ComponentEastWestGateway = "eastwest-gateway"
+	ComponentProbes          = "probes"
+)
+
+// istioComponents maps Istio's rendered component sets to ours. Istio installs Base first, then
+// Pilot and CNI, then Ztunnel after CNI (operator/pkg/install/install.go componentDependencies).
+var istioComponents = map[component.Name]string{
+	component.BaseComponentName:    ComponentBase,
+	component.PilotComponentName:   ComponentIstiod,
+	component.CNIComponentName:     ComponentCNI,
+	component.ZtunnelComponentName: ComponentZtunnel,
+}
+
+// Images chooses the Istio images. Hub and Tag are required: as a library Istio would silently
+// default to registry.istio.io/testing:latest, and the module's pseudo-version cannot name a tag.
+// Variant may be "" (the plain tag) or e.g. "distroless".
+type Images struct{ Hub, Tag, Variant string }
+
+// Options render one cluster's install.
+type Options struct {
+	// Cluster gives the Istio cluster ID (Name) and network (Network).
+	Cluster topology.Cluster
+	// MeshID defaults to DefaultMeshID.
+	MeshID string
+	Images Images
+	// CACerts is the cluster's plugged-in CA, rendered as the istio-system/cacerts Secret.
+	CACerts *pki.Intermediate
+	// FakeNodeLabel defaults to the FakeNodeLabel const.
+	FakeNodeLabel string
+	// Probes, when set, adds the "probes" component (fortio echo servers and client).
+	Probes *ProbeOptions
+}
+
+// Component is one install step in Istio's order.
+type Component struct {
+	Name    string
+	Objects []*unstructured.Unstructured
+}
+
+// Manifests is everything applied to one cluster, in order: "gateway-api-crds", "base",
+// "istiod", "cni", "ztunnel", "eastwest-gateway" and, with Options.Probes, "probes".
+type Manifests struct {
+	Cluster    string
+	Components []Component
+}
+
+// Component returns the named component, or nil.
+func (m *Manifests) Component(name string) *Component {
+	for i := range m.Components {
+		if m.Components[i].Name == name {
+			return &m.Components[i]
+		}
+	}
+	return nil
+}
+
+// Render renders one cluster's install. It talks to no cluster.
+func Render(o Options) (*Manifests, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	istio, err := renderIstio(o)
+	if err != nil {
+		return nil, err
+	}
+	gwAPI, err := gatewayAPICRDs()
+	if err != nil {
+		return nil, err
+	}
+	cacerts, err := toUnstructured(o.CACerts.CACertsSecret())
+	if err != nil {
+		return nil, err
+	}
+	base := append([]*unstructured.Unstructured{systemNamespace(o.Cluster.Network)}, istio[ComponentBase]...)
+	base = append(base, cacerts)
+	m := &Manifests{Cluster: o.Cluster.Name, Components: []Component{
+		{Name: ComponentGatewayAPICRDs, Objects: gwAPI},
+		{Name: ComponentBase, Objects: base},
+		{Name: ComponentIstiod, Objects: istio[ComponentIstiod]},
+		{Name: ComponentCNI, Objects: istio[ComponentCNI]},
+		{Name: ComponentZtunnel, Objects: istio[ComponentZtunnel]},
+		{Name: ComponentEastWestGateway, Objects: []*unstructured.Unstructured{mesh.EastWestGatewayObject(o.Cluster.Network)}},
+	}}
+	if o.Probes != nil {
+		probes, err := probeObjects(o.Cluster.Name, *o.Probes)
+		if err != nil {
+			return nil, err
+		}
+		m.Components = append(m.Components, Component{Name: ComponentProbes, Objects: probes})
+	}
+	for i := range m.Components {
+		sortByKind(m.Components[i].Objects)
+	}
+	return m, nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Cluster.Name == "" {
+		return o, fmt.Errorf("install: Options.Cluster.Name is empty: set the cluster's name (it becomes istiod's CLUSTER_ID)")
+	}
+	if o.Cluster.Network == "" {
+		return o, fmt.Errorf("install: cluster %s: Options.Cluster.Network is empty: set the cluster's network (topology.Generate names them network-N)", o.Cluster.Name)
+	}
+	if o.Cluster.IsRemote() {
+		return o, fmt.Errorf("install: cluster %s is a remote of %s: ambient multicluster is multi-primary only, so every cluster must be its own primary", o.Cluster.Name, o.Cluster.Primary)
+	}
+	if o.Images.Hub == "" {
+		return o, fmt.Errorf("install: cluster %s: Images.Hub is empty: pass -istio.hub (e.g. -istio.hub=registry.istio.io/testing); there is no default", o.Cluster.Name)
+	}
+	if o.Images.Tag == "" {
+		return o, fmt.Errorf("install: cluster %s: Images.Tag is empty: pass -istio.tag (the pinned module's pseudo-version cannot name an image tag)", o.Cluster.Name)
+	}
+	if o.CACerts == nil {
+		return o, fmt.Errorf("install: cluster %s: Options.CACerts is nil: pass the cluster's intermediate CA (pki.Root.NewIntermediate)", o.Cluster.Name)
+	}
+	if o.CACerts.Cluster != o.Cluster.Name {
+		return o, fmt.Errorf("install: cluster %s: Options.CACerts is the intermediate of cluster %q: pass this cluster's own intermediate", o.Cluster.Name, o.CACerts.Cluster)
+	}
+	if o.Probes != nil {
+		if err := o.Probes.validate(o.Cluster.Name); err != nil {
+			return o, err
+		}
+	}
+	if o.MeshID == "" {
+		o.MeshID = DefaultMeshID
+	}
+	if o.FakeNodeLabel == "" {
+		o.FakeNodeLabel = FakeNodeLabel
+	}
+	return o, nil
+}
+
+// operatorConfig is the IstioOperator that Render hands to Istio. It is a file rather than --set
+// flags because the node affinity is a nested list that --set paths cannot express, and because
+// --set would parse a tag like "1.28" as a number.
+func operatorConfig(o Options) map[string]any {
+	// ztunnel and istio-cni tolerate every taint (their chart defaults), so a taint alone does
+	// not keep them off the fake nodes; both charts take an affinity value.
+	awayFromFakeNodes := map[string]any{"nodeAffinity": map[string]any{
+		"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{
+			map[string]any{"matchExpressions": []any{map[string]any{"key": o.FakeNodeLabel, "operator": "DoesNotExist"}}},
+		}},
+	}}
+	clusterName := map[string]any{"clusterName": o.Cluster.Name}
+	return map[string]any{
+		"apiVersion": "install.istio.io/v1alpha1",
+		"kind":       "IstioOperator",
+		"spec": map[string]any{
+			"profile": "ambient",
+			"hub":     o.Images.Hub,
+			"tag":     o.Images.Tag,
+			"values": map[string]any{
+				"global": map[string]any{
+					"variant":      o.Images.Variant, // set even when empty: the ambient profile says distroless
+					"meshID":       o.MeshID,
+					"network":      o.Cluster.Network,
+					"multiCluster": clusterName,
+				},
+				"pilot": map[string]any{"env": map[string]any{"AMBIENT_ENABLE_MULTI_NETWORK": "true"}},
+				// Without its own clusterName, ztunnel's ISTIO_META_CLUSTER_ID silently says "Kubernetes".
+				"ztunnel": map[string]any{"multiCluster": clusterName, "network": o.Cluster.Network, "affinity": awayFromFakeNodes},
+				"cni":     map[string]any{"affinity": awayFromFakeNodes},
+			},
+		},
+	}
+}
+
+// renderIstio runs Istio's own renderer and returns its objects by our component name.
+func renderIstio(o Options) (map[string][]*unstructured.Unstructured, error) {
+	iop, err := yaml.Marshal(operatorConfig(o))
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "ambientmc-iop-*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("install: cluster %s: %w", o.Cluster.Name, err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(iop); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	sets, _, err := render.GenerateManifest([]string{f.Name()}, nil, false, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("install: cluster %s: rendering Istio (hub %q, tag %q, variant %q): %w", o.Cluster.Name, o.Images.Hub, o.Images.Tag, o.Images.Variant, err)
+	}
+	out := map[string][]*unstructured.Unstructured{}
+	for _, set := range sets {
+		name, ok := istioComponents[set.Component]
+		if !ok {
+			if len(set.Manifests) > 0 {
+				return nil, fmt.Errorf("install: cluster %s: Istio rendered component %s, which this install does not know how to apply", o.Cluster.Name, set.Component)
+			}
+			continue
+		}
+		for _, m := range set.Manifests {
+			if m.GetKind() == "Namespace" && m.GetName() == mesh.SystemNamespace {
+				continue // Render adds its own, with the network label
+			}
+			out[name] = append(out[name], m.Unstructured.DeepCopy())
+		}
+	}
+	for _, name := range istioComponents {
+		if len(out[name]) == 0 {
+			return nil, fmt.Errorf("install: cluster %s: Istio rendered no objects for component %s", o.Cluster.Name, name)
+		}
+	}
+	return out, nil
+}
+
+// Istio's render has no istio-system Namespace (its installer creates one on the side); the
+// framework's carries the network label, which is how istiod learns its own network.
+func systemNamespace(network string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Namespace",
+		"metadata": map[string]any{
+			"name":   mesh.SystemNamespace,
+			"labels": map[string]any{mesh.NetworkLabel: network},
+		},
+	}}
+}
+
+var gatewayAPI struct {
+	once sync.Once
+	set  crds.Set
+	err  error
+}
+
+// gatewayAPICRDs loads (once) the Gateway API CRDs of the version the pinned modules select.
+func gatewayAPICRDs() ([]*unstructured.Unstructured, error) {
+	gatewayAPI.once.Do(func() {
+		root, err := bins.SourceRoot()
+		if err != nil {
+			gatewayAPI.err = err
+			return
+		}
+		gatewayAPI.set, gatewayAPI.err = crds.LoadGatewayAPI(context.Background(), root)
+	})
+	if gatewayAPI.err != nil {
+		return nil, fmt.Errorf("install: Gateway API CRDs: %w", gatewayAPI.err)
+	}
+	out := make([]*unstructured.Unstructured, len(gatewayAPI.set))
+	for i, crd := range gatewayAPI.set {
+		out[i] = crd.DeepCopy()
+	}
+	return out, nil
+}
+
+// toUnstructured converts a typed object, dropping the empty creationTimestamp and status a
+// server-side apply must not send.
+func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "status")
+	return u, nil
+}
+
+// kindOrder puts what others reference first and webhooks last, so that a webhook cannot stand in
+// the way of its own install; kinds not listed (custom resources) come after it. It follows Helm's
+// InstallOrder, shortened to the kinds this install renders.
+var kindOrder = []string{
+	"Namespace", "ResourceQuota", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "ConfigMap",
+	"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
+	"DaemonSet", "Deployment", "HorizontalPodAutoscaler", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+}
+
+func kindRank(kind string) int {
+	for i, k := range kindOrder {
+		if k == kind {
+			return i
+		}
+	}
+	return len(kindOrder)
+}
+
+// sortByKind orders objects by kind, keeping the rendered order within a kind.
+func sortByKind(objs []*unstructured.Unstructured) {
+	sort.SliceStable(objs, func(i, j int) bool { return kindRank(objs[i].GetKind()) < kindRank(objs[j].GetKind()) })
+}
+
+// fileName is the YAML file of the i-th component (0-based): 01-gateway-api-crds.yaml, ...
+func fileName(i int, component string) string { return fmt.Sprintf("%02d-%s.yaml", i+1, component) }
+
+// WriteDir writes one multi-document YAML file per component into dir (created if needed), named
+// as FileNames says. A file holding a Secret (base: cacerts, CA key included) is written 0600.
+func (m *Manifests) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i, c := range m.Components {
+		data, err := c.YAML()
+		if err != nil {
+			return fmt.Errorf("install: cluster %s: %s: %w", m.Cluster, c.Name, err)
+		}
+		mode := os.FileMode(0o644)
+		if c.hasSecret() {
+			mode = 0o600
+		}
+		path := filepath.Join(dir, fileName(i, c.Name))
+		if err := os.WriteFile(path, data, mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, mode); err != nil { // WriteFile keeps an existing file's mode
+			return err
+		}
+	}
+	return nil
+}
+
+// FileNames are the files WriteDir writes, in apply order: 01-gateway-api-crds.yaml, ...
+func (m *Manifests) FileNames() []string {
+	out := make([]string, len(m.Components))
+	for i, c := range m.Components {
+		out[i] = fileName(i, c.Name)
+	}
+	return out
+}
+
+// YAML is the component as one multi-document YAML stream, in apply order.
+func (c *Component) YAML() ([]byte, error) {
+	var b strings.Builder
+	for _, o := range c.Objects {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+	}
+	return []byte(b.String()), nil
+}
+
+func (c *Component) hasSecret() bool {
+	for _, o := range c.Objects {
+		if o.GetKind() == "Secret" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,199 @@
+// Command compare runs the same suite experiment against two istiods, alternating A, B, A, B for
+// a number of rounds (so drift on the host hits both alike), each round into its own report
+// directory, then writes benchstat's comparison of the two sets of bench lines and a Markdown
+// table of the figures that matter for an istiod change:
+//
+//	make compare A=<version|path> B=<version|path> ROUNDS=3 SUITE_FLAGS="-clusters=3 -run TestControlPlaneJoin"
+//	go run ./scripts/compare -a=... -b=... -rounds=3 -out=_output/compare -- -clusters=3 -run TestControlPlaneJoin
+//
+// A side is an istio.io/istio module version (built through its wrapper, see scripts/istiod) or
+// a path to a pilot-discovery binary (anything containing a slash).
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/report"
+)
+
+// benchstat is pinned so the comparison reads the same on every machine (the module proxy serves it).
+const benchstat = "golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"
+
+type side struct {
+	Label string // A or B
+	Arg   string
+	Spec  bins.IstiodSpec
+	Build *bins.IstiodBuild
+	Dirs  []string // report dir of each finished round
+}
+
+func main() {
+	a := flag.String("a", "", "istiod A: an istio.io/istio module version, or a path to a pilot-discovery")
+	b := flag.String("b", "", "istiod B: an istio.io/istio module version, or a path to a pilot-discovery")
+	rounds := flag.Int("rounds", 3, "rounds; each runs the suite once against A, then once against B")
+	out := flag.String("out", "_output/compare", "output directory (emptied first)")
+	timeout := flag.Duration("timeout", 60*time.Minute, "go test -timeout of each run")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *a, *b, *rounds, *out, *timeout, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func specOf(flagName, arg string) (bins.IstiodSpec, error) {
+	switch {
+	case arg == "":
+		return bins.IstiodSpec{}, fmt.Errorf("%s is empty: give an istio.io/istio module version or a path to a pilot-discovery (make compare A=... B=...)", flagName)
+	case strings.Contains(arg, "/"):
+		return bins.IstiodSpec{Binary: arg}, nil
+	default:
+		return bins.IstiodSpec{Version: arg}, nil
+	}
+}
+
+func run(ctx context.Context, a, b string, rounds int, out string, timeout time.Duration, suiteFlags []string) error {
+	if rounds < 1 {
+		return fmt.Errorf("-rounds=%d (ROUNDS): need at least 1", rounds)
+	}
+	for _, f := range suiteFlags {
+		if strings.HasPrefix(f, "-istiod.") || strings.HasPrefix(f, "-report-dir") {
+			return fmt.Errorf("SUITE_FLAGS has %s: compare sets -istiod.* and -report-dir itself; use A=, B= instead", f)
+		}
+	}
+	root, err := bins.SourceRoot()
+	if err != nil {
+		return err
+	}
+	cache, err := bins.Default()
+	if err != nil {
+		return err
+	}
+	sides := []*side{{Label: "A", Arg: a}, {Label: "B", Arg: b}}
+	// Check both before building either, then build both before any round: a bad B must not
+	// cost a round of A first, and build time must not fall inside a round.
+	for _, s := range sides {
+		if s.Spec, err = specOf(s.Label, s.Arg); err != nil {
+			return err
+		}
+		if err := cache.CheckIstiod(ctx, s.Spec); err != nil {
+			return fmt.Errorf("%s=%s: %w", s.Label, s.Arg, err)
+		}
+	}
+	for _, s := range sides {
+		if s.Build, err = cache.Istiod(ctx, s.Spec); err != nil {
+			return fmt.Errorf("%s=%s: %w", s.Label, s.Arg, err)
+		}
+		fmt.Printf("compare: %s = %s\n           %s\n", s.Label, s.Build.Path, s.Build.VersionOutput)
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	for round := 1; round <= rounds; round++ {
+		for _, s := range sides {
+			dir := filepath.Join(out, fmt.Sprintf("%s-%d", strings.ToLower(s.Label), round))
+			if err := suiteRun(ctx, root, s, dir, timeout, suiteFlags); err != nil {
+				return fmt.Errorf("round %d, %s: %w", round, s.Label, err)
+			}
+			s.Dirs = append(s.Dirs, dir)
+			fmt.Printf("compare: round %d/%d %s done (%s elapsed)\n", round, rounds, s.Label, time.Since(start).Round(time.Second))
+		}
+	}
+	var benchFiles []string
+	for _, s := range sides {
+		f := filepath.Join(out, strings.ToLower(s.Label)+".bench.txt")
+		if err := concatBench(s.Dirs, f); err != nil {
+			return err
+		}
+		benchFiles = append(benchFiles, s.Label+"="+f)
+	}
+	stat, err := runBenchstat(ctx, out, benchFiles)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "benchstat.txt"), stat, 0o644); err != nil {
+		return err
+	}
+	md, err := markdown(sides, rounds, suiteFlags)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "compare.md"), md, 0o644); err != nil {
+		return err
+	}
+	os.Stdout.Write(md)
+	fmt.Printf("\ncompare: wrote %s/{compare.md,benchstat.txt,a.bench.txt,b.bench.txt} and one report dir per run\n", out)
+	return nil
+}
+
+// suiteRun runs the suite once against s, its output in dir/../<dir>.log.
+func suiteRun(ctx context.Context, root string, s *side, dir string, timeout time.Duration, suiteFlags []string) error {
+	args := []string{"test", "-count=1", "-v", "-timeout=" + timeout.String(), "./suites/multicluster"}
+	args = append(args, suiteFlags...)
+	if s.Spec.Binary != "" {
+		args = append(args, "-istiod.binary="+s.Build.Path)
+	} else {
+		args = append(args, "-istiod.version="+s.Build.ModuleVersion)
+	}
+	args = append(args, "-report-dir="+dir)
+	logPath := dir + ".log"
+	log, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	fmt.Printf("compare: go %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the suite failed (%v); its output is in %s", err, logPath)
+	}
+	if _, err := os.Stat(filepath.Join(dir, report.BenchFile)); err != nil {
+		return fmt.Errorf("the suite wrote no %s into %s (see %s)", report.BenchFile, dir, logPath)
+	}
+	return nil
+}
+
+func concatBench(dirs []string, dst string) error {
+	var all []byte
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, report.BenchFile))
+		if err != nil {
+			return err
+		}
+		all = append(all, b...)
+	}
+	return os.WriteFile(dst, all, 0o644)
+}
+
+func runBenchstat(ctx context.Context, dir string, files []string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", benchstat}, files...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("benchstat (go run %s): %w\n%s", benchstat, err, stderr.String())
+	}
+	return out, nil
+}
