@@ -68,6 +68,9 @@ type Istiod struct {
 	MetricsURL string
 	// CtrlzURL is the ControlZ base URL on the ctrlz port: http://127.0.0.1:P (no trailing path).
 	CtrlzURL string
+	// DebugURL is the base of istiod's /debug endpoints (the HTTP port, which answers loopback
+	// callers without authentication): http://127.0.0.1:P. Empty where the provider cannot reach it.
+	DebugURL string
 	// Client is used for every request; nil means a private client with a 10 s timeout and no
 	// proxy.
 	Client *http.Client

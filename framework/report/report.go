@@ -55,6 +55,7 @@ type Report struct {
 	Scale        *Scale        `json:"scale,omitempty"`
 	ControlPlane *ControlPlane `json:"controlPlane,omitempty"`
 	Latency      *Latency      `json:"latency,omitempty"`
+	IstiodChecks []IstiodCheck `json:"istiodChecks,omitempty"`
 	Reference    Reference     `json:"reference"`
 
 	// Not in DESIGN.md's schema; extra keys a reader may ignore.
@@ -399,6 +400,7 @@ func (r *Report) Validate() error {
 			errs = append(errs, checkConn("latency.harnessFloor", i, run))
 		}
 	}
+	errs = append(errs, validateChecks(r.IstiodChecks))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid report: %w", err)
 	}

@@ -3,9 +3,7 @@ package multicluster
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -23,20 +23,21 @@ import (
 // cluster and carrying istiod's log, and leaves nothing running.
 func TestJoinFailurePaths(t *testing.T) {
 	ctx := context.Background()
-	obs, istiod := observedIstiod(t)
+	obs, _ := observedIstiod(t)
 
 	t.Run("unreachable remote", func(t *testing.T) {
-		// A second istiod for the observed cluster reads remote clusters from a kubeconfig
-		// directory, so the suite's own istiod never sees the broken cluster (istiod's secret
-		// controller can stall when a still-syncing remote is deleted).
-		dir := filepath.Join(t.TempDir(), "remotes")
-		require.NoError(t, os.MkdirAll(dir, 0o700))
-		isolated := extraIstiod(t, obs, "PILOT_MULTICLUSTER_KUBECONFIG_PATH="+dir)
+		// A fresh istiod for the observed cluster reads remote secrets from its own namespace
+		// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
+		// sync timeout is short, so that istiod itself says it gave up on the cluster.
+		isolated := freshIstiod(t, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 		// A kubeconfig for an API server that is not there: nothing listens on the port.
 		ports, err := proc.FreePorts(1)
 		require.NoError(t, err)
-		cfg := kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token")
-		require.NoError(t, kubeconfig.WriteFile(filepath.Join(dir, "ghost"), cfg))
+		data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token"))
+		require.NoError(t, err)
+		secret := mesh.SecretFor("ghost", data)
+		secret.Namespace = checkNamespace
+		createSecret(t, obs, secret)
 		ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
 		_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), 8*time.Second)
@@ -44,26 +45,38 @@ func TestJoinFailurePaths(t *testing.T) {
 		assert.Contains(t, err.Error(), "join of ghost")
 		assert.Contains(t, err.Error(), "-join.timeout=8s")
 		assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
+
+		// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
+		m := scrape(t, isolated)
+		assert.Equal(t, measure.StatusTimeout, m.RemoteStatus["ghost"], "istiod reports the unreachable cluster's sync as timed out")
+		assert.Equal(t, 1.0, m.ManagedClusters["remote"], "istiod manages the unreachable cluster")
+		assert.GreaterOrEqual(t, clusterSample(m, metricSyncTimeouts, "ghost"), 1.0, "%s counts ghost's timeout", metricSyncTimeouts)
 	})
 
 	t.Run("join timeout", func(t *testing.T) {
 		if len(mc.Clusters) < 2 {
 			t.Skip("needs two clusters")
 		}
-		leaveAll(t, istiod)
-		t.Cleanup(func() { leaveAll(t, istiod) })
-		require.NoError(t, ambient.Join(ctx, obs.Name))
-		other := mc.Clusters[slices.IndexFunc(mc.Clusters, func(c *cluster.Cluster) bool { return c.Name != obs.Name })]
+		// A fresh istiod reads the other cluster through a delaying proxy, so its sync takes
+		// seconds; a limit inside that delay must give up while istiod still reports syncing.
+		// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
+		other := otherCluster(obs)
+		fresh := freshIstiod(t, obs)
+		slow, _ := slowRemote(t, other, other.Name, slowSync)
+		createSecret(t, obs, slow)
+		// The limit counts from istiod's taking up the secret.
+		_, _, err := waitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
+		require.NoError(t, err)
 		start := time.Now()
-		require.NoError(t, ambient.Join(ctx, other.Name))
-		_, err := waitJoined(ctx, istiod, nil, other, start, time.Millisecond)
+		_, err = waitJoined(ctx, fresh, nil, other, start, joinLimit)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "join of "+other.Name)
-		assert.Contains(t, err.Error(), "-join.timeout=1ms")
-		// Let the join finish before the cleanup removes it: deleting a remote secret while istiod
-		// is still syncing that cluster can stall istiod's secret controller for minutes.
-		_, err = waitJoined(ctx, istiod, nil, other, start, mc.Flags.JoinTimeout)
+		assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
+		assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
+		// The limit was inside the delay, not a join that could never finish.
+		conv, err := waitJoined(ctx, fresh, nil, other, start, mc.Flags.JoinTimeout)
 		require.NoError(t, err)
+		assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
 	})
 
 	t.Run("istiod killed", func(t *testing.T) {
@@ -83,6 +96,29 @@ func TestJoinFailurePaths(t *testing.T) {
 			t.Fatal("the killed istiod is still running")
 		}
 	})
+}
+
+const (
+	// ghostSyncTimeout is PILOT_REMOTE_CLUSTER_TIMEOUT for the istiod that meets an unreachable
+	// cluster: short enough to pass inside the test's 8 s wait.
+	ghostSyncTimeout = 3 * time.Second
+	// joinLimit is the join timeout used against a sync slowed to several seconds (slowSync).
+	joinLimit = time.Second
+	// metricSyncTimeouts counts remote syncs that passed PILOT_REMOTE_CLUSTER_TIMEOUT, per cluster
+	// (pkg/kube/multicluster/secretcontroller.go).
+	metricSyncTimeouts = "remote_cluster_sync_timeouts_total"
+)
+
+// clusterSample is metric's sample for cluster in m, or -1 when istiod exports none.
+func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
+	for _, s := range m.Families[metric].GetMetric() {
+		for _, l := range s.GetLabel() {
+			if l.GetName() == measure.LabelCluster && l.GetValue() == cluster {
+				return s.GetCounter().GetValue() + s.GetGauge().GetValue() + s.GetUntyped().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // extraIstiod starts a second istiod for cluster c (the suite's own keeps running) and stops it

@@ -155,6 +155,7 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 		Name:       c.Name + "/" + name,
 		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
 		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
+		DebugURL:   "http://" + addr(i.Ports.HTTP),
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, istiodReadyTimeout)
 	defer cancel()

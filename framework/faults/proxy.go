@@ -1,0 +1,184 @@
+// Package faults injects faults between istiod and the API servers it reads, so that tests can
+// hold istiod inside a window (a remote cluster still syncing) that is otherwise ~0.1 s wide.
+package faults
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Delay says how slow a Proxy makes each connection.
+type Delay struct {
+	// Setup is waited before a new connection is dialled upstream (the client's TLS handshake
+	// waits with it; keep it below client-go's 10 s TLS handshake timeout).
+	Setup time.Duration
+	// PerChunk is waited before each chunk read from upstream is written to the client, so a
+	// LIST or WATCH response arrives slowly. Chunks are at most ChunkSize bytes.
+	PerChunk time.Duration
+	// ChunkSize bounds a chunk; 0 means 16 KiB.
+	ChunkSize int
+}
+
+// Proxy is a loopback TCP proxy to one upstream address that adds Delay. It forwards bytes
+// untouched (TLS passes through), so a client verifying the upstream's certificate by IP still
+// matches when both listen on 127.0.0.1.
+type Proxy struct {
+	upstream string
+	delay    Delay
+	ln       net.Listener
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	once  sync.Once
+}
+
+// Listen starts a proxy on 127.0.0.1:0 that forwards to upstream (host:port).
+func Listen(upstream string, d Delay) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faults: listening for a proxy to %s: %w", upstream, err)
+	}
+	if d.ChunkSize <= 0 {
+		d.ChunkSize = 16 << 10
+	}
+	p := &Proxy{upstream: upstream, delay: d, ln: ln, stop: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's listening address, 127.0.0.1:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops accepting, closes every proxied connection and waits for all of the proxy's
+// goroutines to end.
+func (p *Proxy) Close() error {
+	var err error
+	p.once.Do(func() {
+		close(p.stop)
+		err = p.ln.Close()
+		p.mu.Lock()
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+	})
+	p.wg.Wait()
+	return err
+}
+
+// track remembers c so Close can end it; it refuses (and closes c) once the proxy is closing.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.stop:
+		_ = c.Close()
+		return false
+	default:
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if !p.track(c) {
+			return
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// sleep waits d, or less if the proxy closes; it says whether to go on.
+func (p *Proxy) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.stop:
+		return false
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(client)
+	if !p.sleep(p.delay.Setup) {
+		return
+	}
+	up, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
+	if err != nil {
+		return // the client sees a closed connection, as with an unreachable server
+	}
+	if !p.track(up) {
+		return
+	}
+	defer p.untrack(up)
+	done := make(chan struct{}, 2)
+	go func() { // client to upstream: undelayed
+		_, _ = io.Copy(up, client)
+		closeWrite(up)
+		done <- struct{}{}
+	}()
+	go func() { // upstream to client: each chunk late
+		p.copyDelayed(client, up)
+		closeWrite(client)
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+}
+
+func (p *Proxy) copyDelayed(dst, src net.Conn) {
+	buf := make([]byte, p.delay.ChunkSize)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.sleep(p.delay.PerChunk) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				_ = dst.Close()
+			}
+			return
+		}
+	}
+}
+
+// closeWrite half-closes c so the peer sees EOF while the other direction drains.
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}

@@ -1,0 +1,112 @@
+package faults
+
+import (
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// echoServer answers every connection by echoing what it reads.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip writes msg through addr and reads it back, returning how long that took.
+func roundTrip(t *testing.T, c net.Conn, msg string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	_, err := c.Write([]byte(msg))
+	require.NoError(t, err)
+	got := make([]byte, len(msg))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	assert.Equal(t, msg, string(got), "bytes pass untouched")
+	return time.Since(start)
+}
+
+func TestProxyDelaysSetupAndChunks(t *testing.T) {
+	p, err := Listen(echoServer(t), Delay{Setup: 300 * time.Millisecond, PerChunk: 200 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Close()
+	host, _, err := net.SplitHostPort(p.Addr())
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1", host, "the proxy stays on loopback, where the upstream's certificate IP matches")
+
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	first := roundTrip(t, c, "hello")
+	assert.GreaterOrEqual(t, first, 500*time.Millisecond, "setup plus one chunk")
+	assert.Less(t, first, 2*time.Second)
+	second := roundTrip(t, c, "again")
+	assert.GreaterOrEqual(t, second, 200*time.Millisecond, "one chunk")
+	assert.Less(t, second, 450*time.Millisecond, "no setup delay on a connection already up")
+}
+
+func TestProxyWithoutDelayIsPlainForwarding(t *testing.T) {
+	p, err := Listen(echoServer(t), Delay{})
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Less(t, roundTrip(t, c, "quick"), 100*time.Millisecond)
+}
+
+func TestProxyCloseEndsEverything(t *testing.T) {
+	before := runtime.NumGoroutine()
+	p, err := Listen(echoServer(t), Delay{PerChunk: time.Hour})
+	require.NoError(t, err)
+	open, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer open.Close()
+	_, err = open.Write([]byte("stuck")) // its echo waits an hour in the proxy
+	require.NoError(t, err)
+	waiting, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer waiting.Close()
+	time.Sleep(100 * time.Millisecond)
+
+	closed := make(chan struct{})
+	go func() { _ = p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while a chunk was being delayed")
+	}
+	for _, c := range []net.Conn{open, waiting} {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		if assert.Error(t, err, "the proxied connection is closed") && errors.As(err, &ne) {
+			assert.False(t, ne.Timeout(), "closed, not merely silent")
+		}
+	}
+	_, err = net.DialTimeout("tcp", p.Addr(), time.Second)
+	assert.Error(t, err, "the listener is gone")
+	// The echo server's own goroutines end when their peers (closed by the proxy) go.
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+1, "no proxy goroutine is left (the +1 is the echo server's accept loop)")
+}
