@@ -46,12 +46,12 @@ func TestTimeoutWritesPartialReport(t *testing.T) {
 		t.Skipf("needs the cached binaries (make bins): missing %v %v", missing, err)
 	}
 	reportDir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHangsUntilTimeout$", "-test.timeout=30s", "-clusters=1", "-report-dir="+reportDir)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHangsUntilTimeout$", "-test.timeout=60s", "-clusters=1", "-report-dir="+reportDir)
 	cmd.Env = append(os.Environ(), suiteEnvVar+"=1")
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "the child panics on its timeout:\n%s", out)
 	assert.Contains(t, string(out), "panic: test timed out")
-	assert.Contains(t, string(out), "run cut short (about to hit go test's -timeout=30s)")
+	assert.Contains(t, string(out), "run cut short (about to hit go test's -timeout=1m0s)")
 
 	m := regexp.MustCompile(`logs kept in (\S+)`).FindSubmatch(out)
 	require.NotNil(t, m, "the run directory is printed:\n%s", out)

@@ -13,12 +13,25 @@ import (
 // HostMemoryInUse is MemTotal - MemAvailable from /proc/meminfo: what the host's processes hold,
 // page cache they could give back excluded.
 func HostMemoryInUse() (uint64, error) {
-	f, err := os.Open("/proc/meminfo")
+	total, avail, err := meminfo()
 	if err != nil {
 		return 0, err
 	}
+	return total - avail, nil
+}
+
+// readMeminfo returns MemTotal.
+func readMeminfo() (uint64, error) {
+	total, _, err := meminfo()
+	return total, err
+}
+
+func meminfo() (total, avail uint64, err error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
 	defer f.Close()
-	var total, avail uint64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
@@ -37,13 +50,14 @@ func HostMemoryInUse() (uint64, error) {
 		}
 	}
 	if total == 0 || avail == 0 || avail > total {
-		return 0, fmt.Errorf("/proc/meminfo: no MemTotal/MemAvailable")
+		return 0, 0, fmt.Errorf("/proc/meminfo: no MemTotal/MemAvailable")
 	}
-	return total - avail, nil
+	return total, avail, nil
 }
 
 // PeakMemory samples HostMemoryInUse until stopped and keeps the highest value.
 type PeakMemory struct {
+	read func() (uint64, error)
 	mu   sync.Mutex
 	peak uint64
 	stop chan struct{}
@@ -52,7 +66,11 @@ type PeakMemory struct {
 
 // WatchPeakMemory starts sampling every interval.
 func WatchPeakMemory(interval time.Duration) *PeakMemory {
-	p := &PeakMemory{stop: make(chan struct{}), done: make(chan struct{})}
+	return watchPeak(interval, HostMemoryInUse)
+}
+
+func watchPeak(interval time.Duration, read func() (uint64, error)) *PeakMemory {
+	p := &PeakMemory{read: read, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		t := time.NewTicker(interval)
@@ -70,7 +88,7 @@ func WatchPeakMemory(interval time.Duration) *PeakMemory {
 }
 
 func (p *PeakMemory) sample() {
-	if v, err := HostMemoryInUse(); err == nil {
+	if v, err := p.read(); err == nil {
 		p.mu.Lock()
 		p.peak = max(p.peak, v)
 		p.mu.Unlock()
