@@ -141,8 +141,10 @@ type LoadResult struct {
 
 // PathCounters count what each hop carried; only differences between two reads mean anything.
 type PathCounters struct {
-	// Served counts requests each endpoint served, by "cluster/app".
-	Served map[string]int64
+	// Served counts what each endpoint served, by "cluster/app": requests, or connections where
+	// ServedConnections says so (ztunnel's metrics count connections).
+	Served            map[string]int64
+	ServedConnections bool
 	// GatewayTunnels counts tunnels each cluster's east-west gateway forwarded, by cluster.
 	GatewayTunnels map[string]int64
 	// Inbound counts connections the destination ztunnels accepted, by cluster; InboundViaGateway

@@ -126,6 +126,15 @@ func TestLatency(t *testing.T) {
 		return int64(mc.Flags.LatencyConnections)
 	}
 
+	// reached is what the destination's counter must grow by: every request and fortio's warm-up
+	// call per connection, or, where the provider counts connections, the connections.
+	reached := func(pc cluster.PathCounters, conns string, n int64) int64 {
+		if pc.ServedConnections {
+			return tunnels(conns, n)
+		}
+		return n + warmups()
+	}
+
 	for _, conns := range []string{report.ConnNew, report.ConnReused} {
 		t.Run("direct/"+conns, func(t *testing.T) {
 			run := fortioRun(t, p, rate, cluster.Load{Direct: true}, report.PathDirect, conns)
@@ -138,7 +147,7 @@ func TestLatency(t *testing.T) {
 			after := p.path(t)
 			require.Positive(t, run.Requests)
 			assert.Zero(t, run.Errors, "every request succeeds")
-			assert.Equal(t, run.Requests+warmups(), served(after, p.local, cluster.EchoLocal)-served(before, p.local, cluster.EchoLocal),
+			assert.Equal(t, reached(after, conns, run.Requests), served(after, p.local, cluster.EchoLocal)-served(before, p.local, cluster.EchoLocal),
 				"every request (and fortio's warm-up call per connection) reached %s", describe(p.local, cluster.EchoLocal))
 			assert.Equal(t, sumOver(before.GatewayTunnels), sumOver(after.GatewayTunnels), "same-cluster traffic never touches a gateway")
 			assert.Positive(t, after.Inbound[p.local.Name]-before.Inbound[p.local.Name], "it arrived through the destination node's ztunnel")
@@ -152,7 +161,7 @@ func TestLatency(t *testing.T) {
 			after := p.path(t)
 			require.Positive(t, run.Requests)
 			assert.Zero(t, run.Errors, "every request succeeds")
-			assert.Equal(t, run.Requests+warmups(), served(after, p.remote, cluster.EchoRemote)-served(before, p.remote, cluster.EchoRemote),
+			assert.Equal(t, reached(after, conns, run.Requests), served(after, p.remote, cluster.EchoRemote)-served(before, p.remote, cluster.EchoRemote),
 				"every request (and fortio's warm-up call per connection) reached %s", describe(p.remote, cluster.EchoRemote))
 			viaGW := after.GatewayTunnels[p.remote.Name] - before.GatewayTunnels[p.remote.Name]
 			assert.Equal(t, tunnels(conns, run.Requests), viaGW, "every client connection is one tunnel through the remote gateway")

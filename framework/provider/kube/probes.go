@@ -337,7 +337,7 @@ func (e *probeEnv) SetReady(ctx context.Context, app, clusterName string, ready 
 // Path sums ztunnel and east-west gateway metrics of every probe cluster (see path.go for what
 // each field counts on real ztunnels).
 func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
-	pc := cluster.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
+	pc := cluster.PathCounters{Served: map[string]int64{}, ServedConnections: true, GatewayTunnels: map[string]int64{},
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
 	for _, c := range []*cluster.Cluster{e.setup.Local, e.setup.Remote} {
 		zt, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=ztunnel"})
