@@ -20,6 +20,12 @@ func HostMemoryInUse() (uint64, error) {
 	return total - avail, nil
 }
 
+// HostMemoryAvailable is /proc/meminfo's MemAvailable: what new processes can still get.
+func HostMemoryAvailable() (uint64, error) {
+	_, avail, err := meminfo()
+	return avail, err
+}
+
 // readMeminfo returns MemTotal.
 func readMeminfo() (uint64, error) {
 	total, _, err := meminfo()

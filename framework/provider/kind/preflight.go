@@ -1,7 +1,6 @@
 package kind
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -39,7 +39,7 @@ type Host struct {
 }
 
 // RealHost reads /proc.
-var RealHost = Host{MemAvailable: memAvailable, Sysctl: sysctl}
+var RealHost = Host{MemAvailable: measure.HostMemoryAvailable, Sysctl: sysctl}
 
 // Preflight checks, one clear line each and before anything is created: the topology fits, the
 // flags are usable, Docker answers, the node image is there (or pullable), the inotify limits and
@@ -155,23 +155,6 @@ func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fa
 			ok("docker network kind: subnet %s has room for %d LoadBalancer pools", net.Subnet, len(t.Clusters))
 		}
 	}
-}
-
-func memAvailable() (uint64, error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
-			kb, err := strconv.ParseUint(fields[1], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no MemAvailable in /proc/meminfo")
 }
 
 func sysctl(name string) (int, error) {

@@ -1,14 +1,11 @@
 package local
 
 import (
-	"bufio"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -18,7 +15,7 @@ const memoryPerCluster = 900 << 20
 
 // checkHost refuses to start what the machine cannot hold, with a message that says what to change.
 func checkHost(clusters int) error {
-	if avail, ok := memAvailable(); ok {
+	if avail, err := measure.HostMemoryAvailable(); err == nil {
 		need := uint64(clusters) * memoryPerCluster
 		if avail < need {
 			return fmt.Errorf("too few resources: %d local clusters need about %.1f GB of free memory, this host has %.1f GB available; use fewer -clusters or a smaller -scale",
@@ -47,21 +44,4 @@ func checkLoopback() error {
 		return fmt.Errorf("the local provider needs all of 127.0.0.0/8 on the loopback interface, but binding %s failed: %v (on macOS add aliases, e.g. `sudo ifconfig lo0 alias %s`)", gw, err, gw)
 	}
 	return l.Close()
-}
-
-func memAvailable() (uint64, bool) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
-			kb, err := strconv.ParseUint(fields[1], 10, 64)
-			return kb << 10, err == nil
-		}
-	}
-	return 0, false
 }
