@@ -59,6 +59,9 @@ func Markdown(r *Report) []byte {
 		p("## Failover\n\n| Service | Failover s | Failback s | Requests | Failed |\n|---|---|---|---|---|\n")
 		p("| %s | %s | %s | %d | %d |\n\n", cell(f.Service), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
 	}
+	if r.Churn != nil {
+		markdownChurn(&b, r.Churn)
+	}
 	if s := r.Setup; s != nil {
 		p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
 		if s.PeakHostMemoryBytes != nil {

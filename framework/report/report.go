@@ -55,6 +55,7 @@ type Report struct {
 	Scale        *Scale        `json:"scale,omitempty"`
 	ControlPlane *ControlPlane `json:"controlPlane,omitempty"`
 	Latency      *Latency      `json:"latency,omitempty"`
+	Churn        *Churn        `json:"churn,omitempty"` // churn.go
 	Reference    Reference     `json:"reference"`
 
 	// Not in DESIGN.md's schema; extra keys a reader may ignore.
@@ -395,6 +396,9 @@ func (r *Report) Validate() error {
 			}
 			errs = append(errs, checkConn("latency.harnessFloor", i, run))
 		}
+	}
+	if r.Churn != nil {
+		errs = append(errs, validateChurn(r.Churn)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid report: %w", err)
