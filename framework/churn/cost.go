@@ -7,37 +7,41 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 )
 
-// CPUTick is the resolution of process_cpu_seconds_total: /proc clock ticks of 10 ms.
-const CPUTick = 0.01
-
-// Cost is what istiod spent over a churn window, from a scrape before and one after.
+// Cost is what istiod spent over a churn window.
 type Cost struct {
-	// CPUCores is the average CPU use; ResolutionCores is one tick over the window, below which
-	// a reading means "less than this", not a value.
+	// CPUCores is the average CPU use; ResolutionCores is the CPU source's step over the window,
+	// below which a reading means "less than this", not a value. CPUSource names the source.
 	CPUCores, ResolutionCores float64
+	CPUSource                 string
 	// PushesPerSecond sums pilot_xds_pushes over types (send errors excluded); ByType splits it
-	// ("wds", "cds", ...). istiod counts one push per connected client.
-	PushesPerSecond float64
+	// ("wds", ...). istiod counts one push per connected client. Nil when istiod exported no
+	// pilot_xds_pushes at the end of the window.
+	PushesPerSecond *float64
 	ByType          map[string]float64
-	// ConnectedXDS is the pilot_xds gauge at the end of the window.
-	ConnectedXDS float64
+	// ConnectedXDS is the pilot_xds gauge at the end of the window (nil: not exported).
+	ConnectedXDS *float64
 	Seconds      float64
 }
 
-// CostBetween computes istiod's cost from two scrapes of the same istiod.
-//
-// The CPU source is process_cpu_seconds_total through measure.CPUWindow; when measure.Istiod
-// gains a finer CPU counter, read it here and shrink ResolutionCores to match.
-func CostBetween(a, b *measure.Metrics) (Cost, error) {
-	w := measure.CPUWindow{Start: a, End: b}
-	cores, err := w.Cores()
+// CostBetween computes istiod's cost from CPU readings and metric scrapes taken at the start and
+// the end of a window.
+func CostBetween(cpuA, cpuB measure.CPUReading, a, b *measure.Metrics) (Cost, error) {
+	span, err := measure.SpanBetween(cpuA, cpuB)
 	if err != nil {
 		return Cost{}, err
 	}
-	secs := w.Duration().Seconds()
-	c := Cost{CPUCores: cores, ResolutionCores: CPUTick / secs, Seconds: secs, ConnectedXDS: b.ConnectedXDS}
+	c := Cost{CPUCores: span.Cores(), ResolutionCores: span.CoresResolution(), CPUSource: cpuB.Source,
+		Seconds: span.WallSeconds, ConnectedXDS: b.ConnectedXDS}
+	if b.Families[measure.MetricXDSPushes] == nil {
+		return c, nil
+	}
+	secs := b.At.Sub(a.At).Seconds()
+	if secs <= 0 {
+		return Cost{}, fmt.Errorf("metric window ends at %s, not after its start %s", b.At, a.At)
+	}
 	before, after := PushesByType(a), PushesByType(b)
 	c.ByType = map[string]float64{}
+	total := 0.0
 	for t, n := range after {
 		d := n - before[t]
 		if d < 0 {
@@ -45,9 +49,10 @@ func CostBetween(a, b *measure.Metrics) (Cost, error) {
 		}
 		if d > 0 {
 			c.ByType[t] = d / secs
-			c.PushesPerSecond += d / secs
+			total += d / secs
 		}
 	}
+	c.PushesPerSecond = &total
 	return c, nil
 }
 

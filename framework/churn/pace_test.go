@@ -78,14 +78,26 @@ func TestCostBetween(t *testing.T) {
 		`{type="wds_senderr"} 1`, `{type="wds_senderr"} 9`, `pilot_xds{version="unknown"} 2`, `pilot_xds{version="unknown"} 3`).Replace(costBefore)
 	b, err := measure.ParseMetrics(strings.NewReader(after), t0.Add(20*time.Second))
 	require.NoError(t, err)
-	c, err := CostBetween(a, b)
+	cpuA := measure.CPUReading{At: t0, Seconds: 10.5, Resolution: 0.01, Source: "test"}
+	cpuB := measure.CPUReading{At: t0.Add(20 * time.Second), Seconds: 12.5, Resolution: 0.01, Source: "test"}
+	c, err := CostBetween(cpuA, cpuB, a, b)
 	require.NoError(t, err)
 	assert.InDelta(t, 0.1, c.CPUCores, 1e-9)
 	assert.InDelta(t, 0.0005, c.ResolutionCores, 1e-12)
 	assert.Equal(t, map[string]float64{"wds": 2, "cds": 0.2}, c.ByType, "send errors are not pushes")
-	assert.InDelta(t, 2.2, c.PushesPerSecond, 1e-9)
-	assert.Equal(t, 3.0, c.ConnectedXDS)
+	require.NotNil(t, c.PushesPerSecond)
+	assert.InDelta(t, 2.2, *c.PushesPerSecond, 1e-9)
+	require.NotNil(t, c.ConnectedXDS)
+	assert.Equal(t, 3.0, *c.ConnectedXDS)
 
-	_, err = CostBetween(b, a)
+	_, err = CostBetween(cpuB, cpuA, b, a)
 	assert.Error(t, err, "a window that ends before it starts")
+
+	// No pilot_xds_pushes exported: pushes are absent, not 0.
+	quiet := strings.NewReplacer(`pilot_xds_pushes{type="wds"} 100`, "", `pilot_xds_pushes{type="wds_senderr"} 1`, "", "# TYPE pilot_xds_pushes counter", "").Replace(costBefore)
+	q, err := measure.ParseMetrics(strings.NewReader(quiet), t0.Add(20*time.Second))
+	require.NoError(t, err)
+	c, err = CostBetween(cpuA, cpuB, a, q)
+	require.NoError(t, err)
+	assert.Nil(t, c.PushesPerSecond)
 }

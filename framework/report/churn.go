@@ -68,6 +68,7 @@ type ChurnRun struct {
 	// IstiodCPUCores over the cost window, with the resolution of its counter over the window.
 	IstiodCPUCores           *float64           `json:"istiodCPUCores,omitempty"`
 	IstiodCPUResolutionCores *float64           `json:"istiodCPUResolutionCores,omitempty"`
+	IstiodCPUSource          string             `json:"istiodCPUSource,omitempty"`
 	PushesPerSecond          *float64           `json:"pushesPerSecond,omitempty"`
 	PushesPerSecondByType    map[string]float64 `json:"pushesPerSecondByType,omitempty"`
 	ConnectedXDSClients      *float64           `json:"connectedXDSClients,omitempty"`
@@ -120,8 +121,8 @@ func markdownChurn(b *bytes.Buffer, c *Churn) {
 		"without events, at most PILOT_DEBOUNCE_MAX = %s ms. Local: the pod's workload appears, disappears or changes health; "+
 		"remote: the remote network's split-horizon workload of the service changes its capacity (one change in flight per "+
 		"service). A replacement is two samples (old pod deleted, new pod Ready). Lost: not reflected within %s ms, or the "+
-		"final state differs from the API. Cost (CPU, pushes) covers the churn and the wait until every change showed. CPU is process_cpu_seconds_total over that window; a value below the "+
-		"resolution column is below what the counter resolves. MB = 10^6 bytes.\n\n",
+		"final state differs from the API. Cost (CPU, pushes) covers the churn and the wait until every change showed. CPU comes from the source named in the JSON (istiodCPUSource) over that window; a value below the "+
+		"resolution column is below what the source resolves. MB = 10^6 bytes.\n\n",
 		cell(c.ObservedIstiod), c.Clients, num(c.Debounce.AfterMs, 0), num(c.Debounce.MaxMs, 0), num(c.LostAfterMs, 0))
 	if len(c.Runs) > 0 {
 		p("| Where | Mode | Rate pods/s | Achieved pods/s | %% of pods | Changes | Samples | Lost | p50 ms | p90 ms | p99 ms | max ms | istiod CPU cores | CPU resolution cores | Pushes/s | Pushes/s by type | xDS clients | RSS MB | Live heap MB |\n")

@@ -142,11 +142,11 @@ func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit
 	}
 	// The cost window runs until every change showed: istiod's debounced pushes for the last
 	// changes belong to this window.
-	before := scrape(t, istiod)
+	before, cpuBefore := scrape(t, istiod), readCPU(t, istiod)
 	churned, err := churn.Run(ctx, tr, win, targets...)
 	require.NoError(t, err, "churn %s", s.where)
 	drained := churn.Drain(ctx, tr, limit)
-	after := scrape(t, istiod)
+	cpuAfter, after := readCPU(t, istiod), scrape(t, istiod)
 
 	truth := map[string]string{}
 	for _, p := range targets {
@@ -158,7 +158,7 @@ func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit
 	}
 	mismatched := tr.Mismatches(truth)
 	sum := churn.Summarize(tr.Results(), limit, len(mismatched))
-	cost, err := churn.CostBetween(before, after)
+	cost, err := churn.CostBetween(cpuBefore, cpuAfter, before, after)
 	require.NoError(t, err)
 	settled, err := istiod.Sampler().Settled(ctx, 1, time.Second)
 	require.NoError(t, err)
@@ -169,15 +169,15 @@ func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit
 		Changes: churned.Changes, Samples: sum.Samples, Superseded: sum.Superseded, Lost: sum.Lost,
 		P50Ms: msp(sum.P50), P90Ms: msp(sum.P90), P99Ms: msp(sum.P99), MaxMs: msp(sum.Max),
 		IstiodCPUCores: report.F(cost.CPUCores), IstiodCPUResolutionCores: report.F(cost.ResolutionCores),
-		PushesPerSecond: report.F(cost.PushesPerSecond), PushesPerSecondByType: cost.ByType,
-		ConnectedXDSClients: report.F(cost.ConnectedXDS),
+		IstiodCPUSource: cost.CPUSource, PushesPerSecond: cost.PushesPerSecond, PushesPerSecondByType: cost.ByType,
+		ConnectedXDSClients: cost.ConnectedXDS,
 		RSSBytes:            report.F(settled.RSSBytes), LiveHeapBytes: report.F(settled.LiveHeapBytes),
 	}
 	mc.Logf("churn: %s %s %.0f pods/s (achieved %.1f): %d changes, %d samples, lost %d (late %d, unseen %d, wrong final state %d), superseded %d; "+
-		"p50 %s p90 %s p99 %s max %s ms; istiod %.3f cores (resolution %.4f), %.1f pushes/s %v, %g xDS clients, rss %.0f MB, live heap %.0f MB",
+		"p50 %s p90 %s p99 %s max %s ms; istiod %.4f cores (%s, resolution %.1g), %s pushes/s %v, %s xDS clients, rss %.0f MB, live heap %.0f MB",
 		s.where, s.mode, s.rate, run.AchievedPodsPerSecond, run.Changes, sum.Samples, sum.Lost, sum.Late, sum.Unseen, sum.Mismatched, sum.Superseded,
-		fmtMs(run.P50Ms), fmtMs(run.P90Ms), fmtMs(run.P99Ms), fmtMs(run.MaxMs), cost.CPUCores, cost.ResolutionCores,
-		cost.PushesPerSecond, roundMap(cost.ByType), cost.ConnectedXDS, settled.RSSBytes/1e6, settled.LiveHeapBytes/1e6)
+		fmt1(run.P50Ms), fmt1(run.P90Ms), fmt1(run.P99Ms), fmt1(run.MaxMs), cost.CPUCores, cost.CPUSource, cost.ResolutionCores,
+		fmt1(cost.PushesPerSecond), roundMap(cost.ByType), fmt1(cost.ConnectedXDS), settled.RSSBytes/1e6, settled.LiveHeapBytes/1e6)
 	if churned.Late > 0 {
 		mc.Logf("churn: %s %s %.0f pods/s: %d changes started late (every target had a change in flight)", s.where, s.mode, s.rate, churned.Late)
 	}
@@ -456,7 +456,7 @@ func msp(d *time.Duration) *float64 {
 	return report.F(ms(*d))
 }
 
-func fmtMs(v *float64) string {
+func fmt1(v *float64) string {
 	if v == nil {
 		return "-"
 	}
