@@ -120,7 +120,9 @@ func markdownChurn(b *bytes.Buffer, c *Churn) {
 		"(%d such client(s) connected). It includes istiod's push debounce: a push waits for PILOT_DEBOUNCE_AFTER = %s ms "+
 		"without events, at most PILOT_DEBOUNCE_MAX = %s ms. Local: the pod's workload appears, disappears or changes health; "+
 		"remote: the remote network's split-horizon workload of the service changes its capacity (one change in flight per "+
-		"service). A replacement is two samples (old pod deleted, new pod Ready). Lost: not reflected within %s ms, or the "+
+		"service). A replacement is two samples (old pod deleted, new pod Ready). Because a remote change waits for the previous change "+
+		"of its service to show, remote writes pause while istiod debounces: remote churn cannot hold the debounce open as open-loop "+
+		"local churn does, so compare the achieved rates, and read remote latencies at high rates as what this closed loop sees. Lost: not reflected within %s ms, or the "+
 		"final state differs from the API. Cost (CPU, pushes) covers the churn and the wait until every change showed. CPU comes from the source named in the JSON (istiodCPUSource) over that window; a value below the "+
 		"resolution column is below what the source resolves. MB = 10^6 bytes.\n\n",
 		cell(c.ObservedIstiod), c.Clients, num(c.Debounce.AfterMs, 0), num(c.Debounce.MaxMs, 0), num(c.LostAfterMs, 0))
