@@ -175,9 +175,13 @@ func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit
 		ConnectedXDSClients: cost.ConnectedXDS,
 		RSSBytes:            report.F(settled.RSSBytes), LiveHeapBytes: report.F(settled.LiveHeapBytes),
 	}
-	mc.Logf("churn: %s %s %.0f pods/s (achieved %.1f): %d changes, %d samples, lost %d (late %d, unseen %d, wrong final state %d), superseded %d; "+
+	size := fmt.Sprintf("%s windows", s.length)
+	if s.percent != nil {
+		size = fmt.Sprintf("%g%% of the pods", *s.percent)
+	}
+	mc.Logf("churn: %s %s %.0f pods/s, %s (achieved %.1f): %d changes, %d samples, lost %d (late %d, unseen %d, wrong final state %d), superseded %d; "+
 		"p50 %s p90 %s p99 %s max %s ms; istiod %.4f cores (%s, resolution %.1g), %s pushes/s %v, %s xDS clients, rss %.0f MB, live heap %.0f MB",
-		s.where, s.mode, s.rate, run.AchievedPodsPerSecond, run.Changes, sum.Samples, sum.Lost, sum.Late, sum.Unseen, sum.Mismatched, sum.Superseded,
+		s.where, s.mode, s.rate, size, run.AchievedPodsPerSecond, run.Changes, sum.Samples, sum.Lost, sum.Late, sum.Unseen, sum.Mismatched, sum.Superseded,
 		fmt1(run.P50Ms), fmt1(run.P90Ms), fmt1(run.P99Ms), fmt1(run.MaxMs), cost.CPUCores, cost.CPUSource, cost.ResolutionCores,
 		fmt1(cost.PushesPerSecond), roundMap(cost.ByType), fmt1(cost.ConnectedXDS), settled.RSSBytes/1e6, settled.LiveHeapBytes/1e6)
 	if churned.Late > 0 {
