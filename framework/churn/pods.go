@@ -156,10 +156,11 @@ func (p *Pods) replaceLocal(tr *Tracker) (func(context.Context) error, error) {
 	p.inflight[repl] = true
 	return func(ctx context.Context) error {
 		defer p.done(repl)
-		if err := p.delete(ctx, tr, victim, p.uid(victim), Absent); err != nil {
+		if _, err := p.delete(ctx, tr, victim, p.uid(victim), Absent); err != nil {
 			return err
 		}
-		return p.create(ctx, tr, repl, p.uid(repl), Healthy)
+		_, err := p.create(ctx, tr, repl, p.uid(repl), Healthy)
+		return err
 	}, nil
 }
 
@@ -193,24 +194,28 @@ func (p *Pods) replaceRemote(tr *Tracker) (func(context.Context) error, error) {
 			p.mu.Unlock()
 		}()
 		key := p.shKeys[svc]
-		if err := p.delete(ctx, tr, victim, key, Capacity(n-1)); err != nil {
+		ch, err := p.delete(ctx, tr, victim, key, Capacity(n-1))
+		if err != nil {
 			return err
 		}
-		p.waitShown(ctx, tr, key)
-		if err := p.create(ctx, tr, repl, key, Capacity(n)); err != nil {
+		p.waitShown(ctx, ch)
+		if ch, err = p.create(ctx, tr, repl, key, Capacity(n)); err != nil {
 			return err
 		}
-		p.waitShown(ctx, tr, key)
+		p.waitShown(ctx, ch)
 		return ctx.Err()
 	}, nil
 }
 
-// waitShown waits until key has nothing in flight, or the limit passed (the change is then lost,
-// and Summarize counts it).
-func (p *Pods) waitShown(ctx context.Context, tr *Tracker, key string) {
-	deadline := time.Now().Add(p.limit)
-	for tr.Busy(key) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+// waitShown waits until ch is reflected, or the limit passed (the change is then lost, and
+// Summarize counts it).
+func (p *Pods) waitShown(ctx context.Context, ch *Change) {
+	t := time.NewTimer(p.limit)
+	defer t.Stop()
+	select {
+	case <-ch.Done():
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -316,35 +321,37 @@ func (p *Pods) allocIP() (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("cluster %s: no free pod address for a replacement", p.c.Name)
 }
 
-func (p *Pods) delete(ctx context.Context, tr *Tracker, pd *Pod, key, want string) error {
+func (p *Pods) delete(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
 	ns := p.scale.ServiceNamespace(pd.svc)
-	if _, err := tr.Expect(key, want, time.Now()); err != nil {
-		return err
+	ch, err := tr.Expect(key, want, time.Now())
+	if err != nil {
+		return nil, err
 	}
 	p.touch(key)
 	// No kubelet finishes a graceful deletion here: delete at once.
-	err := p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	err = p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
 	if err != nil {
-		return fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+		return nil, fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
 	}
 	p.mu.Lock()
 	delete(p.usedIPs, pd.ip)
 	p.mu.Unlock()
-	return nil
+	return ch, nil
 }
 
 // create creates pd and then writes its Running/Ready status: istiod makes a workload only of a
 // pod with an IP, so the status write is the change the watcher can see.
-func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want string) error {
+func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
 	ns, svc := p.scale.ServiceNamespace(pd.svc), workload.ServiceName(pd.svc)
 	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, svc, svc, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
 	}
-	if _, err := tr.Expect(key, want, time.Now()); err != nil {
-		return err
+	ch, err := tr.Expect(key, want, time.Now())
+	if err != nil {
+		return nil, err
 	}
 	p.touch(key)
-	return p.writeStatus(ctx, pd, true)
+	return ch, p.writeStatus(ctx, pd, true)
 }
 
 func (p *Pods) touch(key string) {
@@ -420,13 +427,6 @@ func (p *Pods) Truth(ctx context.Context) (map[string]string, error) {
 		}
 	}
 	return truth, nil
-}
-
-// Pod returns a live pod of service svc for a finding (the oldest).
-func (p *Pods) Pod(svc int) *Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.services[svc][0]
 }
 
 // PodAt returns the i-th oldest live pod of service svc.
