@@ -27,7 +27,7 @@ ci: lint bins test ci-suite
 
 # Every suite on 3 clusters at small scale, with short latency runs.
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -report-dir=$(REPORT_DIR)
+	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -churn.rates=5 -churn.duration=5s -report-dir=$(REPORT_DIR)
 
 ## lint: formatting and vet
 lint:

@@ -39,6 +39,9 @@ type Flags struct {
 
 	// Istio images and options of the providers that install into real clusters.
 	ProviderFlags
+
+	// Churn suite (churn_flags.go).
+	Churn ChurnFlags
 }
 
 // flags holds the values of the registered command-line flags.
@@ -66,6 +69,7 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.LatencyConnections, "latency.connections", 16, "concurrent connections of each latency run")
 	fs.IntVar(&f.LatencyPayload, "latency.payload", 1024, "response size in bytes")
 	registerProvider(fs, &f.ProviderFlags)
+	registerChurn(fs, &f.Churn)
 	return f
 }
 
@@ -101,6 +105,9 @@ func (f *Flags) validate() error {
 	}
 	if f.JoinSamples < 1 {
 		return fmt.Errorf("-join.samples=%d: need at least 1", f.JoinSamples)
+	}
+	if err := f.Churn.parse(); err != nil {
+		return err
 	}
 	if f.JoinSteady > 0 && f.JoinSettle > 0 && f.JoinSteady > f.JoinSettle {
 		return fmt.Errorf("-join.steady=%s is longer than -join.settle=%s: the steady window must end at the settle point and start after convergence", f.JoinSteady, f.JoinSettle)

@@ -96,6 +96,7 @@ func Bench(r *Report) []byte {
 			line(&b, name, ms...)
 		}
 	}
+	benchChurn(&b, len(r.Topology.Clusters), r.Churn)
 	return b.Bytes()
 }
 

@@ -63,6 +63,9 @@ func Markdown(r *Report) []byte {
 		p("| %s | %s | %s | %d | %d |\n\n", cell(f.Service), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
 	}
 	markdownChecks(&b, r.IstiodChecks)
+	if r.Churn != nil {
+		markdownChurn(&b, r.Churn)
+	}
 	if s := r.Setup; s != nil {
 		p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
 		if s.PeakHostMemoryBytes != nil {

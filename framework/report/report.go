@@ -56,6 +56,7 @@ type Report struct {
 	ControlPlane *ControlPlane `json:"controlPlane,omitempty"`
 	Latency      *Latency      `json:"latency,omitempty"`
 	IstiodChecks []IstiodCheck `json:"istiodChecks,omitempty"`
+	Churn        *Churn        `json:"churn,omitempty"` // churn.go
 	Reference    Reference     `json:"reference"`
 
 	// Not in DESIGN.md's schema; extra keys a reader may ignore.
@@ -401,6 +402,9 @@ func (r *Report) Validate() error {
 		}
 	}
 	errs = append(errs, validateChecks(r.IstiodChecks))
+	if r.Churn != nil {
+		errs = append(errs, validateChurn(r.Churn)...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid report: %w", err)
 	}

@@ -53,6 +53,11 @@ func Write(dir string, r *Report) error {
 	} else {
 		stale = append(stale, LatencySVG)
 	}
+	if svg := churnSVG(r.Churn); svg != nil {
+		files[ChurnSVG] = svg
+	} else {
+		stale = append(stale, ChurnSVG)
+	}
 	var errs []error
 	for name, b := range files {
 		errs = append(errs, writeFile(filepath.Join(dir, name), b))

@@ -42,6 +42,22 @@ type Watcher struct {
 	mu      sync.Mutex
 	addrs   map[string]*workloadapi.Address
 	changed chan struct{} // closed and replaced on every change
+	seq     uint64        // updates applied so far
+	subs    map[int]func(Update)
+	nextSub int
+}
+
+// Update is one Address resource change as the watcher applied it.
+type Update struct {
+	// Name is the resource name (a workload UID or ns/hostname).
+	Name string
+	// Address is the new resource; nil when istiod removed it.
+	Address *workloadapi.Address
+	// At is when the resource arrived in this process (taken as adsc hands it over, before the
+	// state changes), so latencies measured against it include istiod's debounce and the stream.
+	At time.Time
+	// Seq counts the updates this watcher applied, from 1.
+	Seq uint64
 }
 
 // quietADSC keeps adsc's per-resource info lines (one per workload) out of test output.
@@ -103,15 +119,53 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 }
 
 func (w *Watcher) onAddress(_ adsc.HandlerContext, name, _ string, a *workloadapi.Address, ev adsc.Event) {
+	at := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ev == adsc.EventDelete || a == nil {
 		delete(w.addrs, name)
+		a = nil
 	} else {
 		w.addrs[name] = a
 	}
+	w.seq++
+	u := Update{Name: name, Address: a, At: at, Seq: w.seq}
+	for _, fn := range w.subs {
+		fn(u)
+	}
 	close(w.changed)
 	w.changed = make(chan struct{})
+}
+
+// Subscribe calls fn with every update applied from now on, in arrival order, on the stream's
+// goroutine and under the watcher's lock: fn must be quick and must not call the watcher. It also
+// returns the state as it was when the subscription began (no update falls between the two), and
+// a function that stops the calls.
+func (w *Watcher) Subscribe(fn func(Update)) (state map[string]*workloadapi.Address, unsubscribe func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	state = make(map[string]*workloadapi.Address, len(w.addrs))
+	for k, v := range w.addrs {
+		state[k] = v
+	}
+	if w.subs == nil {
+		w.subs = map[int]func(Update){}
+	}
+	id := w.nextSub
+	w.nextSub++
+	w.subs[id] = fn
+	return state, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.subs, id)
+	}
+}
+
+// Seq is how many updates the watcher has applied.
+func (w *Watcher) Seq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
 }
 
 // Close stops the stream.

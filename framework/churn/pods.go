@@ -1,0 +1,506 @@
+package churn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// Modes of a run.
+const (
+	// Replace deletes a pod and creates its replacement under a new name, as a rollout does.
+	Replace = "replace"
+	// Ready flips a pod's Ready condition (local churn only: remote readiness is a finding).
+	Ready = "ready"
+)
+
+// errNoIdle says every target has a change in flight; the runner waits for one to finish.
+var errNoIdle = errors.New("every target has a change in flight")
+
+// Pods churns the scale pods of one cluster. Seen from the watcher, an observed (local)
+// cluster's pods are workloads of their own; a remote cluster's pods are only the capacity of
+// their service's split-horizon workload, so a remote change waits for the previous change of its
+// service to show before it is written (each capacity value then has one cause).
+type Pods struct {
+	c      *cluster.Cluster
+	scale  workload.Scale
+	remote bool
+	// shKeys are the watcher keys of the split-horizon workloads, by service (remote only).
+	shKeys map[int]string
+	limit  time.Duration
+
+	mu       sync.Mutex
+	services [][]*Pod // live pods by service, oldest first
+	order    []*Pod   // live pods, oldest first (replace order)
+	cursor   int      // round-robin position (ready mode, remote services)
+	busySvc  map[int]bool
+	inflight map[*Pod]bool // picked pods whose job has not finished
+	usedIPs  map[netip.Addr]bool
+	nextIP   int
+	gen      int
+	touched  map[string]bool // local keys any change wrote
+	nodeNext int
+}
+
+// Pod is one scale pod as the churner keeps it.
+type Pod struct {
+	svc   int
+	name  string
+	ip    netip.Addr
+	node  int
+	ready bool
+}
+
+// NewPods reads c's scale pods from its API server. For a remote cluster, shKeys maps each service
+// index to its split-horizon workload's key at the watcher. limit is how long a remote change
+// waits for its previous step to show before it goes on regardless (that step is then lost).
+func NewPods(ctx context.Context, c *cluster.Cluster, s workload.Scale, shKeys map[int]string, limit time.Duration) (*Pods, error) {
+	p := &Pods{c: c, scale: s, remote: shKeys != nil, shKeys: shKeys, limit: limit,
+		services: make([][]*Pod, s.Services), busySvc: map[int]bool{}, inflight: map[*Pod]bool{}, usedIPs: map[netip.Addr]bool{},
+		nextIP: workload.ReservedPodIPs + s.Pods, touched: map[string]bool{}}
+	for k := range s.Namespaces {
+		ns := workload.NamespaceName(k)
+		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: listing pods in %s: %w", c.Name, ns, err)
+		}
+		for _, kp := range list.Items {
+			svc, ok := serviceIndex(kp.Labels["app"])
+			if !ok || svc >= s.Services || s.ServiceNamespace(svc) != ns {
+				continue
+			}
+			ip, err := netip.ParseAddr(kp.Status.PodIP)
+			if err != nil {
+				return nil, fmt.Errorf("cluster %s: pod %s/%s has no usable IP %q", c.Name, ns, kp.Name, kp.Status.PodIP)
+			}
+			node, _ := strconv.Atoi(strings.TrimPrefix(kp.Spec.NodeName, "node-"))
+			pd := &Pod{svc: svc, name: kp.Name, ip: ip, node: node, ready: podReady(&kp)}
+			p.services[svc] = append(p.services[svc], pd)
+			p.order = append(p.order, pd)
+			p.usedIPs[ip] = true
+		}
+	}
+	if len(p.order) == 0 {
+		return nil, fmt.Errorf("cluster %s: no scale pods to churn", c.Name)
+	}
+	for svc, pods := range p.services {
+		if len(pods) == 0 {
+			return nil, fmt.Errorf("cluster %s: service %s has no pods to churn", c.Name, workload.ServiceName(svc))
+		}
+		if p.remote && p.shKeys[svc] == "" {
+			return nil, fmt.Errorf("cluster %s: no split-horizon workload of %s at the watcher", c.Name, workload.ServiceName(svc))
+		}
+	}
+	return p, nil
+}
+
+// Len is how many scale pods the cluster has now.
+func (p *Pods) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.order)
+}
+
+// Next picks the target of one change of mode and returns the job that makes it: its writes,
+// and for a remote change the wait for each step to show (or the limit). It returns errNoIdle
+// when every target has a change in flight.
+func (p *Pods) Next(tr *Tracker, mode string) (func(context.Context) error, error) {
+	switch {
+	case mode == Replace && p.remote:
+		return p.replaceRemote(tr)
+	case mode == Replace:
+		return p.replaceLocal(tr)
+	case mode == Ready && !p.remote:
+		return p.flipLocal(tr)
+	}
+	return nil, fmt.Errorf("churn mode %q is not available for a remote cluster", mode)
+}
+
+func (p *Pods) uid(pd *Pod) string {
+	return PodUID(p.c.Name, p.scale.ServiceNamespace(pd.svc), pd.name)
+}
+
+func (p *Pods) replaceLocal(tr *Tracker) (func(context.Context) error, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := -1
+	for i, pd := range p.order {
+		if !p.inflight[pd] && !tr.Busy(p.uid(pd)) {
+			old = i
+			break
+		}
+	}
+	if old < 0 {
+		return nil, errNoIdle
+	}
+	victim := p.order[old]
+	p.forget(old, victim)
+	repl, err := p.newPod(victim.svc)
+	if err != nil {
+		return nil, err
+	}
+	p.inflight[repl] = true
+	return func(ctx context.Context) error {
+		defer p.done(repl)
+		if _, err := p.delete(ctx, tr, victim, p.uid(victim), Absent); err != nil {
+			return err
+		}
+		_, err := p.create(ctx, tr, repl, p.uid(repl), Healthy)
+		return err
+	}, nil
+}
+
+func (p *Pods) replaceRemote(tr *Tracker) (func(context.Context) error, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	svc := -1
+	for i := range p.scale.Services {
+		s := (p.cursor + i) % p.scale.Services
+		if !p.busySvc[s] && !tr.Busy(p.shKeys[s]) {
+			svc = s
+			break
+		}
+	}
+	if svc < 0 {
+		return nil, errNoIdle
+	}
+	p.cursor = svc + 1
+	victim := p.services[svc][0]
+	n := len(p.services[svc])
+	p.forget(indexOf(p.order, victim), victim)
+	repl, err := p.newPod(svc)
+	if err != nil {
+		return nil, err
+	}
+	p.busySvc[svc] = true
+	return func(ctx context.Context) error {
+		defer func() {
+			p.mu.Lock()
+			delete(p.busySvc, svc)
+			p.mu.Unlock()
+		}()
+		key := p.shKeys[svc]
+		ch, err := p.delete(ctx, tr, victim, key, Capacity(n-1))
+		if err != nil {
+			return err
+		}
+		p.waitShown(ctx, ch)
+		if ch, err = p.create(ctx, tr, repl, key, Capacity(n)); err != nil {
+			return err
+		}
+		p.waitShown(ctx, ch)
+		return ctx.Err()
+	}, nil
+}
+
+// waitShown waits until ch is reflected, or the limit passed (the change is then lost, and
+// Summarize counts it).
+func (p *Pods) waitShown(ctx context.Context, ch *Change) {
+	t := time.NewTimer(p.limit)
+	defer t.Stop()
+	select {
+	case <-ch.Done():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (p *Pods) flipLocal(tr *Tracker) (func(context.Context) error, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var pd *Pod
+	for i := range p.order {
+		cand := p.order[(p.cursor+i)%len(p.order)]
+		if !p.inflight[cand] && !tr.Busy(p.uid(cand)) {
+			pd = cand
+			p.cursor = (p.cursor + i + 1) % len(p.order)
+			break
+		}
+	}
+	if pd == nil {
+		return nil, errNoIdle
+	}
+	pd.ready = !pd.ready
+	ready := pd.ready
+	p.inflight[pd] = true
+	return func(ctx context.Context) error {
+		defer p.done(pd)
+		want := Unhealthy
+		if ready {
+			want = Healthy
+		}
+		key := p.uid(pd)
+		if _, err := tr.Expect(key, want, time.Now()); err != nil {
+			return err
+		}
+		p.touch(key)
+		return p.writeStatus(ctx, pd, ready)
+	}, nil
+}
+
+// done ends pd's pick once its writes are sent (and registered with the tracker).
+func (p *Pods) done(pd *Pod) {
+	p.mu.Lock()
+	delete(p.inflight, pd)
+	p.mu.Unlock()
+}
+
+// RestoreReady makes every pod Ready again, untracked; it returns the pods it flipped.
+func (p *Pods) RestoreReady(ctx context.Context) (int, error) {
+	p.mu.Lock()
+	var flip []*Pod
+	for _, pd := range p.order {
+		if !pd.ready {
+			pd.ready = true
+			flip = append(flip, pd)
+		}
+	}
+	p.mu.Unlock()
+	for _, pd := range flip {
+		if err := p.writeStatus(ctx, pd, true); err != nil {
+			return 0, err
+		}
+	}
+	return len(flip), nil
+}
+
+// forget removes victim (at order[i]) from the live pods. Caller holds p.mu.
+func (p *Pods) forget(i int, victim *Pod) {
+	p.order = append(p.order[:i:i], p.order[i+1:]...)
+	s := p.services[victim.svc]
+	j := indexOf(s, victim)
+	p.services[victim.svc] = append(s[:j:j], s[j+1:]...)
+}
+
+// newPod names and places a replacement for service svc and counts it live. Caller holds p.mu.
+func (p *Pods) newPod(svc int) (*Pod, error) {
+	ip, err := p.allocIP()
+	if err != nil {
+		return nil, err
+	}
+	p.gen++
+	pd := &Pod{svc: svc, name: fmt.Sprintf("%s-c%d", workload.ServiceName(svc), p.gen), ip: ip,
+		node: p.nodeNext % p.scale.Nodes, ready: true}
+	p.nodeNext++
+	p.services[svc] = append(p.services[svc], pd)
+	p.order = append(p.order, pd)
+	return pd, nil
+}
+
+// allocIP takes the next free address after the scale pods' range, wrapping around.
+func (p *Pods) allocIP() (netip.Addr, error) {
+	first := workload.ReservedPodIPs + p.scale.Pods
+	for range topology.MaxPods - first {
+		if p.nextIP >= topology.MaxPods {
+			p.nextIP = first
+		}
+		ip, err := topology.PodIP(p.c.Index, p.nextIP)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		p.nextIP++
+		if !p.usedIPs[ip] {
+			p.usedIPs[ip] = true
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("cluster %s: no free pod address for a replacement", p.c.Name)
+}
+
+func (p *Pods) delete(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
+	ns := p.scale.ServiceNamespace(pd.svc)
+	ch, err := tr.Expect(key, want, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	p.touch(key)
+	// No kubelet finishes a graceful deletion here: delete at once.
+	err = p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	p.mu.Lock()
+	delete(p.usedIPs, pd.ip)
+	p.mu.Unlock()
+	return ch, nil
+}
+
+// create creates pd and then writes its Running/Ready status: istiod makes a workload only of a
+// pod with an IP, so the status write is the change the watcher can see.
+func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
+	ns, svc := p.scale.ServiceNamespace(pd.svc), workload.ServiceName(pd.svc)
+	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, svc, svc, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	ch, err := tr.Expect(key, want, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	p.touch(key)
+	return ch, p.writeStatus(ctx, pd, true)
+}
+
+func (p *Pods) touch(key string) {
+	if p.remote {
+		return
+	}
+	p.mu.Lock()
+	p.touched[key] = true
+	p.mu.Unlock()
+}
+
+func (p *Pods) writeStatus(ctx context.Context, pd *Pod, ready bool) error {
+	ns := p.scale.ServiceNamespace(pd.svc)
+	host, err := topology.NodeIP(p.c.Index, pd.node)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"status": workload.RunningStatus(pd.ip, host, ready)})
+	if err != nil {
+		return err
+	}
+	if _, err := p.c.Client.CoreV1().Pods(ns).Patch(ctx, pd.name, types.MergePatchType, body, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("cluster %s: writing status of pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	return nil
+}
+
+// Truth reads the cluster's scale pods from its API server and returns what the watcher should
+// hold for every key the runs touched: a local pod's health (or Absent once deleted), a remote
+// service's capacity (every pod with an IP counts, Ready or not). It also checks that the API
+// agrees with what this churner thinks is live.
+func (p *Pods) Truth(ctx context.Context) (map[string]string, error) {
+	truth := map[string]string{}
+	perSvc := make([]int, p.scale.Services)
+	live := map[string]bool{}
+	for k := range p.scale.Namespaces {
+		ns := workload.NamespaceName(k)
+		list, err := p.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: listing pods in %s: %w", p.c.Name, ns, err)
+		}
+		for _, kp := range list.Items {
+			svc, ok := serviceIndex(kp.Labels["app"])
+			if !ok || svc >= p.scale.Services || kp.Status.PodIP == "" {
+				continue
+			}
+			perSvc[svc]++
+			key := PodUID(p.c.Name, ns, kp.Name)
+			live[key] = true
+			if !p.remote {
+				state := Unhealthy
+				if podReady(&kp) {
+					state = Healthy
+				}
+				truth[key] = state
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(live) != len(p.order) {
+		return nil, fmt.Errorf("cluster %s: the API server has %d scale pods, the churner expected %d", p.c.Name, len(live), len(p.order))
+	}
+	if p.remote {
+		for svc, key := range p.shKeys {
+			truth[key] = Capacity(perSvc[svc])
+		}
+		return truth, nil
+	}
+	for key := range p.touched {
+		if !live[key] {
+			truth[key] = Absent
+		}
+	}
+	return truth, nil
+}
+
+// PodAt returns the i-th oldest live pod of service svc.
+func (p *Pods) PodAt(svc, i int) *Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.services[svc][i]
+}
+
+// Count is how many live pods service svc has.
+func (p *Pods) Count(svc int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.services[svc])
+}
+
+// SetPodReady writes the Ready condition of pd untracked and records it.
+func (p *Pods) SetPodReady(ctx context.Context, pd *Pod, ready bool) error {
+	p.mu.Lock()
+	pd.ready = ready
+	p.mu.Unlock()
+	return p.writeStatus(ctx, pd, ready)
+}
+
+// AddPod creates one more Ready pod for svc, untracked, and returns it.
+func (p *Pods) AddPod(ctx context.Context, svc int) (*Pod, error) {
+	p.mu.Lock()
+	pd, err := p.newPod(svc)
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ns, name := p.scale.ServiceNamespace(svc), workload.ServiceName(svc)
+	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, name, name, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	return pd, p.writeStatus(ctx, pd, true)
+}
+
+// RemovePod deletes pd, untracked.
+func (p *Pods) RemovePod(ctx context.Context, pd *Pod) error {
+	p.mu.Lock()
+	p.forget(indexOf(p.order, pd), pd)
+	p.mu.Unlock()
+	ns := p.scale.ServiceNamespace(pd.svc)
+	if err := p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+		return fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	p.mu.Lock()
+	delete(p.usedIPs, pd.ip)
+	p.mu.Unlock()
+	return nil
+}
+
+func podReady(kp *corev1.Pod) bool {
+	for _, c := range kp.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// serviceIndex parses the app label of a scale pod ("svc-N").
+func serviceIndex(app string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(app, "svc-"))
+	return n, err == nil && strings.HasPrefix(app, "svc-") && n >= 0
+}
+
+func indexOf[T comparable](s []T, v T) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

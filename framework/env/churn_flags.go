@@ -1,0 +1,117 @@
+package env
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Churn cases and modes, as -churn.cases and -churn.modes spell them.
+var (
+	ChurnCases = []string{"local", "one-remote", "all-remote"}
+	ChurnModes = []string{"replace", "ready"}
+)
+
+// ChurnFlags configure TestChurn.
+type ChurnFlags struct {
+	// Rates are pods changed per second in each churned cluster, one window per rate.
+	Rates []float64
+	// Duration is each window's length, unless Percents sizes the windows instead.
+	Duration time.Duration
+	// Percents, when set, size each window as that share of a cluster's pods (25 = a quarter of
+	// them changed), one window per percent and rate, like the AKS sizing guide's churn tests.
+	Percents []float64
+	// Cases and Modes select what is churned: where, and replace (delete + new pod) or ready
+	// (readiness flips; local only).
+	Cases, Modes []string
+	// Clients is how many ztunnel-like watchers stay connected to the observed istiod during
+	// churn (the first one is measured; istiod pushes to each).
+	Clients int
+
+	rates, percents, cases, modes string
+}
+
+func registerChurn(fs *flag.FlagSet, f *ChurnFlags) {
+	fs.StringVar(&f.rates, "churn.rates", "2,5,20,50", "churn rates in pods/s per churned cluster, comma-separated; one window each")
+	fs.DurationVar(&f.Duration, "churn.duration", 20*time.Second, "length of each churn window (longer than PILOT_DEBOUNCE_MAX, 10s, to see steady state)")
+	fs.StringVar(&f.percents, "churn.percent", "", "size churn windows by share of a cluster's pods instead of -churn.duration, e.g. 25,50")
+	fs.StringVar(&f.cases, "churn.cases", strings.Join(ChurnCases, ","), "where to churn: local, one-remote, all-remote")
+	fs.StringVar(&f.modes, "churn.modes", strings.Join(ChurnModes, ","), "how to churn: replace (a pod deleted, a new one created), ready (readiness flips, local only)")
+	fs.IntVar(&f.Clients, "churn.clients", 1, "ztunnel-like xDS clients connected to the observed istiod during churn")
+}
+
+// parse turns the flag strings into values, naming the flag on error.
+func (f *ChurnFlags) parse() error {
+	var err error
+	if f.Rates, err = floats("-churn.rates", f.rates, 0, 1000); err != nil {
+		return err
+	}
+	if len(f.Rates) == 0 {
+		return fmt.Errorf("-churn.rates=%q: give at least one rate", f.rates)
+	}
+	if f.Percents, err = floats("-churn.percent", strings.ReplaceAll(f.percents, "%", ""), 0, 100); err != nil {
+		return err
+	}
+	if f.Cases, err = choices("-churn.cases", f.cases, ChurnCases); err != nil {
+		return err
+	}
+	if f.Modes, err = choices("-churn.modes", f.modes, ChurnModes); err != nil {
+		return err
+	}
+	if f.Duration <= 0 {
+		return fmt.Errorf("-churn.duration=%s: must be positive", f.Duration)
+	}
+	if f.Clients < 1 || f.Clients > 200 {
+		return fmt.Errorf("-churn.clients=%d: between 1 and 200 (the first is the measured watcher)", f.Clients)
+	}
+	return nil
+}
+
+// floats parses a comma-separated list of numbers in (lo, hi].
+func floats(name, s string, lo, hi float64) ([]float64, error) {
+	var out []float64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(part, 64)
+		if err != nil || !(v > lo && v <= hi) {
+			return nil, fmt.Errorf("%s=%q: %q is not a number above %g and at most %g", name, s, part, lo, hi)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%s=%q: %g appears twice", name, s, v)
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// choices parses a comma-separated subset of valid, kept in valid's order.
+func choices(name, s string, valid []string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !slices.Contains(valid, part) {
+			return nil, fmt.Errorf("%s=%q: unknown %q; choose from %s", name, s, part, strings.Join(valid, ", "))
+		}
+		seen[part] = true
+	}
+	var out []string
+	for _, v := range valid {
+		if seen[v] {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s=%q: choose at least one of %s", name, s, strings.Join(valid, ", "))
+	}
+	return out, nil
+}

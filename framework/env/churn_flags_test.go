@@ -1,0 +1,62 @@
+package env
+
+import (
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func parseChurn(t *testing.T, args ...string) (*Flags, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	f := register(fs)
+	require.NoError(t, fs.Parse(args))
+	return f, f.validate()
+}
+
+func TestChurnFlagDefaults(t *testing.T) {
+	f, err := parseChurn(t)
+	require.NoError(t, err)
+	c := f.Churn
+	assert.Equal(t, []float64{2, 5, 20, 50}, c.Rates)
+	assert.Greater(t, c.Duration, 10*time.Second, "windows longer than PILOT_DEBOUNCE_MAX")
+	assert.Empty(t, c.Percents)
+	assert.Equal(t, ChurnCases, c.Cases)
+	assert.Equal(t, ChurnModes, c.Modes)
+	assert.Equal(t, 1, c.Clients)
+}
+
+func TestChurnFlagsParse(t *testing.T) {
+	f, err := parseChurn(t, "-churn.rates=20, 5", "-churn.percent=50%,25", "-churn.cases=all-remote,local", "-churn.modes=replace", "-churn.clients=3")
+	require.NoError(t, err)
+	c := f.Churn
+	assert.Equal(t, []float64{5, 20}, c.Rates, "sorted")
+	assert.Equal(t, []float64{25, 50}, c.Percents)
+	assert.Equal(t, []string{"local", "all-remote"}, c.Cases, "in the suite's order")
+	assert.Equal(t, []string{"replace"}, c.Modes)
+	assert.Equal(t, 3, c.Clients)
+}
+
+func TestChurnFlagsRejectBadValuesNamingTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-churn.rates=0"}, "-churn.rates"},
+		{[]string{"-churn.rates=fast"}, "-churn.rates"},
+		{[]string{"-churn.rates=5,5"}, "appears twice"},
+		{[]string{"-churn.rates="}, "-churn.rates"},
+		{[]string{"-churn.percent=150"}, "-churn.percent"},
+		{[]string{"-churn.cases=everywhere"}, "-churn.cases"},
+		{[]string{"-churn.modes=,"}, "-churn.modes"},
+		{[]string{"-churn.duration=0s"}, "-churn.duration"},
+		{[]string{"-churn.clients=0"}, "-churn.clients"},
+	} {
+		_, err := parseChurn(t, tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+}
