@@ -133,7 +133,7 @@ func markdownChurn(b *bytes.Buffer, c *Churn) {
 			p("| %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				cell(r.Where), cell(r.Mode), num(r.RatePodsPerSecond, 1), num(r.AchievedPodsPerSecond, 1), opt(r.PercentOfPods, 1, 0),
 				r.Changes, r.Samples, r.Lost, opt(r.P50Ms, 1, 1), opt(r.P90Ms, 1, 1), opt(r.P99Ms, 1, 1), opt(r.MaxMs, 1, 1),
-				opt(r.IstiodCPUCores, 1, 3), opt(r.IstiodCPUResolutionCores, 1, 4), opt(r.PushesPerSecond, 1, 1),
+				cpu(r.IstiodCPUCores, r.IstiodCPUResolutionCores, 3), optRes(r.IstiodCPUResolutionCores), opt(r.PushesPerSecond, 1, 1),
 				cell(byType(r.PushesPerSecondByType)), opt(r.ConnectedXDSClients, 1, 0), opt(r.RSSBytes, bytesPerMB, 1), opt(r.LiveHeapBytes, bytesPerMB, 1))
 		}
 		p("\n")

@@ -246,6 +246,14 @@ func cpuSlope(v, se, resolution *float64, prec int) string {
 	return num(*v, pr) + " ± " + opt(se, 1, pr)
 }
 
+// optRes prints an optional resolution with two significant digits.
+func optRes(v *float64) string {
+	if v == nil {
+		return missingCellValue
+	}
+	return res(*v)
+}
+
 // res prints a resolution with two significant digits.
 func res(v float64) string { return strconv.FormatFloat(v, 'g', 2, 64) }
 
