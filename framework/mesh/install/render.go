@@ -228,6 +228,9 @@ func renderIstio(o Options) (map[string][]*unstructured.Unstructured, error) {
 	}
 	sets, _, err := render.GenerateManifest([]string{f.Name()}, nil, false, nil, nil)
 	if err != nil {
+		if strings.Contains(err.Error(), "bad hub") {
+			return nil, fmt.Errorf("-istio.hub=%s: Istio refuses it as an image repository (%v): use a lowercase registry path such as registry.istio.io/testing", o.Images.Hub, err)
+		}
 		return nil, fmt.Errorf("install: cluster %s: rendering Istio (hub %q, tag %q, variant %q): %w", o.Cluster.Name, o.Images.Hub, o.Images.Tag, o.Images.Variant, err)
 	}
 	out := map[string][]*unstructured.Unstructured{}
