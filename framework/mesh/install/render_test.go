@@ -317,7 +317,7 @@ func TestRenderRejectsBadOptions(t *testing.T) {
 		{"foreign CA", func(o *Options) { o.CACerts = cas["cluster-2"] }, `intermediate of cluster "cluster-2"`},
 		{"bad role", func(o *Options) { o.Probes = &ProbeOptions{Role: "both"} }, `Probes.Role is "both"`},
 		{"bad app", func(o *Options) { o.Probes = &ProbeOptions{Role: RoleServer, Apps: []string{"echo"}} }, `Probes.Apps has "echo"`},
-		{"bad hub", func(o *Options) { o.Images.Hub = "Upper/Case" }, `hub "Upper/Case"`},
+		{"bad hub", func(o *Options) { o.Images.Hub = "Upper/Case" }, `-istio.hub=Upper/Case: Istio refuses it`},
 		{"remote cluster", func(o *Options) { o.Cluster.Primary = "cluster-2" }, "cluster cluster-1 is a remote of cluster-2: ambient multicluster is multi-primary only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
