@@ -38,6 +38,7 @@ type Provider struct {
 	paths map[bins.Binary]string
 
 	mu      sync.Mutex
+	etcd    *sharedEtcd
 	members []*member
 	istiods []*Istiod
 	slots   *slots
@@ -137,11 +138,19 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	for i := range t.Clusters {
 		t.Clusters[i].Index = slots.indices[i]
 	}
+	etcd, err := startEtcd(ctx, filepath.Join(p.opts.RunDir, "etcd"), p.paths[bins.Etcd], p.opts.ReadyTimeout)
+	if err != nil {
+		p.stopAll()
+		return nil, err
+	}
+	p.mu.Lock()
+	p.etcd = etcd
+	p.mu.Unlock()
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, tc := range t.Clusters {
 		g.Go(func() error {
-			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout}
+			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd}
 			p.mu.Lock()
 			p.members = append(p.members, m)
 			p.mu.Unlock()
@@ -163,19 +172,31 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	return out, nil
 }
 
-// Processes lists the running processes per cluster name (for RSS and CPU sampling).
+// Processes lists the running processes per cluster name (for RSS and CPU sampling); the shared
+// etcd is in SharedProcesses.
 func (p *Provider) Processes() map[string][]*proc.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string][]*proc.Process{}
 	for _, m := range p.members {
-		for _, pr := range []*proc.Process{m.etcd, m.apiserver} {
-			if pr != nil {
-				out[m.topo.Name] = append(out[m.topo.Name], pr)
-			}
+		m.mu.Lock()
+		if m.apiserver != nil {
+			out[m.topo.Name] = append(out[m.topo.Name], m.apiserver)
 		}
+		m.mu.Unlock()
 	}
 	return out
+}
+
+// SharedProcesses lists the processes every cluster shares: the etcd.
+func (p *Provider) SharedProcesses() []*proc.Process {
+	p.mu.Lock()
+	e := p.etcd
+	p.mu.Unlock()
+	if e == nil || e.process() == nil {
+		return nil
+	}
+	return []*proc.Process{e.process()}
 }
 
 // Destroy stops every process. The run directory is left for the caller to keep or remove.
@@ -186,8 +207,8 @@ func (p *Provider) Destroy(context.Context) error {
 
 func (p *Provider) stopAll() {
 	p.mu.Lock()
-	members, istiods := p.members, p.istiods
-	p.istiods = nil
+	members, istiods, etcd := p.members, p.istiods, p.etcd
+	p.istiods, p.etcd = nil, nil
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, i := range istiods {
@@ -200,6 +221,10 @@ func (p *Provider) stopAll() {
 		go func() { defer wg.Done(); m.stop() }()
 	}
 	wg.Wait()
+	// After every API server, so none logs a lost backend.
+	if etcd != nil {
+		etcd.stop()
+	}
 	p.mu.Lock()
 	if p.slots != nil {
 		p.slots.release()

@@ -26,15 +26,15 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// member is one cluster of the local provider: an etcd and a kube-apiserver.
+// member is one cluster of the local provider: a kube-apiserver on its prefix of the shared etcd.
 type member struct {
 	topo    topology.Cluster
 	dir     string
 	paths   map[bins.Binary]string
 	timeout time.Duration
+	etcd    *sharedEtcd
 
 	mu        sync.Mutex
-	etcd      *proc.Process
 	apiserver *proc.Process
 }
 
@@ -123,37 +123,11 @@ func (m *member) writeCredentials() (string, error) {
 	return token, os.WriteFile(filepath.Join(m.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
 }
 
-// startProcesses starts etcd, then kube-apiserver, each on fresh loopback ports, and waits until
-// both are ready. It returns the API server's port.
+// startProcesses starts kube-apiserver on a fresh loopback port, storing under this cluster's
+// prefix of the shared etcd, and waits until it is ready. It returns the API server's port.
 func (m *member) startProcesses(ctx context.Context, token string) (int, error) {
-	ports, err := proc.FreePorts(3)
+	ports, err := proc.FreePorts(1)
 	if err != nil {
-		return 0, err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	etcd, err := m.launch(proc.Spec{
-		Name: m.topo.Name + "/etcd",
-		Path: m.paths[bins.Etcd],
-		Args: []string{
-			"--name=" + m.topo.Name,
-			"--data-dir=" + filepath.Join(m.dir, "etcd-data"),
-			"--listen-client-urls=" + clientURL,
-			"--advertise-client-urls=" + clientURL,
-			"--listen-peer-urls=" + peerURL,
-			"--initial-advertise-peer-urls=" + peerURL,
-			"--initial-cluster=" + m.topo.Name + "=" + peerURL,
-			// Test data is thrown away at the end: fsync only costs time.
-			"--unsafe-no-fsync=true",
-			"--quota-backend-bytes=8589934592",
-			"--log-level=warn",
-		},
-		LogFile: filepath.Join(m.dir, "etcd.log"),
-	}, &m.etcd)
-	if err != nil {
-		return 0, err
-	}
-	if err := m.waitReady(ctx, etcd, httpProbe(clientURL+"/health", "")); err != nil {
 		return 0, err
 	}
 	svcRange, err := topology.ServiceCIDR(m.topo.Index)
@@ -164,10 +138,11 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 		Name: m.topo.Name + "/kube-apiserver",
 		Path: m.paths[bins.KubeAPIServer],
 		Args: []string{
-			"--etcd-servers=" + clientURL,
+			"--etcd-servers=" + m.etcd.url,
+			"--etcd-prefix=" + etcdPrefix(m.topo.Name),
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(ports[2]),
+			"--secure-port=" + strconv.Itoa(ports[0]),
 			"--cert-dir=" + filepath.Join(m.dir, "pki"),
 			"--service-cluster-ip-range=" + svcRange.String(),
 			"--authorization-mode=RBAC",
@@ -190,7 +165,7 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	return ports[2], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[2]), token))
+	return ports[0], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), token))
 }
 
 func (m *member) launch(spec proc.Spec, slot **proc.Process) (*proc.Process, error) {
@@ -213,24 +188,17 @@ func (m *member) waitReady(ctx context.Context, p *proc.Process, probe func(cont
 func (m *member) portCollision() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, p := range []*proc.Process{m.etcd, m.apiserver} {
-		if p != nil && p.LogContains("address already in use") {
-			return true
-		}
-	}
-	return false
+	return m.apiserver != nil && m.apiserver.LogContains("address already in use")
 }
 
-// stop stops the API server before its etcd, so the API server never logs a lost backend.
+// stop stops the API server (the shared etcd is stopped after every API server).
 func (m *member) stop() {
 	m.mu.Lock()
-	api, etcd := m.apiserver, m.etcd
-	m.apiserver, m.etcd = nil, nil
+	api := m.apiserver
+	m.apiserver = nil
 	m.mu.Unlock()
-	for _, p := range []*proc.Process{api, etcd} {
-		if p != nil {
-			_ = p.Stop(stopGrace)
-		}
+	if api != nil {
+		_ = api.Stop(stopGrace)
 	}
 }
 
