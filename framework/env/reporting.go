@@ -1,6 +1,7 @@
 package env
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -28,24 +29,65 @@ type processLister interface {
 	Processes() map[string][]*proc.Process
 }
 
-// setupReport records how long each cluster took to start and, for local processes, their RSS.
-func setupReport(e *Env, total time.Duration) *report.Setup {
+// sharedLister is implemented by providers that run processes serving every cluster (one etcd).
+type sharedLister interface {
+	SharedProcesses() []*proc.Process
+	// DatabaseBytes is the shared etcd's database size.
+	DatabaseBytes(ctx context.Context) (int64, error)
+}
+
+// setupReport records how long each cluster took to start and, for local processes, their RSS;
+// a process shared by every cluster is listed once, and each cluster carries its share.
+func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup {
 	s := &report.Setup{TotalSeconds: total.Seconds()}
+	t := e.setupTimes
+	if !t.created.IsZero() && !t.apiServersReady.IsZero() {
+		s.APIServersReadySeconds = report.F(t.apiServersReady.Sub(t.created).Seconds())
+	}
+	if !t.created.IsZero() && !t.crdsEstablished.IsZero() {
+		s.CRDsEstablishedSeconds = report.F(t.crdsEstablished.Sub(t.created).Seconds())
+	}
 	var procs map[string][]*proc.Process
 	if pl, ok := e.Provider.(processLister); ok {
 		procs = pl.Processes()
 	}
+	shares := map[string]float64{}
+	if sl, ok := e.Provider.(sharedLister); ok && len(e.Clusters) > 0 {
+		for _, p := range sl.SharedProcesses() {
+			rss, err := p.RSSBytes()
+			if err != nil {
+				continue
+			}
+			sp := report.SharedProcess{Name: componentOf(p.Name()), RSSBytes: float64(rss), Clusters: len(e.Clusters)}
+			if db, err := sl.DatabaseBytes(ctx); err == nil && sp.Name == "etcd" {
+				sp.DatabaseBytes = report.F(float64(db))
+			}
+			s.Shared = append(s.Shared, sp)
+			shares[sp.Name+"-share"] = sp.RSSBytes / float64(len(e.Clusters))
+		}
+	}
+	var sum float64
 	for _, c := range e.Clusters {
 		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds}
+		add := func(k string, v float64) {
+			if cs.RSSBytes == nil {
+				cs.RSSBytes = map[string]float64{}
+			}
+			cs.RSSBytes[k] = v
+			sum += v
+		}
 		for _, p := range procs[c.Name] {
 			if rss, err := p.RSSBytes(); err == nil {
-				if cs.RSSBytes == nil {
-					cs.RSSBytes = map[string]float64{}
-				}
-				cs.RSSBytes[componentOf(p.Name())] = float64(rss)
+				add(componentOf(p.Name()), float64(rss))
 			}
 		}
+		for k, v := range shares {
+			add(k, v)
+		}
 		s.Clusters = append(s.Clusters, cs)
+	}
+	if len(e.Clusters) > 0 && sum > 0 {
+		s.PerClusterRSSBytes = report.F(sum / float64(len(e.Clusters)))
 	}
 	return s
 }

@@ -57,7 +57,26 @@ func Markdown(r *Report) []byte {
 		p("| %s | %s | %s | %d | %d |\n\n", cell(f.Service), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
 	}
 	if s := r.Setup; s != nil {
-		p("## Setup\n\nTotal %s s.\n\n", num(s.TotalSeconds, 1))
+		p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
+		if s.APIServersReadySeconds != nil && s.CRDsEstablishedSeconds != nil {
+			p(" From the start of cluster creation: every API server ready in %s s, every CRD Established in every cluster in %s s.",
+				num(*s.APIServersReadySeconds, 1), num(*s.CRDsEstablishedSeconds, 1))
+		}
+		if s.PerClusterRSSBytes != nil {
+			p(" API server and etcd per cluster: %s MB RSS (shared processes counted by their share).", num(*s.PerClusterRSSBytes/bytesPerMB, 1))
+		}
+		p("\n\n")
+		if len(s.Shared) > 0 {
+			p("| Shared process | Clusters | RSS MB | Share per cluster MB | Database MB |\n|---|---|---|---|---|\n")
+			for _, sp := range s.Shared {
+				db := "-"
+				if sp.DatabaseBytes != nil {
+					db = num(*sp.DatabaseBytes/bytesPerMB, 1)
+				}
+				p("| %s | %d | %s | %s | %s |\n", cell(sp.Name), sp.Clusters, num(sp.RSSBytes/bytesPerMB, 1), num(sp.RSSBytes/float64(max(sp.Clusters, 1))/bytesPerMB, 1), db)
+			}
+			p("\n")
+		}
 		if len(s.Clusters) > 0 {
 			p("| Cluster | Ready s | RSS MB by process |\n|---|---|---|\n")
 			for _, c := range s.Clusters {

@@ -277,6 +277,25 @@ func Published() Reference {
 type Setup struct {
 	Clusters     []ClusterSetup `json:"clusters,omitempty"`
 	TotalSeconds float64        `json:"totalSeconds"`
+	// APIServersReadySeconds and CRDsEstablishedSeconds count from the start of cluster creation
+	// until every API server was ready, and until every CRD was Established in every cluster.
+	APIServersReadySeconds *float64 `json:"apiServersReadySeconds,omitempty"`
+	CRDsEstablishedSeconds *float64 `json:"crdsEstablishedSeconds,omitempty"`
+	// Shared lists processes that serve every cluster (e.g. one etcd), each once; every cluster's
+	// RSSBytes holds its share (RSS / clusters) under the process name + "-share".
+	Shared []SharedProcess `json:"shared,omitempty"`
+	// PerClusterRSSBytes is the mean over clusters of their RSSBytes sums (own processes plus
+	// shares) at the end of setup.
+	PerClusterRSSBytes *float64 `json:"perClusterRSSBytes,omitempty"`
+}
+
+// SharedProcess is one process that serves several clusters.
+type SharedProcess struct {
+	Name     string  `json:"name"`
+	RSSBytes float64 `json:"rssBytes"`
+	Clusters int     `json:"clusters"`
+	// DatabaseBytes is an etcd's database file size, where known.
+	DatabaseBytes *float64 `json:"databaseBytes,omitempty"`
 }
 
 // ClusterSetup is one cluster's start-up: seconds until ready and the RSS of each process kind

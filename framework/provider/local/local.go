@@ -40,6 +40,9 @@ type Provider struct {
 	mu      sync.Mutex
 	etcd    *sharedEtcd
 	members []*member
+	// seedFile and seed: see seed.go.
+	seedFile string
+	seed     *crdSeed
 	istiods []*Istiod
 	slots   *slots
 }
@@ -145,6 +148,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	p.mu.Lock()
 	p.etcd = etcd
+	seed := p.seed
 	p.mu.Unlock()
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
@@ -155,6 +159,11 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 			p.members = append(p.members, m)
 			p.mu.Unlock()
 			start := time.Now()
+			if seed != nil {
+				if err := etcd.writeSeed(gctx, seed, etcdPrefix(tc.Name)); err != nil {
+					return fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
+				}
+			}
 			c, err := m.start(gctx)
 			if err != nil {
 				return fmt.Errorf("cluster %s: %w", tc.Name, err)
@@ -231,4 +240,16 @@ func (p *Provider) stopAll() {
 		p.slots = nil
 	}
 	p.mu.Unlock()
+}
+
+// DatabaseBytes is the size of the shared etcd's database file.
+func (p *Provider) DatabaseBytes(ctx context.Context) (int64, error) {
+	p.mu.Lock()
+	e := p.etcd
+	p.mu.Unlock()
+	if e == nil {
+		return 0, errors.New("local provider: no etcd running")
+	}
+	s, err := e.status(ctx)
+	return s.DBSize, err
 }
