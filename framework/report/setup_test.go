@@ -13,7 +13,7 @@ func TestSetupSharedProcessesAndBreakdown(t *testing.T) {
 	r.Setup = &Setup{TotalSeconds: 40, APIServersReadySeconds: F(12.5), CRDsEstablishedSeconds: F(21.25),
 		PerClusterRSSBytes: F(230e6),
 		Shared:             []SharedProcess{{Name: "etcd", RSSBytes: 150e6, Clusters: 3, DatabaseBytes: F(30e6)}},
-		Clusters: []ClusterSetup{{Name: "cluster-1", ReadySeconds: 10, RSSBytes: map[string]float64{"kube-apiserver": 180e6, "etcd-share": 50e6}}}}
+		Clusters:           []ClusterSetup{{Name: "cluster-1", ReadySeconds: 10, RSSBytes: map[string]float64{"kube-apiserver": 180e6, "etcd-share": 50e6}}}}
 
 	md := string(Markdown(r))
 	for _, want := range []string{

@@ -43,8 +43,8 @@ type Provider struct {
 	// seedFile and seed: see seed.go.
 	seedFile string
 	seed     *crdSeed
-	istiods []*Istiod
-	slots   *slots
+	istiods  []*Istiod
+	slots    *slots
 }
 
 // New returns a local provider writing into opts.RunDir.
