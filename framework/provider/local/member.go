@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,6 +160,10 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 			"--enable-priority-and-fairness=false",
 			"--max-requests-inflight=1000",
 			"--max-mutating-requests-inflight=500",
+			// It cannot publish a loopback address in the kubernetes Endpoints, and retried every 10 s.
+			"--endpoint-reconciler-type=none",
+			runtimeConfig(),
+			"--disable-admission-plugins=" + strings.Join(disabledAdmission, ","),
 		},
 		LogFile: filepath.Join(m.dir, "kube-apiserver.log"),
 	}, &m.apiserver)
@@ -166,6 +171,34 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 		return 0, err
 	}
 	return ports[0], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), token))
+}
+
+// disabledGroups are built-in API groups that neither istiod (its kube registry, ambient index,
+// gateway deployment controller with HPAs and PDBs, leader election, CRD watcher) nor the framework
+// uses; TestSlimAPIServerServesWhatIstiodUses lists everything they do use. Off, they cut API
+// server memory by about 7% (measured: 472 -> 438 MB RSS with the CRDs, 2 clusters).
+var disabledGroups = []string{
+	"batch", "certificates.k8s.io", "events.k8s.io", "flowcontrol.apiserver.k8s.io", "node.k8s.io",
+	"resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
+}
+
+// disabledAdmission are the admission plugins that serve those groups (they fail to sync without
+// them, and the API server never becomes ready) and those with nothing to do here: no quotas, limit
+// ranges or pod-security labels exist. Of what istiod reads, only spec.priority (set by Priority)
+// changes: it is left unset, and istiod does not read it.
+var disabledAdmission = []string{
+	"CertificateApproval", "CertificateSigning", "CertificateSubjectRestriction", "ClusterTrustBundleAttest",
+	"DefaultStorageClass", "PersistentVolumeClaimResize", "StorageObjectInUseProtection", "RuntimeClass", "Priority",
+	"LimitRanger", "PodSecurity", "ResourceQuota",
+}
+
+// runtimeConfig turns disabledGroups off (v1 is each one's only version served by default).
+func runtimeConfig() string {
+	parts := make([]string, len(disabledGroups))
+	for i, g := range disabledGroups {
+		parts[i] = g + "/v1=false"
+	}
+	return "--runtime-config=" + strings.Join(parts, ",")
 }
 
 func (m *member) launch(spec proc.Spec, slot **proc.Process) (*proc.Process, error) {
