@@ -66,7 +66,9 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 			shares[sp.Name+"-share"] = sp.RSSBytes / float64(len(e.Clusters))
 		}
 	}
-	var sum float64
+	// unique counts each binary's file pages once: the page cache holds them once for all.
+	var sum, unique float64
+	fileMax := map[string]float64{}
 	for _, c := range e.Clusters {
 		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds}
 		add := func(k string, v float64) {
@@ -77,9 +79,17 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 			sum += v
 		}
 		for _, p := range procs[c.Name] {
-			if rss, err := p.RSSBytes(); err == nil {
-				add(componentOf(p.Name()), float64(rss))
+			rss, err := p.RSSBytes()
+			if err != nil {
+				continue
 			}
+			add(componentOf(p.Name()), float64(rss))
+			file, err := p.RSSFileBytes()
+			if err != nil {
+				file = 0
+			}
+			unique += float64(rss - min(file, rss))
+			fileMax[componentOf(p.Name())] = max(fileMax[componentOf(p.Name())], float64(file))
 		}
 		for k, v := range shares {
 			add(k, v)
@@ -88,6 +98,13 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 	}
 	if len(e.Clusters) > 0 && sum > 0 {
 		s.PerClusterRSSBytes = report.F(sum / float64(len(e.Clusters)))
+		for _, f := range fileMax {
+			unique += f
+		}
+		for _, sp := range s.Shared {
+			unique += sp.RSSBytes
+		}
+		s.PerClusterUniqueBytes = report.F(unique / float64(len(e.Clusters)))
 	}
 	return s
 }

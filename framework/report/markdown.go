@@ -63,7 +63,11 @@ func Markdown(r *Report) []byte {
 				num(*s.APIServersReadySeconds, 1), num(*s.CRDsEstablishedSeconds, 1))
 		}
 		if s.PerClusterRSSBytes != nil {
-			p(" API server and etcd per cluster: %s MB RSS (shared processes counted by their share).", num(*s.PerClusterRSSBytes/bytesPerMB, 1))
+			p(" API server and etcd per cluster: %s MB RSS (shared processes counted by their share)", num(*s.PerClusterRSSBytes/bytesPerMB, 1))
+			if s.PerClusterUniqueBytes != nil {
+				p(", %s MB with each binary's shared pages counted once", num(*s.PerClusterUniqueBytes/bytesPerMB, 1))
+			}
+			p(".")
 		}
 		p("\n\n")
 		if len(s.Shared) > 0 {

@@ -287,6 +287,9 @@ type Setup struct {
 	// PerClusterRSSBytes is the mean over clusters of their RSSBytes sums (own processes plus
 	// shares) at the end of setup.
 	PerClusterRSSBytes *float64 `json:"perClusterRSSBytes,omitempty"`
+	// PerClusterUniqueBytes is the same memory with the binary's file pages, which every process
+	// of one binary shares through the page cache, counted once per binary rather than per process.
+	PerClusterUniqueBytes *float64 `json:"perClusterUniqueBytes,omitempty"`
 }
 
 // SharedProcess is one process that serves several clusters.
