@@ -40,7 +40,10 @@ type Provider struct {
 	mu      sync.Mutex
 	etcd    *sharedEtcd
 	members []*member
-	// seedFile and seed: see seed.go.
+	// noIstiod: the caller starts no istiod (benchmarks), so preflight asks for less memory.
+	noIstiod bool
+	// seedDir (default: beside the kube-apiserver binary), seedFile and seed: see seed.go.
+	seedDir  string
 	seedFile string
 	seed     *crdSeed
 	istiods  []*Istiod
@@ -99,7 +102,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 			break
 		}
 	}
-	if err := checkHost(len(t.Clusters)); err != nil {
+	if err := checkHost(len(t.Clusters), clusterMemory(len(t.Clusters), !p.noIstiod)); err != nil {
 		return err
 	}
 	cache := p.opts.Cache
@@ -154,7 +157,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	g, gctx := errgroup.WithContext(ctx)
 	for i, tc := range t.Clusters {
 		g.Go(func() error {
-			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd}
+			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd, gcEnv: apiServerGC(len(t.Clusters))}
 			p.mu.Lock()
 			p.members = append(p.members, m)
 			p.mu.Unlock()

@@ -34,6 +34,8 @@ type member struct {
 	paths   map[bins.Binary]string
 	timeout time.Duration
 	etcd    *sharedEtcd
+	// gcEnv tunes the API server's garbage collector (apiServerGC).
+	gcEnv []string
 
 	mu        sync.Mutex
 	apiserver *proc.Process
@@ -166,11 +168,25 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 			"--disable-admission-plugins=" + strings.Join(disabledAdmission, ","),
 		},
 		LogFile: filepath.Join(m.dir, "kube-apiserver.log"),
+		Env:     m.gcEnv,
 	}, &m.apiserver)
 	if err != nil {
 		return 0, err
 	}
 	return ports[0], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), token))
+}
+
+// apiServerGC returns the Go GC settings for the API servers of a run of n clusters. With every
+// CRD served an API server's live heap is about 170 MB (CEL validators of the CRs ~50 MB, OpenAPI
+// ~40 MB), and Go's default lets the heap grow to twice the live heap. Up to 10 clusters CPU binds
+// and the default stays; above that memory binds (50 clusters at 440 MB each do not fit beside an
+// istiod on 24 GB), so the API servers collect sooner and return memory above 200 MiB. Measured
+// at 10 clusters: API server RSS 416 -> 309 MB, CRDs established in 55 s instead of 26 s.
+func apiServerGC(n int) []string {
+	if n <= 10 {
+		return nil
+	}
+	return []string{"GOGC=50", "GOMEMLIMIT=200MiB"}
 }
 
 // disabledGroups are built-in API groups that neither istiod (its kube registry, ambient index,

@@ -48,6 +48,7 @@ func BenchmarkClusterScale(b *testing.B) {
 
 func benchSetup(b *testing.B, n int, set crds.Set) {
 	p := cachedProvider(b)
+	p.noIstiod = true
 	topo, err := topology.Generate(n)
 	require.NoError(b, err)
 	ctx := context.Background()

@@ -62,8 +62,12 @@ func (p *Provider) PreloadCRDs(objs []*unstructured.Unstructured) error {
 		}
 		h.Write(raw)
 	}
-	file := filepath.Join(filepath.Dir(p.paths[bins.KubeAPIServer]), "crd-seed-"+hex.EncodeToString(h.Sum(nil))[:16]+".json")
 	p.mu.Lock()
+	dir := p.seedDir
+	if dir == "" {
+		dir = filepath.Dir(p.paths[bins.KubeAPIServer])
+	}
+	file := filepath.Join(dir, "crd-seed-"+hex.EncodeToString(h.Sum(nil))[:16]+".json")
 	defer p.mu.Unlock()
 	p.seedFile, p.seed = file, nil
 	raw, err := os.ReadFile(file)
