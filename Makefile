@@ -6,7 +6,7 @@ SUITE      = ./suites/multicluster
 REPORT_DIR ?= $(CURDIR)/_output/report
 E2E_FLAGS ?= -clusters=10
 
-.PHONY: all bins test e2e ci ci-suite lint bench report compare clean
+.PHONY: all bins test e2e ci ci-suite lint bench bench-scale report compare clean
 
 all: lint test
 
@@ -38,6 +38,12 @@ lint:
 ## bench: start time and RSS per cluster for 1, 5 and 10 local clusters (needs `make bins`)
 bench: bins
 	$(GO) test -run=NONE -bench=BenchmarkClusterStart -benchtime=1x -timeout=30m ./framework/provider/local
+
+## bench-scale: setup time (API servers ready, CRDs Established) and memory per cluster for
+## BENCH_CLUSTERS local clusters (default 1,10,25,50; sizes the host cannot hold fail in preflight)
+BENCH_CLUSTERS ?= 1,10,25,50
+bench-scale: bins
+	AMBIENTMC_BENCH_CLUSTERS=$(BENCH_CLUSTERS) $(GO) test -run=NONE -bench=BenchmarkClusterScale -benchtime=1x -timeout=60m ./framework/provider/local
 
 ## report: print the last report written by e2e or ci
 report:

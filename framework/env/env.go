@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -56,6 +57,10 @@ type Env struct {
 	cutOnce sync.Once
 	// peakMemory samples host memory in use over the whole run.
 	peakMemory *measure.PeakMemory
+	// crds is what installCRDs applies, loaded before the clusters are created.
+	crds crds.Set
+	// setupTimes are measured from the start of cluster creation (for the report's setup section).
+	setupTimes struct{ created, apiServersReady, crdsEstablished time.Time }
 }
 
 type cleanup struct {
@@ -323,14 +328,40 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		}
 		e.Logf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
 	}
-	e.Report.Setup = setupReport(e, time.Since(e.start))
+	e.Report.Setup = setupReport(ctx, e, time.Since(e.start))
 	e.Logf("environment ready: %d clusters in %s", len(e.Clusters), time.Since(e.start).Round(100*time.Millisecond))
 	return nil
 }
 
+// crdPreloader is implemented by providers that can start clusters with the CRDs already stored
+// (the local provider, from a seed captured by an earlier run of the same build).
+type crdPreloader interface {
+	PreloadCRDs(objs []*unstructured.Unstructured) error
+	SeededCRDs() bool
+	SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error
+}
+
 func createClusters(ctx context.Context, e *Env) error {
+	root, err := bins.SourceRoot()
+	if err != nil {
+		return err
+	}
+	istioSrc := "" // the embedded CRDs of the pinned istio.io/istio
+	if e.Istiod != nil {
+		istioSrc = e.Istiod.SourceDir // the istiod under test's own CRDs
+	}
+	if e.crds, err = crds.LoadFrom(ctx, root, istioSrc); err != nil {
+		return err
+	}
+	if pl, ok := e.Provider.(crdPreloader); ok {
+		if err := pl.PreloadCRDs(e.crds); err != nil {
+			return err
+		}
+	}
 	e.Cleanup("destroy clusters", func() error { return e.Provider.Destroy(context.Background()) })
+	e.setupTimes.created = time.Now()
 	cs, err := e.Provider.Create(ctx, e.Topology)
+	e.setupTimes.apiServersReady = time.Now()
 	if err != nil {
 		return fmt.Errorf("%w (component logs under %s)", err, e.Provider.LogDir())
 	}
@@ -341,21 +372,11 @@ func createClusters(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// installCRDs applies the Istio and Gateway API CRDs in every cluster in parallel and labels
-// istio-system with the cluster's network.
+// installCRDs applies the Istio and Gateway API CRDs in every cluster in parallel (checking those
+// a provider stored before its API servers started), waits until all are Established and served,
+// and labels istio-system with the cluster's network.
 func installCRDs(ctx context.Context, e *Env) error {
-	root, err := bins.SourceRoot()
-	if err != nil {
-		return err
-	}
-	istioSrc := "" // the embedded CRDs of the pinned istio.io/istio
-	if e.Istiod != nil {
-		istioSrc = e.Istiod.SourceDir
-	}
-	set, err := crds.LoadFrom(ctx, root, istioSrc)
-	if err != nil {
-		return err
-	}
+	set := e.crds
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range e.Clusters {
 		g.Go(func() error {
@@ -368,7 +389,16 @@ func installCRDs(ctx context.Context, e *Env) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	e.Logf("crds: %d CRDs established in each of %d clusters", len(set), len(e.Clusters))
+	e.setupTimes.crdsEstablished = time.Now()
+	how := "created through the API"
+	if pl, ok := e.Provider.(crdPreloader); ok && len(e.Clusters) > 0 {
+		if pl.SeededCRDs() {
+			how = "stored from the seed before the API servers started"
+		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[0]); err != nil {
+			e.Logf("crds: saving the CRD seed for later runs: %v", err)
+		}
+	}
+	e.Logf("crds: %d CRDs established and served in each of %d clusters (%s)", len(set), len(e.Clusters), how)
 	return nil
 }
 

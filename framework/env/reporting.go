@@ -1,6 +1,7 @@
 package env
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -28,9 +29,17 @@ type processLister interface {
 	Processes() map[string][]*proc.Process
 }
 
-// setupReport records how long each cluster took to start and, for local processes, their RSS.
-// Steps may have put figures into the setup section already (e.g. workload throughput): those stay.
-func setupReport(e *Env, total time.Duration) *report.Setup {
+// sharedLister is implemented by providers that run processes serving every cluster (one etcd).
+type sharedLister interface {
+	SharedProcesses() []*proc.Process
+	// DatabaseBytes is the shared etcd's database size.
+	DatabaseBytes(ctx context.Context) (int64, error)
+}
+
+// setupReport records how long each cluster took to start and, for local processes, their RSS;
+// a process shared by every cluster is listed once, and each cluster carries its share. Steps may
+// have put figures into the setup section already (e.g. workload throughput): those stay.
+func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup {
 	s := &report.Setup{TotalSeconds: total.Seconds()}
 	earlier := map[string]report.ClusterSetup{}
 	if prev := e.Report.Setup; prev != nil {
@@ -39,21 +48,71 @@ func setupReport(e *Env, total time.Duration) *report.Setup {
 			earlier[c.Name] = c
 		}
 	}
+	t := e.setupTimes
+	if !t.created.IsZero() && !t.apiServersReady.IsZero() {
+		s.APIServersReadySeconds = report.F(t.apiServersReady.Sub(t.created).Seconds())
+	}
+	if !t.created.IsZero() && !t.crdsEstablished.IsZero() {
+		s.CRDsEstablishedSeconds = report.F(t.crdsEstablished.Sub(t.created).Seconds())
+	}
 	var procs map[string][]*proc.Process
 	if pl, ok := e.Provider.(processLister); ok {
 		procs = pl.Processes()
 	}
+	shares := map[string]float64{}
+	if sl, ok := e.Provider.(sharedLister); ok && len(e.Clusters) > 0 {
+		for _, p := range sl.SharedProcesses() {
+			rss, err := p.RSSBytes()
+			if err != nil {
+				continue
+			}
+			sp := report.SharedProcess{Name: componentOf(p.Name()), RSSBytes: float64(rss), Clusters: len(e.Clusters)}
+			if db, err := sl.DatabaseBytes(ctx); err == nil && sp.Name == "etcd" {
+				sp.DatabaseBytes = report.F(float64(db))
+			}
+			s.Shared = append(s.Shared, sp)
+			shares[sp.Name+"-share"] = sp.RSSBytes / float64(len(e.Clusters))
+		}
+	}
+	// unique counts each binary's file pages once: the page cache holds them once for all.
+	var sum, unique float64
+	fileMax := map[string]float64{}
 	for _, c := range e.Clusters {
 		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds, PodsPerSecond: earlier[c.Name].PodsPerSecond}
-		for _, p := range procs[c.Name] {
-			if rss, err := p.RSSBytes(); err == nil {
-				if cs.RSSBytes == nil {
-					cs.RSSBytes = map[string]float64{}
-				}
-				cs.RSSBytes[componentOf(p.Name())] = float64(rss)
+		add := func(k string, v float64) {
+			if cs.RSSBytes == nil {
+				cs.RSSBytes = map[string]float64{}
 			}
+			cs.RSSBytes[k] = v
+			sum += v
+		}
+		for _, p := range procs[c.Name] {
+			rss, err := p.RSSBytes()
+			if err != nil {
+				continue
+			}
+			add(componentOf(p.Name()), float64(rss))
+			file, err := p.RSSFileBytes()
+			if err != nil {
+				file = 0
+			}
+			unique += float64(rss - min(file, rss))
+			fileMax[componentOf(p.Name())] = max(fileMax[componentOf(p.Name())], float64(file))
+		}
+		for k, v := range shares {
+			add(k, v)
 		}
 		s.Clusters = append(s.Clusters, cs)
+	}
+	if len(e.Clusters) > 0 && sum > 0 {
+		s.PerClusterRSSBytes = report.F(sum / float64(len(e.Clusters)))
+		for _, f := range fileMax {
+			unique += f
+		}
+		for _, sp := range s.Shared {
+			unique += sp.RSSBytes
+		}
+		s.PerClusterUniqueBytes = report.F(unique / float64(len(e.Clusters)))
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,23 @@ func TestParseStatTicks(t *testing.T) {
 	assert.Error(t, err)
 	_, err = parseStatTicks("no parenthesis")
 	assert.Error(t, err)
+}
+
+func TestRSSFileBytesOfThisProcess(t *testing.T) {
+	p := start(t, helperSpec(t, "rss-file", "block"))
+	var file uint64
+	var err error
+	// Right after the fork the child has not mapped its binary yet.
+	for deadline := time.Now().Add(5 * time.Second); file == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if file, err = p.RSSFileBytes(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rss, err := p.RSSBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file == 0 || file > rss {
+		t.Fatalf("RssFile %d of RSS %d", file, rss)
+	}
 }

@@ -98,3 +98,24 @@ func parseStatTicks(stat string) (uint64, error) {
 	}
 	return utime + stime, nil
 }
+
+// RSSFileBytes returns the file-backed part of the RSS (RssFile in /proc/<pid>/status): mostly the
+// binary's pages, which the page cache holds once for every process running that binary.
+func (p *Process) RSSFileBytes() (uint64, error) {
+	if err := p.checkRunning(); err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Name(), err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
+			if f := strings.Fields(rest); len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseUint(f[0], 10, 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("%s: no RssFile in status", p.Name())
+}

@@ -38,7 +38,13 @@ func Bench(r *Report) []byte {
 	}
 
 	if s := r.Setup; s != nil {
-		line(&b, prefix("Setup"), metric{s.TotalSeconds, "total-s"})
+		line(&b, prefix("Setup"), append([]metric{{s.TotalSeconds, "total-s"}}, optMetrics(
+			optMetric{s.APIServersReadySeconds, "apiservers-ready-s"}, optMetric{s.CRDsEstablishedSeconds, "crds-established-s"},
+			optMetric{s.PerClusterRSSBytes, "rss-per-cluster-B"}, optMetric{s.PerClusterUniqueBytes, "unique-per-cluster-B"})...)...)
+		for _, sp := range s.Shared {
+			line(&b, prefix("Setup")+"/shared="+token(sp.Name), append([]metric{{sp.RSSBytes, "rss-B"}},
+				optMetrics(optMetric{sp.DatabaseBytes, "db-B"})...)...)
+		}
 		for _, c := range s.Clusters {
 			ms := []metric{{c.ReadySeconds, "ready-s"}}
 			for _, k := range sortedKeys(c.RSSBytes) {

@@ -324,6 +324,19 @@ type Setup struct {
 	PeakHostMemoryBytes *float64 `json:"peakHostMemoryBytes,omitempty"`
 	// Workloads is how fast the scale workloads were created.
 	Workloads *WorkloadSetup `json:"workloads,omitempty"`
+	// APIServersReadySeconds and CRDsEstablishedSeconds count from the start of cluster creation
+	// until every API server was ready, and until every CRD was Established in every cluster.
+	APIServersReadySeconds *float64 `json:"apiServersReadySeconds,omitempty"`
+	CRDsEstablishedSeconds *float64 `json:"crdsEstablishedSeconds,omitempty"`
+	// Shared lists processes that serve every cluster (e.g. one etcd), each once; every cluster's
+	// RSSBytes holds its share (RSS / clusters) under the process name + "-share".
+	Shared []SharedProcess `json:"shared,omitempty"`
+	// PerClusterRSSBytes is the mean over clusters of their RSSBytes sums (own processes plus
+	// shares) at the end of setup.
+	PerClusterRSSBytes *float64 `json:"perClusterRSSBytes,omitempty"`
+	// PerClusterUniqueBytes is the same memory with the binary's file pages, which every process
+	// of one binary shares through the page cache, counted once per binary rather than per process.
+	PerClusterUniqueBytes *float64 `json:"perClusterUniqueBytes,omitempty"`
 }
 
 // WorkloadSetup says whether creating the scale workloads was limited by the API servers (as it
@@ -336,6 +349,15 @@ type WorkloadSetup struct {
 	ClientWaitSeconds float64 `json:"clientWaitSeconds"`
 	// TestProcessCPUCores is the test process's own CPU use while creating them.
 	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
+}
+
+// SharedProcess is one process that serves several clusters.
+type SharedProcess struct {
+	Name     string  `json:"name"`
+	RSSBytes float64 `json:"rssBytes"`
+	Clusters int     `json:"clusters"`
+	// DatabaseBytes is an etcd's database file size, where known.
+	DatabaseBytes *float64 `json:"databaseBytes,omitempty"`
 }
 
 // ClusterSetup is one cluster's start-up: seconds until ready and the RSS of each process kind

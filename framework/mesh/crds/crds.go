@@ -5,6 +5,8 @@ package crds
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +20,6 @@ import (
 	"time"
 
 	"istio.io/istio/manifests"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -177,15 +178,32 @@ func moduleDir(ctx context.Context, srcRoot, module string) (string, error) {
 	return info.Dir, nil
 }
 
-// Apply installs every CRD and waits until all are Established. Fresh clusters get a plain create:
-// server-side apply of megabyte-sized CRD schemas costs the API server far more CPU, which adds up
-// when ten API servers share two cores. Existing CRDs are server-side applied.
+// Apply installs every CRD, waits until all are Established and checks that the API server serves
+// each one. CRDs that are already there with the same content (a provider may store them before
+// the API server starts) are left alone. Missing ones get a plain create: server-side apply of
+// megabyte-sized CRD schemas costs the API server far more CPU, which adds up when ten API servers
+// share two cores. CRDs with other content are server-side applied.
 func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 	api := client.Resource(crdGVR)
+	have, err := api.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing CRDs: %w", err)
+	}
+	existing := map[string]*unstructured.Unstructured{}
+	for i := range have.Items {
+		existing[have.Items[i].GetName()] = &have.Items[i]
+	}
 	pending := map[string]bool{}
-	for _, crd := range set {
-		got, err := api.Create(ctx, crd, metav1.CreateOptions{FieldManager: fieldManager})
-		if apierrors.IsAlreadyExists(err) {
+	for _, src := range set {
+		crd, err := labelled(src)
+		if err != nil {
+			return err
+		}
+		got := existing[crd.GetName()]
+		switch {
+		case got == nil:
+			got, err = api.Create(ctx, crd, metav1.CreateOptions{FieldManager: fieldManager})
+		case got.GetLabels()[contentLabel] != crd.GetLabels()[contentLabel]:
 			got, err = api.Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 		}
 		if err != nil {
@@ -197,7 +215,7 @@ func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 	}
 	// Only the CRDs not yet established are fetched again, one by one: listing all of them
 	// would move megabytes per poll.
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for name := range pending {
 			got, err := api.Get(ctx, name, metav1.GetOptions{})
 			if err == nil && established(got) {
@@ -214,7 +232,58 @@ func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 		sort.Strings(names)
 		return fmt.Errorf("CRDs not established: %s: %w", strings.Join(names, ", "), err)
 	}
+	return served(ctx, client, set)
+}
+
+// served lists each CRD's storage version (at most one object): an Established condition is only
+// what is stored; this proves the API server serves the resource.
+func served(ctx context.Context, client dynamic.Interface, set Set) error {
+	for _, crd := range set {
+		gvr, err := storageGVR(crd)
+		if err != nil {
+			return err
+		}
+		if _, err := client.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return fmt.Errorf("CRD %s is Established but %s is not served: %w", crd.GetName(), gvr, err)
+		}
+	}
 	return nil
+}
+
+// storageGVR is the resource of crd's storage version.
+func storageGVR(crd *unstructured.Unstructured) (schema.GroupVersionResource, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if m["storage"] == true {
+			name, _ := m["name"].(string)
+			return schema.GroupVersionResource{Group: group, Version: name, Resource: plural}, nil
+		}
+	}
+	return schema.GroupVersionResource{}, fmt.Errorf("CRD %s has no storage version", crd.GetName())
+}
+
+// contentLabel holds a hash of the CRD as loaded, so an existing CRD with the same content is
+// recognised without comparing megabytes of defaulted schema.
+const contentLabel = "ambientmc.io/crd-sha256"
+
+// labelled returns a copy of crd carrying contentLabel.
+func labelled(crd *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	raw, err := json.Marshal(crd.Object)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw)
+	out := crd.DeepCopy()
+	labels := out.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[contentLabel] = hex.EncodeToString(sum[:])[:32]
+	out.SetLabels(labels)
+	return out, nil
 }
 
 const fieldManager = "ambientmc"

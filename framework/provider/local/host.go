@@ -9,14 +9,26 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// Measured here: a kube-apiserver with the CRDs loaded holds about 470 MB, its etcd about 95 MB,
-// and an istiod about 300 MB; keep headroom for the test process and the page cache.
-const memoryPerCluster = 900 << 20
+// clusterMemory is what one cluster of a run of n needs. Measured here (10 clusters, small scale):
+// a kube-apiserver with the CRDs loaded holds about 420 MB (310 MB with apiServerGC's settings
+// above 10 clusters), its share of the etcd about 20 MB, and an istiod about 300 MB; keep headroom
+// for the test process and the page cache.
+func clusterMemory(n int, istiod bool) uint64 {
+	need := uint64(500 << 20)
+	if apiServerGC(n) != nil {
+		need = 380 << 20
+	}
+	if istiod {
+		need += 300 << 20
+	}
+	return need
+}
 
 // checkHost refuses to start what the machine cannot hold, with a message that says what to change.
-func checkHost(clusters int) error {
+// perCluster is what one cluster needs (clusterMemory).
+func checkHost(clusters int, perCluster uint64) error {
 	if avail, err := measure.HostMemoryAvailable(); err == nil {
-		need := uint64(clusters) * memoryPerCluster
+		need := uint64(clusters) * perCluster
 		if avail < need {
 			return fmt.Errorf("too few resources: %d local clusters need about %.1f GB of free memory, this host has %.1f GB available; use fewer -clusters or a smaller -scale",
 				clusters, float64(need)/1e9, float64(avail)/1e9)

@@ -38,9 +38,16 @@ type Provider struct {
 	paths map[bins.Binary]string
 
 	mu      sync.Mutex
+	etcd    *sharedEtcd
 	members []*member
-	istiods []*Istiod
-	slots   *slots
+	// noIstiod: the caller starts no istiod (benchmarks), so preflight asks for less memory.
+	noIstiod bool
+	// seedDir (default: beside the kube-apiserver binary), seedFile and seed: see seed.go.
+	seedDir  string
+	seedFile string
+	seed     *crdSeed
+	istiods  []*Istiod
+	slots    *slots
 }
 
 // New returns a local provider writing into opts.RunDir.
@@ -95,7 +102,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 			break
 		}
 	}
-	if err := checkHost(len(t.Clusters)); err != nil {
+	if err := checkHost(len(t.Clusters), clusterMemory(len(t.Clusters), !p.noIstiod)); err != nil {
 		return err
 	}
 	cache := p.opts.Cache
@@ -137,15 +144,29 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	for i := range t.Clusters {
 		t.Clusters[i].Index = slots.indices[i]
 	}
+	etcd, err := startEtcd(ctx, filepath.Join(p.opts.RunDir, "etcd"), p.paths[bins.Etcd], p.opts.ReadyTimeout)
+	if err != nil {
+		p.stopAll()
+		return nil, err
+	}
+	p.mu.Lock()
+	p.etcd = etcd
+	seed := p.seed
+	p.mu.Unlock()
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, tc := range t.Clusters {
 		g.Go(func() error {
-			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout}
+			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd, gcEnv: apiServerGC(len(t.Clusters))}
 			p.mu.Lock()
 			p.members = append(p.members, m)
 			p.mu.Unlock()
 			start := time.Now()
+			if seed != nil {
+				if err := etcd.writeSeed(gctx, seed, etcdPrefix(tc.Name)); err != nil {
+					return fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
+				}
+			}
 			c, err := m.start(gctx)
 			if err != nil {
 				return fmt.Errorf("cluster %s: %w", tc.Name, err)
@@ -163,19 +184,31 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	return out, nil
 }
 
-// Processes lists the running processes per cluster name (for RSS and CPU sampling).
+// Processes lists the running processes per cluster name (for RSS and CPU sampling); the shared
+// etcd is in SharedProcesses.
 func (p *Provider) Processes() map[string][]*proc.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string][]*proc.Process{}
 	for _, m := range p.members {
-		for _, pr := range []*proc.Process{m.etcd, m.apiserver} {
-			if pr != nil {
-				out[m.topo.Name] = append(out[m.topo.Name], pr)
-			}
+		m.mu.Lock()
+		if m.apiserver != nil {
+			out[m.topo.Name] = append(out[m.topo.Name], m.apiserver)
 		}
+		m.mu.Unlock()
 	}
 	return out
+}
+
+// SharedProcesses lists the processes every cluster shares: the etcd.
+func (p *Provider) SharedProcesses() []*proc.Process {
+	p.mu.Lock()
+	e := p.etcd
+	p.mu.Unlock()
+	if e == nil || e.process() == nil {
+		return nil
+	}
+	return []*proc.Process{e.process()}
 }
 
 // Destroy stops every process. The run directory is left for the caller to keep or remove.
@@ -186,8 +219,8 @@ func (p *Provider) Destroy(context.Context) error {
 
 func (p *Provider) stopAll() {
 	p.mu.Lock()
-	members, istiods := p.members, p.istiods
-	p.istiods = nil
+	members, istiods, etcd := p.members, p.istiods, p.etcd
+	p.istiods, p.etcd = nil, nil
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, i := range istiods {
@@ -200,10 +233,26 @@ func (p *Provider) stopAll() {
 		go func() { defer wg.Done(); m.stop() }()
 	}
 	wg.Wait()
+	// After every API server, so none logs a lost backend.
+	if etcd != nil {
+		etcd.stop()
+	}
 	p.mu.Lock()
 	if p.slots != nil {
 		p.slots.release()
 		p.slots = nil
 	}
 	p.mu.Unlock()
+}
+
+// DatabaseBytes is the size of the shared etcd's database file.
+func (p *Provider) DatabaseBytes(ctx context.Context) (int64, error) {
+	p.mu.Lock()
+	e := p.etcd
+	p.mu.Unlock()
+	if e == nil {
+		return 0, errors.New("local provider: no etcd running")
+	}
+	s, err := e.status(ctx)
+	return s.DBSize, err
 }

@@ -1,0 +1,205 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/proc"
+)
+
+// sharedEtcd is the one etcd every cluster of a run stores its objects in, each API server under
+// its own key prefix (etcdPrefix). One etcd for ten clusters holds far less memory than ten.
+// Compaction and the revision counter are then shared; TestSharedEtcdCompactionKeepsClustersApart
+// shows that neither breaks one cluster's objects or watches when another churns.
+type sharedEtcd struct {
+	url string
+
+	mu   sync.Mutex
+	proc *proc.Process
+}
+
+// etcdQuota bounds the shared database. Published scale loads about 100-160 MB per cluster
+// (notes/istio-embedded.md section 10), so 50 clusters need about 8 GB; the file is sparse.
+const etcdQuota = 16 << 30
+
+// etcdPrefix is cluster name's key prefix. It ends in /registry so that no prefix is a prefix of
+// another cluster's (cluster-1 vs cluster-10).
+func etcdPrefix(name string) string { return "/ambientmc/" + name + "/registry" }
+
+// startEtcd starts the shared etcd in dir and waits until it serves.
+func startEtcd(ctx context.Context, dir, binary string, timeout time.Duration) (*sharedEtcd, error) {
+	for attempt := 1; ; attempt++ {
+		e, collided, err := tryStartEtcd(ctx, dir, binary, timeout)
+		if err == nil || !collided || attempt == portAttempts || ctx.Err() != nil {
+			return e, err
+		}
+	}
+}
+
+// tryStartEtcd starts etcd once; collided says whether it failed because a port was taken.
+func tryStartEtcd(ctx context.Context, dir, binary string, timeout time.Duration) (*sharedEtcd, bool, error) {
+	if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
+		return nil, false, err
+	}
+	ports, err := proc.FreePorts(2)
+	if err != nil {
+		return nil, false, err
+	}
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	p, err := proc.Start(proc.Spec{
+		Name: "etcd",
+		Path: binary,
+		Args: []string{
+			"--name=ambientmc",
+			"--data-dir=" + filepath.Join(dir, "data"),
+			"--listen-client-urls=" + clientURL,
+			"--advertise-client-urls=" + clientURL,
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=ambientmc=" + peerURL,
+			// Test data is thrown away at the end: fsync only costs time.
+			"--unsafe-no-fsync=true",
+			"--quota-backend-bytes=" + strconv.Itoa(etcdQuota),
+			"--log-level=warn",
+		},
+		LogFile: filepath.Join(dir, "etcd.log"),
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("starting etcd: %w", err)
+	}
+	e := &sharedEtcd{url: clientURL, proc: p}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := p.WaitReady(wctx, 50*time.Millisecond, httpProbe(clientURL+"/health", "")); err != nil {
+		collided := p.LogContains("address already in use")
+		e.stop()
+		return nil, collided, err
+	}
+	return e, false, nil
+}
+
+func (e *sharedEtcd) process() *proc.Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.proc
+}
+
+func (e *sharedEtcd) stop() {
+	e.mu.Lock()
+	p := e.proc
+	e.proc = nil
+	e.mu.Unlock()
+	if p != nil {
+		_ = p.Stop(stopGrace)
+	}
+}
+
+// The helpers below speak etcd's JSON gateway (/v3/...), which needs no client module.
+
+// call posts req as JSON to etcd's gateway path and decodes the answer into resp.
+func (e *sharedEtcd) call(ctx context.Context, path string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		return fmt.Errorf("etcd %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		var msg bytes.Buffer
+		_, _ = msg.ReadFrom(res.Body)
+		return fmt.Errorf("etcd %s: %s: %s", path, res.Status, bytes.TrimSpace(msg.Bytes()))
+	}
+	if resp == nil {
+		return nil
+	}
+	return json.NewDecoder(res.Body).Decode(resp)
+}
+
+// etcdStatus is the part of etcd's maintenance status the report uses.
+type etcdStatus struct {
+	DBSize      int64 `json:"dbSize,string"`
+	DBSizeInUse int64 `json:"dbSizeInUse,string"`
+	Header      struct {
+		Revision int64 `json:"revision,string"`
+	} `json:"header"`
+}
+
+// status returns the database size and the current revision.
+func (e *sharedEtcd) status(ctx context.Context) (etcdStatus, error) {
+	var s etcdStatus
+	return s, e.call(ctx, "/v3/maintenance/status", struct{}{}, &s)
+}
+
+// compact discards every revision before rev, for all clusters at once.
+func (e *sharedEtcd) compact(ctx context.Context, rev int64) error {
+	return e.call(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, nil)
+}
+
+// kv is one key and value.
+type kv struct {
+	Key, Value []byte
+}
+
+// rangePrefix returns every key under prefix with its value.
+func (e *sharedEtcd) rangePrefix(ctx context.Context, prefix string) ([]kv, error) {
+	var resp struct {
+		KVs []struct {
+			Key   string `json:"key"`
+			Value string `json:"value"`
+		} `json:"kvs"`
+	}
+	req := map[string]string{"key": b64(prefix), "range_end": b64(prefixEnd(prefix))}
+	if err := e.call(ctx, "/v3/kv/range", req, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]kv, 0, len(resp.KVs))
+	for _, x := range resp.KVs {
+		k, err := base64.StdEncoding.DecodeString(x.Key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := base64.StdEncoding.DecodeString(x.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kv{k, v})
+	}
+	return out, nil
+}
+
+// put writes one key.
+func (e *sharedEtcd) put(ctx context.Context, key string, value []byte) error {
+	return e.call(ctx, "/v3/kv/put", map[string]string{"key": b64(key), "value": base64.StdEncoding.EncodeToString(value)}, nil)
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// prefixEnd is the first key after every key that starts with prefix.
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return "\x00"
+}

@@ -1,0 +1,113 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+func TestEtcdPrefixesAreDisjoint(t *testing.T) {
+	for i := 1; i <= topology.MaxClusters; i++ {
+		for j := 1; j <= topology.MaxClusters; j++ {
+			a, b := etcdPrefix(fmt.Sprintf("cluster-%d", i))+"/", etcdPrefix(fmt.Sprintf("cluster-%d", j))+"/"
+			if i != j && (strings.HasPrefix(a, b) || strings.HasPrefix(b, a)) {
+				t.Fatalf("%s and %s overlap", a, b)
+			}
+		}
+	}
+	assert.Equal(t, "/a0", prefixEnd("/a/"))
+}
+
+// TestSharedEtcdCompactionKeepsClustersApart runs two clusters on the shared etcd. Cluster B churns
+// far past a compaction of the whole database; cluster A's objects, its open watch and a new watch
+// from the resource version it had before the churn are all unaffected.
+func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
+	p := cachedProvider(t)
+	topo, err := topology.Generate(2)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, p.Preflight(ctx, topo))
+	cs, err := p.Create(ctx, topo)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+	a, b := cs[0].Client.CoreV1().ConfigMaps("default"), cs[1].Client.CoreV1().ConfigMaps("default")
+
+	for i := range 5 {
+		_, err := a.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("a-%d", i)}, Data: map[string]string{"v": "a"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	before, err := a.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, before.Items, 5)
+	open, err := a.Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	require.NoError(t, err)
+	defer open.Stop()
+
+	// B churns: every create, update and delete is a revision of the shared database.
+	churn := func(round int) {
+		for i := range 40 {
+			name := fmt.Sprintf("b-%d-%d", round, i)
+			cm, err := b.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			cm.Data["v"] = "1"
+			_, err = b.Update(ctx, cm, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			if i%2 == 0 {
+				require.NoError(t, b.Delete(ctx, name, metav1.DeleteOptions{}))
+			}
+		}
+	}
+	churn(0)
+	st, err := p.etcd.status(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.etcd.compact(ctx, st.Header.Revision))
+	// The compaction is real: A's list revision can no longer be read from etcd.
+	err = p.etcd.call(ctx, "/v3/kv/range", map[string]string{"key": b64(etcdPrefix(cs[0].Name) + "/configmaps/default/a-0"), "revision": before.ResourceVersion}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "compacted")
+	churn(1)
+
+	after, err := a.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, after.Items, 5, "A holds only its own objects, all of them")
+	for i, cm := range after.Items {
+		assert.Equal(t, before.Items[i].ResourceVersion, cm.ResourceVersion, "A's objects are untouched")
+		assert.Equal(t, "a", cm.Data["v"])
+	}
+
+	_, err = a.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a-new"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The watch opened before the churn is still delivering, and so is one opened now from the
+	// resource version A had before it: A's watch cache never saw B's events.
+	late, err := a.Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	require.NoError(t, err)
+	defer late.Stop()
+	for name, w := range map[string]watch.Interface{"watch open across the compaction": open, "watch from the pre-churn version": late} {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok, "%s closed", name)
+			require.Equal(t, watch.Added, ev.Type, "%s: %v", name, ev.Object)
+			assert.Equal(t, "a-new", ev.Object.(*corev1.ConfigMap).Name, name)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: no event within 20s", name)
+		}
+	}
+
+	ok, err := b.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, ok.Items, 40, "B keeps its own survivors only")
+	s, err := p.etcd.status(ctx)
+	require.NoError(t, err)
+	assert.Positive(t, s.DBSize)
+}

@@ -1,0 +1,96 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// TestCRDSeed: a cold run creates the CRDs through the API and captures the seed; a warm run's
+// clusters start with every CRD Established and served, each with its own uid, and Apply then
+// writes nothing. A damaged seed is thrown away.
+func TestCRDSeed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	root, err := bins.SourceRoot()
+	require.NoError(t, err)
+	set, err := crds.Load(ctx, root)
+	require.NoError(t, err)
+	seedDir := t.TempDir()
+	start := func(n int) (*Provider, []*cluster.Cluster, []*unstructured.UnstructuredList) {
+		p := cachedProvider(t)
+		p.seedDir = seedDir
+		topo, err := topology.Generate(n)
+		require.NoError(t, err)
+		require.NoError(t, p.Preflight(ctx, topo))
+		require.NoError(t, p.PreloadCRDs(set))
+		cs, err := p.Create(ctx, topo)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+		var lists []*unstructured.UnstructuredList
+		for _, c := range cs {
+			if p.SeededCRDs() {
+				// Before Apply: what the API server serves straight from the seed.
+				l, err := c.Dynamic.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+				require.NoError(t, err)
+				lists = append(lists, l)
+			}
+			require.NoError(t, crds.Apply(ctx, c.Dynamic, set))
+		}
+		require.NoError(t, p.SaveCRDSeed(ctx, cs[0]))
+		return p, cs, lists
+	}
+
+	cold, _, _ := start(1)
+	assert.False(t, cold.SeededCRDs())
+	files, _ := filepath.Glob(filepath.Join(seedDir, "crd-seed-*.json"))
+	require.Len(t, files, 1, "the cold run captured a seed")
+	require.NoError(t, cold.Destroy(ctx))
+
+	warm, cs, lists := start(2)
+	require.True(t, warm.SeededCRDs())
+	uids := map[string]bool{}
+	for _, l := range lists {
+		require.Len(t, l.Items, len(set))
+		for _, crd := range l.Items {
+			assert.Equal(t, "True", condition(&crd, "Established"), crd.GetName())
+			assert.False(t, uids[string(crd.GetUID())], "uid %s reused", crd.GetUID())
+			uids[string(crd.GetUID())] = true
+		}
+	}
+	// Apply found the seeded CRDs current and wrote nothing.
+	for i, c := range cs {
+		l, err := c.Dynamic.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for j, crd := range l.Items {
+			assert.Equal(t, lists[i].Items[j].GetResourceVersion(), crd.GetResourceVersion(), crd.GetName())
+		}
+	}
+
+	require.NoError(t, os.WriteFile(files[0], []byte(`{"entries":[]}`), 0o644))
+	require.NoError(t, warm.PreloadCRDs(set))
+	assert.False(t, warm.SeededCRDs(), "a seed without every CRD is not used")
+	assert.NoFileExists(t, files[0])
+}
+
+func condition(crd *unstructured.Unstructured, typ string) any {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m["status"]
+		}
+	}
+	return nil
+}
