@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,6 +56,8 @@ type Env struct {
 	// ready is set once setup finished and the tests may run.
 	ready   bool
 	cutOnce sync.Once
+	// cutWarning is the index of the cut-short warning in the report (-1: none).
+	cutWarning int
 	// peakMemory samples host memory in use over the whole run.
 	peakMemory *measure.PeakMemory
 	// crds is what installCRDs applies, loaded before the clusters are created.
@@ -116,7 +119,7 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second)}
+	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second), cutWarning: -1}
 	defer e.peakMemory.Stop()
 	release := proc.TrapSignals(func(sig os.Signal) {
 		e.cutShort(fmt.Sprintf("interrupted by %s", sig))
@@ -131,14 +134,6 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 			panic(r)
 		}
 	}()
-	// go test's -timeout panics on testing's own goroutine, where no defer of ours runs: write what
-	// the report holds a little before that, and keep the logs.
-	if d := testTimeout(); d > 0 {
-		timer := time.AfterFunc(max(d-timeoutMargin(d), d/2), func() {
-			e.cutShort(fmt.Sprintf("about to hit go test's -timeout=%s", d))
-		})
-		defer timer.Stop()
-	}
 	ctx := context.Background()
 	if err := e.setup(ctx, steps); err != nil {
 		e.Logf("setup failed: %v", err)
@@ -147,7 +142,17 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 		return 1
 	}
 	e.setReady(out)
+	// go test's -timeout panics on testing's own goroutine, where no defer of ours runs: write what
+	// the report holds a little before that, and keep the logs. testing arms its alarm when m.Run
+	// starts, so the timer starts here too.
+	if d := testTimeout(); d > 0 {
+		timer := time.AfterFunc(max(d-timeoutMargin(d), d/2), func() {
+			e.cutShort(fmt.Sprintf("about to hit go test's -timeout=%s", d))
+		})
+		defer timer.Stop()
+	}
 	code = m.Run()
+	e.notCutShort()
 	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
 		e.Logf("writing the report: %v", err)
@@ -199,11 +204,29 @@ func (e *Env) cutShort(why string) {
 		if !ready || e.Report == nil {
 			return
 		}
+		e.mu.Lock()
+		e.cutWarning = len(e.Report.Warnings)
+		e.mu.Unlock()
 		e.Report.Warnings = append(e.Report.Warnings, "the run was cut short ("+why+"): this report holds only what was measured until then")
 		if err := e.writeReport(); err != nil {
 			e.Logf("writing the partial report: %v", err)
 		}
 	})
+}
+
+// notCutShort takes back a cut-short warning when the tests finished inside the margin after all.
+func (e *Env) notCutShort() {
+	e.cutOnce.Do(func() {}) // no cut from now on
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cutWarning < 0 || e.Report == nil {
+		return
+	}
+	e.Report.Warnings = slices.Delete(e.Report.Warnings, e.cutWarning, e.cutWarning+1)
+	e.Report.Warnings = append(e.Report.Warnings, "the tests finished within the last "+timeoutMargin(testTimeout()).String()+
+		" before go test's -timeout: a partial report was written then and is replaced by this one; raise -timeout")
+	e.cutWarning = -1
+	e.keepRunDir = false // a failure keeps it again (keepLogs)
 }
 
 // removeRunDir deletes the run directory unless -keep or a failure asked to keep it.

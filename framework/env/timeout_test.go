@@ -1,12 +1,14 @@
 package env
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,14 +71,20 @@ func TestTimeoutWritesPartialReport(t *testing.T) {
 	assert.Contains(t, rep.Warnings[len(rep.Warnings)-1], "the run was cut short")
 
 	// Pdeathsig ends the child's processes with it.
+	waitNoProcesses(t, runDir)
+}
+
+// waitNoProcesses fails the test if a process mentioning runDir outlives its run by 10 s.
+func waitNoProcesses(t *testing.T, runDir string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pids := processesMentioning(runDir)
 		if len(pids) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("processes of the timed-out run still running: %v", pids)
+			t.Fatalf("processes of the run in %s still running: %v", runDir, pids)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -93,4 +101,64 @@ func processesMentioning(s string) []string {
 		}
 	}
 	return pids
+}
+
+// TestInterruptWritesPartialReport sends Ctrl-C (SIGINT) to a one-cluster suite in the middle of
+// a test: the report so far is written with a warning, the run directory is kept, and no process
+// of the run is left.
+func TestInterruptWritesPartialReport(t *testing.T) {
+	if _, missing, err := local.NewIfBuilt(local.Options{}); err != nil || len(missing) > 0 {
+		t.Skipf("needs the cached binaries (make bins): missing %v %v", missing, err)
+	}
+	reportDir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.v", "-test.run=^TestHangsUntilTimeout$", "-test.timeout=5m", "-clusters=1", "-report-dir="+reportDir)
+	cmd.Env = append(os.Environ(), suiteEnvVar+"=1")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(out.String(), "=== RUN   TestHangsUntilTimeout") {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the child never reached its test:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // let it record its warning
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err := cmd.Wait()
+	require.Error(t, err, "an interrupted run exits non-zero")
+	assert.Contains(t, out.String(), "run cut short (interrupted by interrupt)")
+
+	m := regexp.MustCompile(`logs kept in (\S+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, "the run directory is printed:\n%s", out.String())
+	t.Cleanup(func() { os.RemoveAll(m[1]) })
+	_, err = os.Stat(filepath.Join(m[1], "clusters"))
+	require.NoError(t, err, "the run directory is kept")
+
+	raw, err := os.ReadFile(filepath.Join(reportDir, "report.json"))
+	require.NoError(t, err, "the partial report is written")
+	var rep struct{ Warnings []string }
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	assert.Contains(t, rep.Warnings, "measured something before hanging")
+	assert.Contains(t, rep.Warnings[len(rep.Warnings)-1], "interrupted by interrupt")
+	waitNoProcesses(t, m[1])
+}
+
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

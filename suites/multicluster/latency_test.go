@@ -26,16 +26,19 @@ const (
 	probeStep    = 2 * time.Second
 )
 
-// carried is the share of the requested rate a run achieved. fortio splits rate×duration calls
-// evenly over the connections and drops the remainder, so that rounded-down count, not
-// rate×duration, is what a run that kept up completes in the duration.
+// carried is the share of the requested rate a run achieved, against what fortio achieves when
+// nothing holds it back. With n connections fortio plans k = floor(rate·d/n) calls per connection
+// (dropping the remainder), spaced so the k-th starts at k/(rate/n), and with its uniform schedule
+// starts connection j (n-1-j)/n of a spacing late; so an unhindered run takes (k + (n-1)/n)·n/rate
+// and reaches rate·k/(k + (n-1)/n). Measured on an idle host: 43.2 QPS at 50 QPS, 2 s, 16
+// connections, exactly that.
 func carried(achieved, rate float64, d time.Duration) float64 {
-	conns := float64(mc.Flags.LatencyConnections)
-	planned := math.Floor(rate*d.Seconds()/conns) * conns
-	if planned <= 0 {
+	n := float64(mc.Flags.LatencyConnections)
+	k := math.Floor(rate * d.Seconds() / n)
+	if k < 1 {
 		return 0
 	}
-	return achieved / (planned / d.Seconds())
+	return achieved / (rate * k / (k + (n-1)/n))
 }
 
 // probeRates are the rates tried, up to Istio's benchmark default of 1000 QPS.
