@@ -181,6 +181,20 @@ type Listeners interface {
 	Listening() ([]netip.AddrPort, error)
 }
 
+// ImageLister is offered by providers that run Istio from images: what each component's pods
+// actually run, as the cluster resolved it.
+type ImageLister interface {
+	Images(ctx context.Context) ([]Image, error)
+}
+
+// Image is one container image of an Istio component in one cluster.
+type Image struct {
+	Cluster   string
+	Component string // e.g. istiod, ztunnel, istio-cni-node, istio-eastwestgateway
+	Image     string // as the pod spec names it
+	ImageID   string // the digest the node resolved (container status imageID)
+}
+
 // FakeNodes says how a provider's fake nodes (hosts of scale pods whose status the framework
 // writes) must be set up so nothing real schedules onto them or evicts their pods.
 type FakeNodes struct {

@@ -351,6 +351,15 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		}
 		e.Logf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
 	}
+	if il, ok := e.Provider.(cluster.ImageLister); ok {
+		imgs, err := il.Images(ctx)
+		if err != nil {
+			e.Logf("reading the Istio images the clusters run: %v", err)
+		}
+		for _, im := range imgs {
+			e.Report.IstioImages = append(e.Report.IstioImages, report.IstioImage{Cluster: im.Cluster, Component: im.Component, Image: im.Image, ImageID: im.ImageID})
+		}
+	}
 	e.Report.Setup = setupReport(ctx, e, time.Since(e.start))
 	e.Logf("environment ready: %d clusters in %s", len(e.Clusters), time.Since(e.start).Round(100*time.Millisecond))
 	return nil

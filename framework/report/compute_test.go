@@ -188,3 +188,11 @@ func TestFitJoinGrowth(t *testing.T) {
 	md := string(Markdown(&Report{ControlPlane: cp}))
 	assert.Contains(t, md, "| Join CPU-s | 2.00 | 0.500 ± 0.000 | 4 |")
 }
+
+func TestMarkdownListsIstioImages(t *testing.T) {
+	r := &Report{IstioImages: []IstioImage{{Cluster: "cluster-1", Component: "ztunnel", Image: "h/ztunnel:t", ImageID: "h/ztunnel@sha256:bbb"}}}
+	md := string(Markdown(r))
+	assert.Contains(t, md, "## Istio images")
+	assert.Contains(t, md, "| cluster-1 | ztunnel | h/ztunnel:t | h/ztunnel@sha256:bbb |")
+	assert.NotContains(t, string(Markdown(&Report{})), "## Istio images", "absent when nothing ran from images")
+}

@@ -62,6 +62,13 @@ func Markdown(r *Report) []byte {
 		p("## Failover\n\n| Service | Failover s | Failback s | Requests | Failed |\n|---|---|---|---|---|\n")
 		p("| %s | %s | %s | %d | %d |\n\n", cell(f.Service), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
 	}
+	if len(r.IstioImages) > 0 {
+		fmt.Fprintf(&b, "## Istio images\n\n| Cluster | Component | Image | Resolved as |\n|---|---|---|---|\n")
+		for _, im := range r.IstioImages {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(im.Cluster), cell(im.Component), cell(im.Image), cell(im.ImageID))
+		}
+		b.WriteString("\n")
+	}
 	markdownChecks(&b, r.IstiodChecks)
 	if r.Churn != nil {
 		markdownChurn(&b, r.Churn)

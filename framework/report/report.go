@@ -66,6 +66,9 @@ type Report struct {
 
 	// NodeImage is the kind node image, where the kind provider ran.
 	NodeImage string `json:"nodeImage,omitempty"`
+	// IstioImages are the images the Istio components ran, with the digests the nodes resolved
+	// (kind, kube).
+	IstioImages []IstioImage `json:"istioImages,omitempty"`
 }
 
 // Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version
@@ -89,6 +92,14 @@ type Failover struct {
 	FailedRequests  int64   `json:"failedRequests"`
 	// ResolutionSeconds is the interval between requests: the times are only as fine as that.
 	ResolutionSeconds float64 `json:"resolutionSeconds"`
+}
+
+// IstioImage is one Istio component's image in one cluster.
+type IstioImage struct {
+	Cluster   string `json:"cluster"`
+	Component string `json:"component"`
+	Image     string `json:"image"`
+	ImageID   string `json:"imageID,omitempty"`
 }
 
 // Host describes the machine the run used.

@@ -129,6 +129,14 @@ func (p *Provider) LogDir() string    { return p.opts.RunDir }
 // NodeImage is the node image every cluster runs, for the report.
 func (p *Provider) NodeImage() string { return p.image() }
 
+// Images is what the in-cluster part reads from the Istio pods (cluster.ImageLister).
+func (p *Provider) Images(ctx context.Context) ([]cluster.Image, error) {
+	if il, ok := p.opts.InCluster.(cluster.ImageLister); ok {
+		return il.Images(ctx)
+	}
+	return nil, nil
+}
+
 func (p *Provider) image() string {
 	if p.opts.Image == "" {
 		return DefaultImage
