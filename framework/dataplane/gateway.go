@@ -39,7 +39,7 @@ func StartGateway(ctx context.Context, n Node, addr netip.Addr) (*Gateway, error
 	if err != nil {
 		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
 	}
-	cert, err := n.CA.Issue("istio-system", "istio-eastwestgateway", 0)
+	cert, err := n.CA.Issue(pki.IstioNamespace, "istio-eastwestgateway", 0)
 	if err != nil {
 		w.Close()
 		return nil, err

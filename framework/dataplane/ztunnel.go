@@ -22,10 +22,10 @@ import (
 )
 
 // HBONEPort is where ztunnels and gateways accept HBONE.
-const HBONEPort = 15008
+const HBONEPort = hbone.Port
 
 // GatewayIdentity is the east-west gateway's SPIFFE ID (its service account is the Gateway's name).
-var GatewayIdentity = pki.SPIFFEID("istio-system", "istio-eastwestgateway")
+var GatewayIdentity = pki.SPIFFEID(pki.IstioNamespace, "istio-eastwestgateway")
 
 // Node describes where an emulated component runs and whom it talks to.
 type Node struct {
@@ -43,7 +43,7 @@ type Node struct {
 
 // watch connects a ztunnel-like xDS client for n.
 func (n Node) watch(ctx context.Context, name string) (*xdswatch.Watcher, error) {
-	cert, err := n.CA.Issue("istio-system", "ztunnel", 0)
+	cert, err := n.CA.Issue(pki.IstioNamespace, "ztunnel", 0)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 )
 
 const (
@@ -20,7 +21,7 @@ const (
 	// EastWestGatewayClass is the GatewayClass istiod creates when AMBIENT_ENABLE_MULTI_NETWORK is on.
 	EastWestGatewayClass = "istio-east-west"
 	// HBONEPort is where the east-west gateway terminates the outer HBONE tunnel.
-	HBONEPort = 15008
+	HBONEPort = hbone.Port
 )
 
 var gatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}

@@ -10,11 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
 const (
 	// SystemNamespace is where istiod, its secrets and the east-west gateway live.
-	SystemNamespace = "istio-system"
+	SystemNamespace = pki.IstioNamespace
 	// NetworkLabel on the system namespace is how istiod learns its cluster's network.
 	NetworkLabel = "topology.istio.io/network"
 )

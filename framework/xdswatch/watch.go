@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/pki"
 	"google.golang.org/protobuf/types/known/structpb"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pkg/adsc"
@@ -73,7 +74,7 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 		}
 	})
 	meta, err := structpb.NewStruct(map[string]any{
-		"NAMESPACE":  "istio-system",
+		"NAMESPACE":  pki.IstioNamespace,
 		"NODE_NAME":  cfg.Node,
 		"CLUSTER_ID": cfg.Cluster,
 	})
@@ -85,7 +86,7 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 		ClientName: "ambientmc-watch-" + cfg.Name,
 		NodeType:   model.Ztunnel,
 		IP:         cfg.IP,
-		Namespace:  "istio-system",
+		Namespace:  pki.IstioNamespace,
 		Workload:   cfg.Name,
 		Meta:       meta,
 		CertDir:    cfg.CertDir,
