@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -159,23 +158,7 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, istiodReadyTimeout)
 	defer cancel()
-	readyURL := "http://" + addr(i.Ports.HTTP) + "/ready"
-	client := &http.Client{Timeout: 2 * time.Second}
-	err = p.WaitReady(readyCtx, 200*time.Millisecond, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", readyURL, resp.Status)
-		}
-		return nil
-	})
+	err = p.WaitReady(readyCtx, 200*time.Millisecond, httpProbe("http://"+addr(i.Ports.HTTP)+"/ready", ""))
 	if err != nil {
 		_ = p.Stop(5 * time.Second)
 		return i, fmt.Errorf("istiod for %s: %w", c.Name, err)
