@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/proc"
 )
 
 // Mesh is ambient installed across the clusters of an environment: one shared root CA, an
@@ -240,10 +242,5 @@ func (m *Mesh) Stop() {
 	m.mu.Lock()
 	istiods := m.Istiods
 	m.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, i := range istiods {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = i.Stop() }()
-	}
-	wg.Wait()
+	proc.StopParallel(slices.Collect(maps.Values(istiods)), func(i cluster.Istiod) { _ = i.Stop() })
 }

@@ -222,17 +222,8 @@ func (p *Provider) stopAll() {
 	members, istiods, etcd := p.members, p.istiods, p.etcd
 	p.istiods, p.etcd = nil, nil
 	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, i := range istiods {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = i.Stop() }()
-	}
-	wg.Wait()
-	for _, m := range members {
-		wg.Add(1)
-		go func() { defer wg.Done(); m.stop() }()
-	}
-	wg.Wait()
+	proc.StopParallel(istiods, func(i *Istiod) { _ = i.Stop() })
+	proc.StopParallel(members, (*member).stop)
 	// After every API server, so none logs a lost backend.
 	if etcd != nil {
 		etcd.stop()
