@@ -3,6 +3,8 @@ package mesh
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +95,25 @@ func TestLeaveFailingPartWayKeepsTheClusterJoined(t *testing.T) {
 	assert.Equal(t, []string{"a"}, m.Joined())
 	assert.Empty(t, secretsIn(t, cs["a"]))
 	assert.Empty(t, secretsIn(t, cs["b"]))
+}
+
+// TestRemoteSecretRefusesABrokenInternalKubeconfig: a current-context that names nothing, or a
+// context naming no cluster, is one error naming the file, before anything is created (the
+// cluster here has no clients at all, so any API call would panic).
+func TestRemoteSecretRefusesABrokenInternalKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"no-context": "apiVersion: v1\nkind: Config\ncurrent-context: gone\nclusters: []\ncontexts: []\n",
+		"no-cluster": "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: missing, user: u}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+			c := &cluster.Cluster{Cluster: topology.Cluster{Name: "broken"}, InternalKubeconfig: path}
+			_, err := RemoteSecret(context.Background(), c)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), path)
+			assert.Contains(t, err.Error(), "cluster broken")
+		})
+	}
 }

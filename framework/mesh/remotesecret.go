@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
@@ -70,6 +71,11 @@ func readerObjects() ([]*unstructured.Unstructured, error) {
 // kubeconfig of the istio-reader service account, in the form `istioctl create-remote-secret`
 // produces. It creates the reader RBAC in c first if needed.
 func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, error) {
+	// The kubeconfig first: a broken one must fail before anything is created in the cluster.
+	server, err := internalServer(c)
+	if err != nil {
+		return nil, err
+	}
 	objs, err := readerObjects()
 	if err != nil {
 		return nil, err
@@ -94,6 +100,15 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: token for %s: %w", c.Name, constants.DefaultServiceAccountName, err)
 	}
+	data, err := kubeconfig.Bytes(kubeconfig.Token(c.Name, server.Server, server.CertificateAuthorityData, tok.Status.Token))
+	if err != nil {
+		return nil, err
+	}
+	return SecretFor(c.Name, data), nil
+}
+
+// internalServer is the cluster entry of c's internal kubeconfig's current context.
+func internalServer(c *cluster.Cluster) (*clientcmdapi.Cluster, error) {
 	internal, err := clientcmd.LoadFromFile(c.InternalKubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: internal kubeconfig: %w", c.Name, err)
@@ -108,11 +123,7 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s: context %q names cluster %q, which it does not define",
 			c.Name, c.InternalKubeconfig, internal.CurrentContext, kctx.Cluster)
 	}
-	data, err := kubeconfig.Bytes(kubeconfig.Token(c.Name, server.Server, server.CertificateAuthorityData, tok.Status.Token))
-	if err != nil {
-		return nil, err
-	}
-	return SecretFor(c.Name, data), nil
+	return server, nil
 }
 
 // SecretFor wraps a kubeconfig for cluster into a remote secret as istioctl lays it out: label
