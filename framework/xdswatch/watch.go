@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -196,11 +198,18 @@ type SplitHorizon struct {
 }
 
 // SplitHorizonFor returns what the watcher currently holds for network.
-func (w *Watcher) SplitHorizonFor(network string) SplitHorizon {
+func (w *Watcher) SplitHorizonFor(network string) SplitHorizon { return w.SplitHorizonOf(network, nil) }
+
+// SplitHorizonOf is SplitHorizonFor counting only the split-horizon workloads of services (keys
+// "ns/hostname") that keep accepts; nil keeps all.
+func (w *Watcher) SplitHorizonOf(network string, keep func(service string) bool) SplitHorizon {
 	sh := SplitHorizon{Gateways: map[string]bool{}, Services: map[string]bool{}}
 	for name, a := range w.Addresses() {
 		wl := a.GetWorkload()
 		if wl == nil || wl.GetNetwork() != network || !strings.Contains(name, "/SplitHorizonWorkload/") {
+			continue
+		}
+		if keep != nil && !slices.ContainsFunc(slices.Collect(maps.Keys(wl.GetServices())), keep) {
 			continue
 		}
 		sh.Workloads++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -88,10 +90,14 @@ func startWatcher(t *testing.T, c *cluster.Cluster, i cluster.Istiod) *xdswatch.
 func holdsNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
 	gw := ambient.GatewayAddress(c.Name)
 	return func(w *xdswatch.Watcher) bool {
-		sh := w.SplitHorizonFor(c.Network)
+		sh := w.SplitHorizonOf(c.Network, isScaleService)
 		return sh.Workloads == scale.Services && sh.Capacity == uint64(scale.Pods) && sh.Gateways[gw] && len(sh.Gateways) == 1
 	}
 }
+
+// isScaleService keeps the scale workloads' services (not the probe services the data-plane
+// suites add), by their "ns/hostname" key.
+func isScaleService(key string) bool { return !strings.HasPrefix(key, workload.ProbeNamespace+"/") }
 
 // lacksNetwork says whether the watcher no longer holds anything of c's network.
 func lacksNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
@@ -142,7 +148,7 @@ func waitJoined(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *c
 	if w != nil {
 		g.Go(func() error {
 			if err := w.WaitFor(gctx, holdsNetwork(c)); err != nil {
-				sh := w.SplitHorizonFor(c.Network)
+				sh := w.SplitHorizonOf(c.Network, isScaleService)
 				return fmt.Errorf("xDS: have %d split-horizon workloads (capacity %d) for %s, want %d (capacity %d): %w",
 					sh.Workloads, sh.Capacity, c.Network, scale.Services, scale.Pods, err)
 			}
