@@ -33,20 +33,7 @@ import (
 // or skips when the binaries are not built: building them takes minutes (`make bins`).
 func realClusters(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
 	tb.Helper()
-	p, missing, err := local.NewIfBuilt(local.Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
-	require.NoError(tb, err)
-	if len(missing) > 0 {
-		tb.Skipf("binaries not built (%v): run `make bins`", missing)
-	}
-	topo, err := topology.Generate(n)
-	require.NoError(tb, err)
-	ctx := context.Background()
-	require.NoError(tb, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = p.Destroy(ctx) })
-	require.Len(tb, cs, n)
-	return p, cs
+	return local.ClustersForTest(tb, n)
 }
 
 // watchedClient returns a copy of c whose protobuf client goes through rt, so a test can count

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +28,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
 	"github.com/ambientmc/ambientmc/framework/workload"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // realCluster starts one local-provider cluster (a real kube-apiserver and etcd, no istiod, no
@@ -38,18 +36,8 @@ import (
 // binaries are not built (`make bins`).
 func realCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	p, missing, err := local.NewIfBuilt(local.Options{RunDir: t.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
-	require.NoError(t, err)
-	if len(missing) > 0 {
-		t.Skipf("binaries not built (%v): run `make bins`", missing)
-	}
-	topo, err := topology.Generate(1)
-	require.NoError(t, err)
+	_, cs := local.ClustersForTest(t, 1)
 	ctx := context.Background()
-	require.NoError(t, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
 	c := cs[0]
 	root, err := bins.SourceRoot()
 	require.NoError(t, err)

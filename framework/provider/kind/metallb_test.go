@@ -2,7 +2,6 @@ package kind
 
 import (
 	"context"
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/ambientmc/ambientmc/framework/provider/local"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // TestMetalLBOnRealAPIServer applies the pinned Istio module's metallb-native.yaml to a real
@@ -25,26 +23,8 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver")
 	}
-	p, missing, err := local.NewIfBuilt(local.Options{RunDir: t.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(missing) > 0 {
-		t.Skipf("binaries not built (%v): run `make bins`", missing)
-	}
-	topo, err := topology.Generate(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cs := local.ClustersForTest(t, 1)
 	ctx := context.Background()
-	if err := p.Preflight(ctx, topo); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := p.Create(ctx, topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
 	c := cs[0]
 
 	manifest, err := MetalLBManifest(ctx)

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,18 +26,7 @@ import (
 // the kube provider at, or skips when their binaries are not built (`make bins`).
 func localClusters(tb testing.TB, n int) []*cluster.Cluster {
 	tb.Helper()
-	p, missing, err := local.NewIfBuilt(local.Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
-	require.NoError(tb, err)
-	if len(missing) > 0 {
-		tb.Skipf("binaries not built (%v): run `make bins`", missing)
-	}
-	topo, err := topology.Generate(n)
-	require.NoError(tb, err)
-	ctx := context.Background()
-	require.NoError(tb, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = p.Destroy(ctx) })
+	_, cs := local.ClustersForTest(tb, n)
 	for _, c := range cs {
 		settle(tb, c)
 	}
