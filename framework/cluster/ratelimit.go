@@ -27,20 +27,19 @@ type countingLimiter struct {
 }
 
 func (l countingLimiter) Wait(ctx context.Context) error {
-	start := time.Now()
-	err := l.RateLimiter.Wait(ctx)
-	if d := time.Since(start); d > time.Millisecond {
-		l.w.waits.Add(1)
-		l.w.waitedN.Add(int64(d))
-	}
-	return err
+	defer l.w.since(time.Now())
+	return l.RateLimiter.Wait(ctx)
 }
 
 func (l countingLimiter) Accept() {
-	start := time.Now()
+	defer l.w.since(time.Now())
 	l.RateLimiter.Accept()
+}
+
+// since counts a wait that began at start, if it held the request back for over a millisecond.
+func (w *ClientWaits) since(start time.Time) {
 	if d := time.Since(start); d > time.Millisecond {
-		l.w.waits.Add(1)
-		l.w.waitedN.Add(int64(d))
+		w.waits.Add(1)
+		w.waitedN.Add(int64(d))
 	}
 }
