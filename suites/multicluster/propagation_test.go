@@ -45,7 +45,7 @@ func TestChurn(t *testing.T) {
 	// features package parses it the same way.
 	debounceAfter, debounceMax := features.DebounceAfter, features.DebounceMax
 	limit := debounceMax + 5*time.Second
-	cf = wholeSuiteSweep(cf)
+	cf = wholeSuiteSweep(t, cf, len(remotes) > 0)
 	windowLength := churnWindowLength(t, cf, len(remotes) > 0)
 
 	w := startWatcher(t, obs, istiod)
@@ -349,10 +349,14 @@ func splitHorizonKeys(w *xdswatch.Watcher, c *cluster.Cluster) (map[int]string, 
 var wholeSuiteRates = []float64{5, 50}
 
 // wholeSuiteSweep trims the default sweep when the whole suite runs (no -run) with -churn.rates at
-// its default, so that `go test ./suites/multicluster -clusters=10` keeps fitting go test's default
-// 10-minute timeout; the report says so. -run TestChurn, or any -churn.rates, runs the full sweep.
-func wholeSuiteSweep(cf env.ChurnFlags) env.ChurnFlags {
+// its default and go test's -timeout cannot hold the full sweep, so that
+// `go test ./suites/multicluster -clusters=10` keeps fitting the default 10-minute timeout; the
+// report says so. -run TestChurn, any -churn.rates, or a longer -timeout (make e2e) runs it whole.
+func wholeSuiteSweep(t *testing.T, cf env.ChurnFlags, remotes bool) env.ChurnFlags {
 	if flagValue("test.run") != "" || flagSet("churn.rates") || len(cf.Percents) > 0 {
+		return cf
+	}
+	if deadline, ok := t.Deadline(); !ok || time.Until(deadline)-wholeSuiteReserve >= sweepNeeds(cf, remotes) {
 		return cf
 	}
 	msg := fmt.Sprintf("churn: the whole suite runs, so the sweep is trimmed to %v pods/s (either side of the debounce knee) instead of -churn.rates=%v; -run TestChurn runs the full sweep",
@@ -361,6 +365,41 @@ func wholeSuiteSweep(cf env.ChurnFlags) env.ChurnFlags {
 	mc.Report.Warnings = append(mc.Report.Warnings, msg)
 	cf.Rates = wholeSuiteRates
 	return cf
+}
+
+// TestChurn runs after the other suites (file order) but for TestDataPlaneSecurity (under a
+// second); the whole suite keeps the environment's 30 s report margin before the timeout free.
+const wholeSuiteReserve = 45 * time.Second
+
+// fixedChurnCost is the sweep's set-up outside its windows (joins, the finding, watchers).
+const fixedChurnCost = 30 * time.Second
+
+// windowOverhead is what each window costs beyond its length: it drains, samples istiod and forces
+// a GC, 0.3-8 s measured on 2 cores, growing with the clusters churned at once (6.5 s at 10).
+func windowOverhead() time.Duration {
+	return 4*time.Second + 300*time.Millisecond*time.Duration(len(mc.Clusters))
+}
+
+// sweepWindows counts the churn windows of cf.
+func sweepWindows(cf env.ChurnFlags, remotes bool) int {
+	windows := 0
+	for _, where := range cf.Cases {
+		if where != report.ChurnLocal && !remotes {
+			continue
+		}
+		for _, mode := range cf.Modes {
+			if mode == churn.Ready && where != report.ChurnLocal {
+				continue
+			}
+			windows += len(cf.Rates) * max(len(cf.Percents), 1)
+		}
+	}
+	return windows
+}
+
+// sweepNeeds is about how long cf's sweep takes at -churn.duration.
+func sweepNeeds(cf env.ChurnFlags, remotes bool) time.Duration {
+	return time.Duration(sweepWindows(cf, remotes))*(cf.Duration+windowOverhead()) + fixedChurnCost
 }
 
 // churnWindowLength is each window's length: -churn.duration, unless go test's -timeout cannot fit
@@ -374,18 +413,7 @@ func churnWindowLength(t *testing.T, cf env.ChurnFlags, remotes bool) time.Durat
 	if !ok {
 		return cf.Duration
 	}
-	windows := 0
-	for _, where := range cf.Cases {
-		if where != report.ChurnLocal && !remotes {
-			continue
-		}
-		for _, mode := range cf.Modes {
-			if mode == churn.Ready && where != report.ChurnLocal {
-				continue
-			}
-			windows += len(cf.Rates) * max(len(cf.Percents), 1)
-		}
-	}
+	windows := sweepWindows(cf, remotes)
 	if windows == 0 {
 		return cf.Duration
 	}
@@ -393,23 +421,18 @@ func churnWindowLength(t *testing.T, cf env.ChurnFlags, remotes bool) time.Durat
 	if len(cf.Percents) > 0 {
 		per = time.Duration(float64(time.Second) * slices.Max(cf.Percents) / 100 * float64(scale.Pods) / cf.Rates[0])
 	}
-	// Each window also drains, samples istiod and forces a GC: 0.3-8 s measured on 2 cores, growing
-	// with the clusters churned at once (6.5 s a window at 10 clusters).
-	overhead := 4*time.Second + 300*time.Millisecond*time.Duration(len(mc.Clusters))
-	const fixed = 30 * time.Second
+	overhead := windowOverhead()
 	var reserve time.Duration
 	wholeSuite := flagValue("test.run") == ""
 	if wholeSuite {
-		// TestChurn runs after the other suites (file order) but for TestDataPlaneSecurity (under
-		// a second); keep the environment's 30 s report margin before the timeout free.
-		reserve = 45 * time.Second
+		reserve = wholeSuiteReserve
 	}
-	need := time.Duration(windows)*(per+overhead) + fixed
+	need := time.Duration(windows)*(per+overhead) + fixedChurnCost
 	left := time.Until(deadline) - reserve
 	if left >= need {
 		return cf.Duration
 	}
-	fit := (left-fixed)/time.Duration(windows) - overhead
+	fit := (left-fixedChurnCost)/time.Duration(windows) - overhead
 	if wholeSuite && !flagSet("churn.duration") && len(cf.Percents) == 0 && fit >= 5*time.Second {
 		fit = fit.Truncate(time.Second)
 		msg := fmt.Sprintf("churn: -timeout leaves %s for TestChurn's %d windows (and %s for the other suites): windows shortened from -churn.duration=%s to %s; pass -timeout=30m (or -run TestChurn) for the full windows",
