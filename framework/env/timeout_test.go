@@ -1,20 +1,19 @@
 package env
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
 )
 
@@ -113,7 +112,7 @@ func TestInterruptWritesPartialReport(t *testing.T) {
 	reportDir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.v", "-test.run=^TestHangsUntilTimeout$", "-test.timeout=5m", "-clusters=1", "-report-dir="+reportDir)
 	cmd.Env = append(os.Environ(), suiteEnvVar+"=1")
-	var out lockedBuffer
+	var out proc.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	deadline := time.Now().Add(3 * time.Minute)
@@ -143,22 +142,4 @@ func TestInterruptWritesPartialReport(t *testing.T) {
 	assert.Contains(t, rep.Warnings, "measured something before hanging")
 	assert.Contains(t, rep.Warnings[len(rep.Warnings)-1], "interrupted by interrupt")
 	waitNoProcesses(t, m[1])
-}
-
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

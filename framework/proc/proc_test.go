@@ -302,11 +302,11 @@ func TestChildDiesWithKilledParent(t *testing.T) {
 
 // startHelper runs the test binary in a helper mode as a plain child (not through Start, which is
 // what the helper itself exercises).
-func startHelper(t *testing.T, mode string, env ...string) (*exec.Cmd, *syncBuffer) {
+func startHelper(t *testing.T, mode string, env ...string) (*exec.Cmd, *LogBuffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(append(os.Environ(), helperModeEnv+"="+mode), env...)
-	out := &syncBuffer{}
+	out := &LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
@@ -332,23 +332,6 @@ func waitHelper(t *testing.T, cmd *exec.Cmd, timeout time.Duration) error {
 		t.Fatalf("helper %s did not exit within %s", cmd.Env[len(cmd.Env)-1], timeout)
 		return nil
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestFreePorts(t *testing.T) {

@@ -1,7 +1,6 @@
 package kind
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/netip"
@@ -9,40 +8,22 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
-
-// syncBuffer is a log that goroutines may write concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type fixture struct {
 	p      *Provider
 	kind   *fakeKind
 	docker *fakeDocker
 	lb     *lbRecorder
-	log    *syncBuffer
+	log    *proc.LogBuffer
 	dir    string
 }
 
@@ -52,7 +33,7 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 		kind:   newFakeKind(t),
 		docker: &fakeDocker{present: true, network: Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}},
 		lb:     &lbRecorder{},
-		log:    &syncBuffer{},
+		log:    &proc.LogBuffer{},
 		dir:    filepath.Join(t.TempDir(), "clusters"),
 	}
 	o := Options{
