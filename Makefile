@@ -39,11 +39,14 @@ lint:
 bench: bins
 	$(GO) test -run=NONE -bench=BenchmarkClusterStart -benchtime=1x -timeout=30m ./framework/provider/local
 
-## bench-scale: setup time (API servers ready, CRDs Established) and memory per cluster for
-## BENCH_CLUSTERS local clusters (default 1,10,25,50; sizes the host cannot hold fail in preflight)
+## bench-scale: for BENCH_CLUSTERS local clusters (default 1,10,25,50), one size after another: the
+## join suite with only the observed istiod (setup time and memory per cluster, per-remote slopes,
+## join cost and convergence against the clusters already joined) as benchstat lines and a table
+## in _output/bench-scale; BENCH_FLAGS go to each run (e.g. -scale=medium). Not part of ci.
 BENCH_CLUSTERS ?= 1,10,25,50
+BENCH_FLAGS ?=
 bench-scale: bins
-	AMBIENTMC_BENCH_CLUSTERS=$(BENCH_CLUSTERS) $(GO) test -run=NONE -bench=BenchmarkClusterScale -benchtime=1x -timeout=60m ./framework/provider/local
+	$(GO) run ./scripts/benchscale -clusters=$(BENCH_CLUSTERS) -out=$(CURDIR)/_output/bench-scale -timeout=60m -- $(BENCH_FLAGS)
 
 ## report: print the last report written by e2e or ci
 report:

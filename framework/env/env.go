@@ -287,7 +287,11 @@ func (e *Env) checkInput() error {
 
 // providerOptions are the provider's options from the flags, writing into runDir.
 func (e *Env) providerOptions(runDir string) provider.Options {
-	return provider.Options{RunDir: runDir, Log: e.Log,
+	istiods := 0 // one per primary
+	if e.Flags.Istiods == "observed" {
+		istiods = 1
+	}
+	return provider.Options{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
 		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
 		Kind: e.kindOptions()}
 }
@@ -368,7 +372,8 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 // crdPreloader is implemented by providers that can start clusters with the CRDs already stored
 // (the local provider, from a seed captured by an earlier run of the same build).
 type crdPreloader interface {
-	PreloadCRDs(objs []*unstructured.Unstructured) error
+	// PreloadCRDs returns the CRDs to apply: the provider may store a lighter form of the same.
+	PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
 	SeededCRDs() bool
 	SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error
 }
@@ -386,7 +391,7 @@ func createClusters(ctx context.Context, e *Env) error {
 		return err
 	}
 	if pl, ok := e.Provider.(crdPreloader); ok {
-		if err := pl.PreloadCRDs(e.crds); err != nil {
+		if e.crds, err = pl.PreloadCRDs(e.crds); err != nil {
 			return err
 		}
 	}
@@ -442,6 +447,10 @@ func (e *Env) writeReport() error {
 		if peak := e.peakMemory.Peak(); peak > 0 {
 			e.Report.Setup.PeakHostMemoryBytes = report.F(float64(peak))
 		}
+	}
+	var self syscall.Rusage
+	if e.Report.Setup != nil && syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil && self.Maxrss > 0 {
+		e.Report.Setup.TestProcessPeakRSSBytes = report.F(float64(self.Maxrss) * 1024) // Linux reports KiB
 	}
 	if err := report.Write(e.ReportDir, e.Report); err != nil {
 		return err

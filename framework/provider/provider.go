@@ -21,6 +21,9 @@ type Options struct {
 
 	// Istio images (-istio.hub, -istio.tag, -istio.variant) for providers that install Istio.
 	IstioHub, IstioTag, IstioVariant string
+	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the
+	// scale's pods per cluster, for providers that size the host before starting anything.
+	Istiods, PodsPerCluster int
 	// KubeReuseIstio is -kube.reuse-istio.
 	KubeReuseIstio bool
 	// Kind carries the -kind.* flags and -keep; RunDir, Log and the Istio images are set here.
@@ -34,7 +37,7 @@ var Names = []string{"local", "kind", "kube"}
 func New(name string, opts Options) (cluster.Provider, error) {
 	switch name {
 	case "local":
-		return local.New(local.Options{RunDir: opts.RunDir, Log: opts.Log}), nil
+		return local.New(local.Options{RunDir: opts.RunDir, Log: opts.Log, Istiods: opts.Istiods, PodsPerCluster: opts.PodsPerCluster}), nil
 	case "kube":
 		p, err := kube.New(kube.Options{RunDir: opts.RunDir, Log: opts.Log, ReuseIstio: opts.KubeReuseIstio,
 			Images: install.Images{Hub: opts.IstioHub, Tag: opts.IstioTag, Variant: opts.IstioVariant}})

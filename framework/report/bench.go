@@ -12,7 +12,8 @@ import (
 )
 
 // Bench renders r as Go benchmark lines (bench.txt) so benchstat can compare two runs:
-// BenchmarkSetup, BenchmarkJoin (baseline, each join, perRemote), BenchmarkLeave and BenchmarkLatency.
+// BenchmarkSetup, BenchmarkJoin (baseline, each join, perRemote, growth: the fit of each join's
+// cost against the clusters already joined), BenchmarkLeave and BenchmarkLatency.
 // Every line has iteration count 1 and only measured values. Only what makes two runs different
 // experiments (provider, data plane) is a "key: value" header line: benchstat puts files whose
 // header lines differ into separate tables. Configuration that may differ between runs one wants
@@ -40,7 +41,8 @@ func Bench(r *Report) []byte {
 	if s := r.Setup; s != nil {
 		line(&b, prefix("Setup"), append([]metric{{s.TotalSeconds, "total-s"}}, optMetrics(
 			optMetric{s.APIServersReadySeconds, "apiservers-ready-s"}, optMetric{s.CRDsEstablishedSeconds, "crds-established-s"},
-			optMetric{s.PerClusterRSSBytes, "rss-per-cluster-B"}, optMetric{s.PerClusterUniqueBytes, "unique-per-cluster-B"})...)...)
+			optMetric{s.PerClusterRSSBytes, "rss-per-cluster-B"}, optMetric{s.PerClusterUniqueBytes, "unique-per-cluster-B"},
+			optMetric{s.PeakHostMemoryBytes, "peak-host-B"}, optMetric{s.TestProcessPeakRSSBytes, "test-process-peak-rss-B"})...)...)
 		for _, sp := range s.Shared {
 			line(&b, prefix("Setup")+"/shared="+token(sp.Name), append([]metric{{sp.RSSBytes, "rss-B"}},
 				optMetrics(optMetric{sp.DatabaseBytes, "db-B"})...)...)
@@ -72,6 +74,20 @@ func Bench(r *Report) []byte {
 				optMetric{pr.RSSBytes, "rss-B"}, optMetric{pr.RSSBytesStdErr, "rss-stderr-B"},
 				optMetric{pr.HeapInuseBytes, "heap-inuse-B"}, optMetric{pr.HeapInuseBytesStdErr, "heap-inuse-stderr-B"},
 				optMetric{pr.LiveHeapBytes, "live-heap-B"}, optMetric{pr.LiveHeapBytesStdErr, "live-heap-stderr-B"})...)
+		}
+		if g := cp.JoinGrowth; g != nil {
+			var ms []metric
+			for _, f := range []struct {
+				l    *Line
+				unit string
+			}{{g.JoinCPUSeconds, "join-cpu-s"}, {g.ConvergenceSeconds, "convergence-s"}, {g.SyncSeconds, "sync-s"}} {
+				if f.l == nil {
+					continue
+				}
+				ms = append(ms, metric{f.l.Intercept, f.unit + "-first"}, metric{f.l.Slope, f.unit + "-per-joined"})
+				ms = append(ms, optMetrics(optMetric{f.l.SlopeStdErr, f.unit + "-per-joined-stderr"})...)
+			}
+			line(&b, name+"/growth", ms...)
 		}
 		for _, l := range cp.Leaves {
 			ms := optMetrics(optMetric{l.Seconds, "leave-s"}, optMetric{l.RSSBytes, "rss-B"}, optMetric{l.LiveHeapBytes, "live-heap-B"})

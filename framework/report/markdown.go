@@ -78,6 +78,9 @@ func Markdown(r *Report) []byte {
 		if s.PeakHostMemoryBytes != nil {
 			p(" Peak host memory in use: %s GB.", num(*s.PeakHostMemoryBytes/1e9, 2))
 		}
+		if s.TestProcessPeakRSSBytes != nil {
+			p(" Test process peak RSS: %s MB.", num(*s.TestProcessPeakRSSBytes/bytesPerMB, 0))
+		}
 		if s.APIServersReadySeconds != nil && s.CRDsEstablishedSeconds != nil {
 			p(" From the start of cluster creation: every API server ready in %s s, every CRD Established in every cluster in %s s.",
 				num(*s.APIServersReadySeconds, 1), num(*s.CRDsEstablishedSeconds, 1))

@@ -333,6 +333,9 @@ type Setup struct {
 	// PeakHostMemoryBytes is the most host memory in use (MemTotal - MemAvailable) seen during
 	// the run, sampled every second.
 	PeakHostMemoryBytes *float64 `json:"peakHostMemoryBytes,omitempty"`
+	// TestProcessPeakRSSBytes is the test process's own peak RSS (its xDS clients, informers and
+	// load generators), part of the host peak above.
+	TestProcessPeakRSSBytes *float64 `json:"testProcessPeakRSSBytes,omitempty"`
 	// Workloads is how fast the scale workloads were created.
 	Workloads *WorkloadSetup `json:"workloads,omitempty"`
 	// APIServersReadySeconds and CRDsEstablishedSeconds count from the start of cluster creation

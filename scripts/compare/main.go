@@ -11,23 +11,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
-	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/scripts/internal/suiterun"
 )
-
-// benchstat is pinned so the comparison reads the same on every machine (the module proxy serves it).
-const benchstat = "golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"
 
 type side struct {
 	Label string // A or B
@@ -120,12 +116,12 @@ func run(ctx context.Context, a, b string, rounds int, out string, timeout time.
 	var benchFiles []string
 	for _, s := range sides {
 		f := filepath.Join(out, strings.ToLower(s.Label)+".bench.txt")
-		if err := concatBench(s.Dirs, f); err != nil {
+		if err := suiterun.ConcatBench(s.Dirs, f); err != nil {
 			return err
 		}
 		benchFiles = append(benchFiles, s.Label+"="+f)
 	}
-	stat, err := runBenchstat(ctx, out, benchFiles)
+	stat, err := suiterun.RunBenchstat(ctx, out, benchFiles)
 	if err != nil {
 		return err
 	}
@@ -146,54 +142,11 @@ func run(ctx context.Context, a, b string, rounds int, out string, timeout time.
 
 // suiteRun runs the suite once against s, its output in dir/../<dir>.log.
 func suiteRun(ctx context.Context, root string, s *side, dir string, timeout time.Duration, suiteFlags []string) error {
-	args := []string{"test", "-count=1", "-v", "-timeout=" + timeout.String(), "./suites/multicluster"}
-	args = append(args, suiteFlags...)
+	flags := slices.Clone(suiteFlags)
 	if s.Spec.Binary != "" {
-		args = append(args, "-istiod.binary="+s.Build.Path)
+		flags = append(flags, "-istiod.binary="+s.Build.Path)
 	} else {
-		args = append(args, "-istiod.version="+s.Build.ModuleVersion)
+		flags = append(flags, "-istiod.version="+s.Build.ModuleVersion)
 	}
-	args = append(args, "-report-dir="+dir)
-	logPath := dir + ".log"
-	log, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	fmt.Printf("compare: go %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("the suite failed (%v); its output is in %s", err, logPath)
-	}
-	if _, err := os.Stat(filepath.Join(dir, report.BenchFile)); err != nil {
-		return fmt.Errorf("the suite wrote no %s into %s (see %s)", report.BenchFile, dir, logPath)
-	}
-	return nil
-}
-
-func concatBench(dirs []string, dst string) error {
-	var all []byte
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, report.BenchFile))
-		if err != nil {
-			return err
-		}
-		all = append(all, b...)
-	}
-	return os.WriteFile(dst, all, 0o644)
-}
-
-func runBenchstat(ctx context.Context, dir string, files []string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"run", benchstat}, files...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("benchstat (go run %s): %w\n%s", benchstat, err, stderr.String())
-	}
-	return out, nil
+	return suiterun.Run(ctx, root, dir, timeout, flags)
 }

@@ -28,7 +28,7 @@ func windows() (settle, steady time.Duration) {
 	case scale.Pods <= 2000:
 		settle, steady = 20*time.Second, 15*time.Second
 	default:
-		settle, steady = 60*time.Second, 30*time.Second
+		settle, steady = 30*time.Second, 20*time.Second
 	}
 	if mc.Flags.JoinSettle > 0 {
 		settle = mc.Flags.JoinSettle

@@ -9,34 +9,50 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// clusterMemory is what one cluster of a run of n needs. Measured here (10 clusters, small scale):
-// a kube-apiserver with the CRDs loaded holds about 420 MB (310 MB with apiServerGC's settings
-// above 10 clusters), its share of the etcd about 20 MB, and an istiod about 300 MB; keep headroom
-// for the test process and the page cache.
-func clusterMemory(n int, istiod bool) uint64 {
-	need := uint64(500 << 20)
-	if apiServerGC(n) != nil {
-		need = 380 << 20
+// Memory model for preflight, from the setup sections of runs here (2 cores; API servers with
+// the slimmed CRDs and GOGC=50). Each cluster: an API server of about 230 MB plus about 45 KB per
+// pod, and its share of the etcd. Each istiod: about 300 MB, plus about 25 KB for every pod of
+// every cluster it watches. The estimate keeps the page cache and the test process out of it.
+// File descriptors are per process; the shared etcd holds the most, about 50 per cluster (497
+// with 10 clusters), since every API server opens several clients to it.
+const (
+	apiServerMemory   = 260 << 20
+	apiServerPerPod   = 45 << 10
+	istiodMemory      = 300 << 20
+	istiodPerMeshPod  = 25 << 10
+	fileDescriptors   = 1024
+	fileDescPerMember = 64
+)
+
+// hostMemory is what a run of t needs: every cluster, and the istiods Options.Istiods names
+// (0: one per primary), each of which watches every cluster.
+func (p *Provider) hostMemory(t *topology.Topology) uint64 {
+	n, pods := uint64(len(t.Clusters)), uint64(max(p.opts.PodsPerCluster, 0))
+	need := n * (apiServerMemory + pods*apiServerPerPod)
+	istiods := uint64(p.opts.Istiods)
+	if p.opts.Istiods == 0 {
+		istiods = 0
+		for _, c := range t.Clusters {
+			if c.IsPrimary() {
+				istiods++
+			}
+		}
 	}
-	if istiod {
-		need += 300 << 20
+	if p.noIstiod {
+		istiods = 0
 	}
-	return need
+	return need + istiods*(istiodMemory+n*pods*istiodPerMeshPod)
 }
 
 // checkHost refuses to start what the machine cannot hold, with a message that says what to change.
-// perCluster is what one cluster needs (clusterMemory).
-func checkHost(clusters int, perCluster uint64) error {
-	if avail, err := measure.HostMemoryAvailable(); err == nil {
-		need := uint64(clusters) * perCluster
-		if avail < need {
-			return fmt.Errorf("too few resources: %d local clusters need about %.1f GB of free memory, this host has %.1f GB available; use fewer -clusters or a smaller -scale",
-				clusters, float64(need)/1e9, float64(avail)/1e9)
-		}
+func checkHost(clusters int, need uint64) error {
+	if avail, err := measure.HostMemoryAvailable(); err == nil && avail < need {
+		return fmt.Errorf("too few resources: %d local clusters need about %.1f GB of free memory, this host has %.1f GB available; use fewer -clusters, a smaller -scale or -mesh.istiods=observed",
+			clusters, float64(need)/1e9, float64(avail)/1e9)
 	}
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
-		need := uint64(1024 + 512*clusters)
+		need := uint64(fileDescriptors + fileDescPerMember*clusters)
 		if lim.Max < need {
 			return fmt.Errorf("too few file descriptors: %d local clusters need about %d, the hard limit (ulimit -Hn) is %d; raise it", clusters, need, lim.Max)
 		}

@@ -30,6 +30,9 @@ type Options struct {
 	Log io.Writer
 	// ReadyTimeout bounds how long one process may take to become ready.
 	ReadyTimeout time.Duration
+	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the pods
+	// each cluster gets; preflight sizes the host memory from them.
+	Istiods, PodsPerCluster int
 }
 
 // Provider is the local provider.
@@ -102,7 +105,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 			break
 		}
 	}
-	if err := checkHost(len(t.Clusters), clusterMemory(len(t.Clusters), !p.noIstiod)); err != nil {
+	if err := checkHost(len(t.Clusters), p.hostMemory(t)); err != nil {
 		return err
 	}
 	cache := p.opts.Cache
@@ -157,7 +160,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	g, gctx := errgroup.WithContext(ctx)
 	for i, tc := range t.Clusters {
 		g.Go(func() error {
-			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd, gcEnv: apiServerGC(len(t.Clusters))}
+			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster)}
 			p.mu.Lock()
 			p.members = append(p.members, m)
 			p.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
@@ -46,14 +47,15 @@ func BenchmarkClusterScale(b *testing.B) {
 	}
 }
 
-func benchSetup(b *testing.B, n int, set crds.Set) {
+func benchSetup(b *testing.B, n int, set []*unstructured.Unstructured) {
 	p := cachedProvider(b)
 	p.noIstiod = true
 	topo, err := topology.Generate(n)
 	require.NoError(b, err)
 	ctx := context.Background()
 	require.NoError(b, p.Preflight(ctx, topo))
-	require.NoError(b, p.PreloadCRDs(set))
+	slim, err := p.PreloadCRDs(set)
+	require.NoError(b, err)
 	seeded := p.SeededCRDs()
 	start := time.Now()
 	cs, err := p.Create(ctx, topo)
@@ -62,7 +64,7 @@ func benchSetup(b *testing.B, n int, set crds.Set) {
 	ready := time.Since(start)
 	var g errgroup.Group
 	for _, c := range cs {
-		g.Go(func() error { return crds.Apply(ctx, c.Dynamic, set) })
+		g.Go(func() error { return crds.Apply(ctx, c.Dynamic, slim) })
 	}
 	require.NoError(b, g.Wait())
 	established := time.Since(start)

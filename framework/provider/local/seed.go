@@ -27,8 +27,8 @@ import (
 // the API server comes up serving every CRD instead of validating ~28 large schemas per cluster.
 // Each copy gets its own uid; creation timestamps are the seed's.
 
-// seedFormat changes whenever what a seed holds or how it is written changes.
-const seedFormat = "1"
+// seedFormat changes whenever what a seed holds or how it is written changes (2: slimmed CRDs).
+const seedFormat = "2"
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -46,13 +46,20 @@ type seedEntry struct {
 
 const crdKeyPrefix = "/apiextensions.k8s.io/customresourcedefinitions/"
 
-// PreloadCRDs tells Create which CRDs every cluster must have. If a seed of exactly these CRDs
-// exists for this kube-apiserver build, Create stores it in each cluster before the API server
-// starts; otherwise SaveCRDSeed captures one after the CRDs were created through the API.
-func (p *Provider) PreloadCRDs(objs []*unstructured.Unstructured) error {
+// PreloadCRDs tells Create which CRDs every cluster must have and returns the ones to apply: the
+// same CRDs slimmed (slimCRDs). If a seed of exactly those exists for this kube-apiserver build,
+// Create stores it in each cluster before the API server starts; otherwise SaveCRDSeed captures
+// one after the CRDs were created through the API.
+func (p *Provider) PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	if p.paths == nil {
-		return fmt.Errorf("local provider: Preflight must run before PreloadCRDs")
+		return nil, fmt.Errorf("local provider: Preflight must run before PreloadCRDs")
 	}
+	objs = slimCRDs(objs)
+	return objs, p.findSeed(objs)
+}
+
+// findSeed picks the seed file for objs and loads it if a complete one exists.
+func (p *Provider) findSeed(objs []*unstructured.Unstructured) error {
 	h := sha256.New()
 	h.Write([]byte(seedFormat))
 	for _, o := range objs {

@@ -35,7 +35,8 @@ func TestCRDSeed(t *testing.T) {
 		topo, err := topology.Generate(n)
 		require.NoError(t, err)
 		require.NoError(t, p.Preflight(ctx, topo))
-		require.NoError(t, p.PreloadCRDs(set))
+		slim, err := p.PreloadCRDs(set)
+		require.NoError(t, err)
 		cs, err := p.Create(ctx, topo)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Destroy(context.Background()) })
@@ -47,7 +48,7 @@ func TestCRDSeed(t *testing.T) {
 				require.NoError(t, err)
 				lists = append(lists, l)
 			}
-			require.NoError(t, crds.Apply(ctx, c.Dynamic, set))
+			require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
 		}
 		require.NoError(t, p.SaveCRDSeed(ctx, cs[0]))
 		return p, cs, lists
@@ -80,7 +81,8 @@ func TestCRDSeed(t *testing.T) {
 	}
 
 	require.NoError(t, os.WriteFile(files[0], []byte(`{"entries":[]}`), 0o644))
-	require.NoError(t, warm.PreloadCRDs(set))
+	_, err = warm.PreloadCRDs(set)
+	require.NoError(t, err)
 	assert.False(t, warm.SeededCRDs(), "a seed without every CRD is not used")
 	assert.NoFileExists(t, files[0])
 }

@@ -1,0 +1,37 @@
+package local
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// TestHostMemoryCountsIstiodsAndPods: preflight asks for what the run will start, so 50 clusters
+// with only the observed istiod fit where 50 istiods would not, and published scale needs more.
+func TestHostMemoryCountsIstiodsAndPods(t *testing.T) {
+	topo, err := topology.Generate(50)
+	require.NoError(t, err)
+	need := func(istiods, pods int) uint64 {
+		return (&Provider{opts: Options{Istiods: istiods, PodsPerCluster: pods}}).hostMemory(topo)
+	}
+	observed, all := need(1, 100), need(0, 100)
+	assert.Less(t, observed, uint64(16<<30), "50 small clusters with one istiod fit a 24 GB host")
+	assert.Greater(t, all, observed+uint64(49*istiodMemory), "every primary's istiod is counted")
+	assert.Greater(t, need(1, 4000), observed+uint64(50*3900*apiServerPerPod), "pods are counted")
+}
+
+// TestCheckHostRefusesWhatDoesNotFit names the flags that make a run smaller.
+func TestCheckHostRefusesWhatDoesNotFit(t *testing.T) {
+	avail, err := measure.HostMemoryAvailable()
+	require.NoError(t, err)
+	err = checkHost(50, 2*avail)
+	require.Error(t, err)
+	for _, want := range []string{"50 local clusters", "-clusters", "-scale", "-mesh.istiods=observed"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	require.NoError(t, checkHost(1, 1<<20))
+}
