@@ -178,16 +178,16 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 
 // apiServerGC returns the Go GC settings for API servers that will each hold pods pods. Go's
 // default lets a heap grow to twice its live size; an API server with the slimmed CRDs lives on
-// about 100 MB, plus about 18 KB per pod (171 MB live at 4000 pods). GOGC=50 keeps the heap at 1.5
-// times that for some GC CPU. Measured at 10 clusters with seeded, slimmed CRDs (2 cores; API
-// server plus etcd share per cluster, binary pages counted once): default 298 MB and every CRD
-// Established after 15 s; GOGC=50 222 MB and 21 s; GOMEMLIMIT=150MiB 180 MB but 36 s, as the
-// collector runs all through startup. From 1000 pods per cluster a soft limit above the live heap
-// also returns what creating the workloads left behind. At published scale (10 clusters, 4000
-// pods): API server RSS 720 MB by default, 470 MB with GOGC=50, ~380 MB with the limit as well;
-// workloads are created at 530, 396 and 372 pods/s.
+// about 100 MB, plus about 18 KB per pod (171 MB live at 4000 pods). GOGC=35 keeps the heap at
+// 1.35 times that for some GC CPU. Measured at 10 clusters with seeded, slimmed CRDs (2 cores; API
+// server plus etcd share per cluster, binary pages counted once; every CRD Established after):
+// default 298 MB, 15 s; GOGC=50 224 MB, 19 s; GOGC=35 205 MB, 22.5 s; GOMEMLIMIT=150MiB 180 MB
+// but 36 s, as the collector runs all through startup. From 1000 pods per cluster a soft limit
+// above the live heap also returns what creating the workloads left behind. At published scale
+// (10 clusters, 4000 pods): API server RSS 720 MB by default, 470 MB with GOGC=50, 380 MB with
+// the limit as well; workloads are created at 530, 396 and 372 pods/s.
 func apiServerGC(pods int) []string {
-	env := []string{"GOGC=50"}
+	env := []string{"GOGC=35"}
 	if pods >= 1000 {
 		env = append(env, fmt.Sprintf("GOMEMLIMIT=%dMiB", 120+pods*45/1024))
 	}
