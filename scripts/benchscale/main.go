@@ -76,13 +76,7 @@ func run(ctx context.Context, sizes []int, out string, timeout time.Duration, su
 	if err != nil {
 		return err
 	}
-	if out, err = filepath.Abs(out); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(out); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if out, err = suiterun.FreshDir(out); err != nil {
 		return err
 	}
 	start := time.Now()

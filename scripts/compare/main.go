@@ -93,13 +93,7 @@ func run(ctx context.Context, a, b string, rounds int, out string, timeout time.
 		}
 		fmt.Printf("compare: %s = %s\n           %s\n", s.Label, s.Build.Path, s.Build.VersionOutput)
 	}
-	if out, err = filepath.Abs(out); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(out); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if out, err = suiterun.FreshDir(out); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -57,11 +57,13 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 		}
 	}
 	setup := &report.Setup{}
+	inFlight := workloadsInFlight(len(e.Clusters))
+	e.Logf("workloads: %d API requests in flight per cluster", inFlight)
 	cpuBefore, start := processCPU(), time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range e.Clusters {
 		g.Go(func() error {
-			d, err := workload.Deploy(gctx, c, scale, progress)
+			d, err := workload.Deploy(gctx, c, scale, progress, workload.WithInFlight(inFlight))
 			if err != nil {
 				return err
 			}
@@ -90,6 +92,14 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 	e.Logf("workloads: %.0f pods/s over %d clusters; client rate limiter waited %d times; test process %.2f cores",
 		w.PodsPerSecond, len(e.Clusters), w.ClientWaits, deref(w.TestProcessCPUCores))
 	return nil
+}
+
+// workloadsInFlight bounds the requests in flight per cluster so that all clusters together keep
+// at most ten clusters' worth: the API servers on one host share the CPUs and, on the local
+// provider, one etcd. 50 clusters at 32 each (1600 at once) starved that etcd until it answered
+// "etcdserver: request timed out"; up to 10 clusters nothing changes.
+func workloadsInFlight(clusters int) int {
+	return max(4, min(workload.DefaultInFlight, workload.DefaultInFlight*10/max(clusters, 1)))
 }
 
 // processCPU is the test process's own CPU time so far (user + system).

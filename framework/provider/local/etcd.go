@@ -35,10 +35,23 @@ const etcdQuota = 16 << 30
 // another cluster's (cluster-1 vs cluster-10).
 func etcdPrefix(name string) string { return "/ambientmc/" + name + "/registry" }
 
-// startEtcd starts the shared etcd in dir and waits until it serves.
-func startEtcd(ctx context.Context, dir, binary string, timeout time.Duration) (*sharedEtcd, error) {
+// etcdTimingArgs sizes etcd's request timeout (5 s + twice the election timeout) for the number of
+// API servers it serves. Past 25 clusters they can hold both cores for minutes, and requests wait
+// for a CPU: at 50 clusters (medium scale) 114 applies took over the default 7 s, the slowest
+// 8.7 s, and the API servers failed with "etcdserver: request timed out". A 5 s election timeout
+// gives 15 s; it also delays the single member's first election, so etcd serves after ~4.5 s
+// instead of ~0.2 s, which is why smaller runs keep the default. Slow applies stay in etcd.log.
+func etcdTimingArgs(clusters int) []string {
+	if clusters <= 25 {
+		return nil
+	}
+	return []string{"--election-timeout=5000", "--heartbeat-interval=500"}
+}
+
+// startEtcd starts the shared etcd for clusters API servers in dir and waits until it serves.
+func startEtcd(ctx context.Context, dir, binary string, clusters int, timeout time.Duration) (*sharedEtcd, error) {
 	for attempt := 1; ; attempt++ {
-		e, collided, err := tryStartEtcd(ctx, dir, binary, timeout)
+		e, collided, err := tryStartEtcd(ctx, dir, binary, clusters, timeout)
 		if err == nil || !collided || attempt == portAttempts || ctx.Err() != nil {
 			return e, err
 		}
@@ -46,7 +59,7 @@ func startEtcd(ctx context.Context, dir, binary string, timeout time.Duration) (
 }
 
 // tryStartEtcd starts etcd once; collided says whether it failed because a port was taken.
-func tryStartEtcd(ctx context.Context, dir, binary string, timeout time.Duration) (*sharedEtcd, bool, error) {
+func tryStartEtcd(ctx context.Context, dir, binary string, clusters int, timeout time.Duration) (*sharedEtcd, bool, error) {
 	if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
 		return nil, false, err
 	}
@@ -59,7 +72,7 @@ func tryStartEtcd(ctx context.Context, dir, binary string, timeout time.Duration
 	p, err := proc.Start(proc.Spec{
 		Name: "etcd",
 		Path: binary,
-		Args: []string{
+		Args: append([]string{
 			"--name=ambientmc",
 			"--data-dir=" + filepath.Join(dir, "data"),
 			"--listen-client-urls=" + clientURL,
@@ -71,7 +84,7 @@ func tryStartEtcd(ctx context.Context, dir, binary string, timeout time.Duration
 			"--unsafe-no-fsync=true",
 			"--quota-backend-bytes=" + strconv.Itoa(etcdQuota),
 			"--log-level=warn",
-		},
+		}, etcdTimingArgs(clusters)...),
 		LogFile: filepath.Join(dir, "etcd.log"),
 	})
 	if err != nil {

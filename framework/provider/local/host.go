@@ -10,9 +10,10 @@ import (
 )
 
 // Memory model for preflight, from the setup sections of runs here (2 cores; API servers with
-// the slimmed CRDs and GOGC=50). Each cluster: an API server of about 230 MB plus about 45 KB per
-// pod, and its share of the etcd. Each istiod: about 300 MB, plus about 25 KB for every pod of
-// every cluster it watches. The estimate keeps the page cache and the test process out of it.
+// the slimmed CRDs and apiServerGC's settings): each cluster's API server and etcd share about
+// 260 MB plus 45 KB per pod (RSS, so with room: 226-253 MB unique at small scale, 430 MB at 4000
+// pods). Each istiod: about 300 MB, plus about 25 KB for every pod of every cluster it watches
+// (1.23 GB with 10 clusters of 4000 pods). The test process and the page cache come on top.
 // File descriptors are per process; the shared etcd holds the most, about 50 per cluster (497
 // with 10 clusters), since every API server opens several clients to it.
 const (

@@ -147,7 +147,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	for i := range t.Clusters {
 		t.Clusters[i].Index = slots.indices[i]
 	}
-	etcd, err := startEtcd(ctx, filepath.Join(p.opts.RunDir, "etcd"), p.paths[bins.Etcd], p.opts.ReadyTimeout)
+	etcd, err := startEtcd(ctx, filepath.Join(p.opts.RunDir, "etcd"), p.paths[bins.Etcd], len(t.Clusters), p.opts.ReadyTimeout)
 	if err != nil {
 		p.stopAll()
 		return nil, err

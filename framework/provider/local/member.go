@@ -182,13 +182,15 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 // 1.35 times that for some GC CPU. Measured at 10 clusters with seeded, slimmed CRDs (2 cores; API
 // server plus etcd share per cluster, binary pages counted once; every CRD Established after):
 // default 298 MB, 15 s; GOGC=50 224 MB, 19 s; GOGC=35 205 MB, 22.5 s; GOMEMLIMIT=150MiB 180 MB
-// but 36 s, as the collector runs all through startup. From 1000 pods per cluster a soft limit
-// above the live heap also returns what creating the workloads left behind. At published scale
+// but 36 s, as the collector runs all through startup. From 2000 pods per cluster a soft limit
+// above the live heap also returns what creating the workloads left behind (at 1000 pods its
+// 163 MiB is too close to the live heap while the API server starts, which then keeps the CPUs
+// busy collecting). At published scale
 // (10 clusters, 4000 pods): API server RSS 720 MB by default, 470 MB with GOGC=50, 380 MB with
 // the limit as well; workloads are created at 530, 396 and 372 pods/s.
 func apiServerGC(pods int) []string {
 	env := []string{"GOGC=35"}
-	if pods >= 1000 {
+	if pods >= 2000 {
 		env = append(env, fmt.Sprintf("GOMEMLIMIT=%dMiB", 120+pods*45/1024))
 	}
 	return env

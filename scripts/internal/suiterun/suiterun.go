@@ -69,3 +69,15 @@ func RunBenchstat(ctx context.Context, dir string, files []string) ([]byte, erro
 	}
 	return out, nil
 }
+
+// FreshDir empties out (creating it) and returns its absolute path.
+func FreshDir(out string) (string, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(abs); err != nil {
+		return "", err
+	}
+	return abs, os.MkdirAll(abs, 0o755)
+}
