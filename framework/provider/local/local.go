@@ -53,6 +53,13 @@ type Provider struct {
 	slots    *slots
 }
 
+// apiServerReadyTimeout stretches the readiness bound with the cluster count: every API server
+// starts at once and the start is CPU-bound, about 3.4 s per cluster on 2 cores (15 s for 10,
+// 150-175 s for 50), so 50 came within seconds of a flat 3 minutes and once went past it.
+func apiServerReadyTimeout(base time.Duration, clusters int) time.Duration {
+	return base + time.Duration(clusters)*6*time.Second
+}
+
 // New returns a local provider writing into opts.RunDir.
 func New(opts Options) *Provider {
 	if opts.Log == nil {
@@ -160,7 +167,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	g, gctx := errgroup.WithContext(ctx)
 	for i, tc := range t.Clusters {
 		g.Go(func() error {
-			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: p.opts.ReadyTimeout, etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster)}
+			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, len(t.Clusters)), etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster)}
 			p.mu.Lock()
 			p.members = append(p.members, m)
 			p.mu.Unlock()
