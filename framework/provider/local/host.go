@@ -30,17 +30,17 @@ const (
 func (p *Provider) hostMemory(t *topology.Topology) uint64 {
 	n, pods := uint64(len(t.Clusters)), uint64(max(p.opts.PodsPerCluster, 0))
 	need := n * (apiServerMemory + pods*apiServerPerPod)
-	istiods := uint64(p.opts.Istiods)
-	if p.opts.Istiods == 0 {
-		istiods = 0
+	var istiods uint64
+	switch {
+	case p.noIstiod:
+	case p.opts.Istiods > 0:
+		istiods = uint64(p.opts.Istiods)
+	default: // one per primary
 		for _, c := range t.Clusters {
 			if c.IsPrimary() {
 				istiods++
 			}
 		}
-	}
-	if p.noIstiod {
-		istiods = 0
 	}
 	return need + istiods*(istiodMemory+n*pods*istiodPerMeshPod)
 }

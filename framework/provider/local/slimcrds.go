@@ -14,16 +14,15 @@ func slimCRDs(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
 		c := o.DeepCopy()
-		versions, _, _ := unstructured.NestedSlice(c.Object, "spec", "versions")
+		// Edited in place: c is already a copy, and NestedSlice would copy the versions again.
+		spec, _ := c.Object["spec"].(map[string]any)
+		versions, _ := spec["versions"].([]any)
 		for _, v := range versions {
 			if m, ok := v.(map[string]any); ok {
 				if s, ok := m["schema"].(map[string]any); ok {
 					slimSchema(s["openAPIV3Schema"])
 				}
 			}
-		}
-		if len(versions) > 0 {
-			_ = unstructured.SetNestedSlice(c.Object, versions, "spec", "versions")
 		}
 		out[i] = c
 	}
