@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -179,36 +178,6 @@ func ColdBuildTime(bs []Binary) time.Duration {
 		d += recipes[b].coldBuild
 	}
 	return d
-}
-
-// CheckTestTimeout fails fast when binaries must be built but the test binary's -timeout is
-// shorter than a cold build, instead of dying halfway with a timeout panic.
-func CheckTestTimeout(missing []Binary) error {
-	if len(missing) == 0 {
-		return nil
-	}
-	f := flag.Lookup("test.timeout")
-	if f == nil {
-		return nil
-	}
-	timeout, err := time.ParseDuration(f.Value.String())
-	if err != nil || timeout == 0 {
-		return nil
-	}
-	need := ColdBuildTime(missing) + 5*time.Minute
-	if timeout >= need {
-		return nil
-	}
-	return fmt.Errorf("%s not built yet: a cold build takes about %s on 2 cores, more than this test's -timeout=%s allows; "+
-		"run `make bins` first (or raise -timeout to at least %s)", joinNames(missing), ColdBuildTime(missing).Round(time.Minute), timeout, need.Round(time.Minute))
-}
-
-func joinNames(bs []Binary) string {
-	names := make([]string, len(bs))
-	for i, b := range bs {
-		names[i] = string(b)
-	}
-	return strings.Join(names, ", ")
 }
 
 // Ensure returns the path of every binary, building the missing ones first. A file lock keeps

@@ -2,7 +2,6 @@ package bins
 
 import (
 	"context"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,26 +81,6 @@ func TestUnknownBinary(t *testing.T) {
 	c := tinySource(t)
 	_, err := c.Path("nope")
 	assert.ErrorContains(t, err, `unknown binary "nope"`)
-}
-
-func TestCheckTestTimeout(t *testing.T) {
-	f := flag.Lookup("test.timeout")
-	require.NotNil(t, f)
-	old := f.Value.String()
-	t.Cleanup(func() { _ = f.Value.Set(old) })
-
-	require.NoError(t, f.Value.Set("10m"))
-	err := CheckTestTimeout([]Binary{KubeAPIServer, PilotDiscovery})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "make bins")
-	assert.Contains(t, err.Error(), "kube-apiserver, pilot-discovery")
-	assert.Contains(t, err.Error(), "-timeout=10m0s")
-
-	assert.NoError(t, CheckTestTimeout(nil), "nothing missing, nothing to build")
-	require.NoError(t, f.Value.Set("2h"))
-	assert.NoError(t, CheckTestTimeout([]Binary{KubeAPIServer, PilotDiscovery}), "a long timeout covers the build")
-	require.NoError(t, f.Value.Set("0"))
-	assert.NoError(t, CheckTestTimeout([]Binary{KubeAPIServer}), "no timeout at all")
 }
 
 func TestSourceRootIsThisCheckout(t *testing.T) {

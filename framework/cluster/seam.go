@@ -8,6 +8,8 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // The interfaces below are what differs between providers after Create. framework/mesh and the
@@ -193,6 +195,13 @@ type Image struct {
 	Component string // e.g. istiod, ztunnel, istio-cni-node, istio-eastwestgateway
 	Image     string // as the pod spec names it
 	ImageID   string // the digest the node resolved (container status imageID)
+}
+
+// SetupPlanner is offered by providers that can say, before anything starts, how long Create and
+// the CRDs will take for a topology, for the run's time plan (items named after the setup steps
+// "clusters" and "crds", so the report can set what they took beside them).
+type SetupPlanner interface {
+	PlanSetup(t *topology.Topology, podsPerCluster int) []plan.Item
 }
 
 // FakeNodes says how a provider's fake nodes (hosts of scale pods whose status the framework

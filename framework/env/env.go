@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -56,8 +56,10 @@ type Env struct {
 	// ready is set once setup finished and the tests may run.
 	ready   bool
 	cutOnce sync.Once
-	// cutWarning is the index of the cut-short warning in the report (-1: none).
-	cutWarning int
+	// run is the run's context and the tests' clocks (deadline.go); plan is the run's time plan.
+	run       *runState
+	plan      *plan.Plan
+	setupTook map[string]time.Duration
 	// peakMemory samples host memory in use over the whole run.
 	peakMemory *measure.PeakMemory
 	// crds is what installCRDs applies, loaded before the clusters are created.
@@ -112,17 +114,38 @@ func (e *Env) teardown() {
 	}
 }
 
-// Run is a suite's TestMain body: it builds the environment from flags, runs steps, publishes the
-// environment through out, runs the tests, writes the report and tears everything down. It returns
-// the exit code.
-func Run(m *testing.M, out **Env, steps ...Step) (code int) {
+// Suite is a test package as Run drives it: the setup steps it adds after the clusters, and its
+// time plan.
+type Suite struct {
+	Steps []Step
+	// Plan works out, before anything starts, what the suite's steps and each of its top-level
+	// tests will take (Run keeps the tests -run and -skip select). nil: only setup is planned.
+	Plan func(PlanInput) (steps, tests []plan.Item)
+}
+
+// PlanInput is what a suite's plan is worked out from.
+type PlanInput struct {
+	Topology *topology.Topology
+	Scale    workload.Scale
+	Flags    Flags
+	Provider string
+	// Istiods is how many istiods the run starts.
+	Istiods int
+}
+
+// Run is a suite's TestMain body: it builds the environment from flags, plans the run against go
+// test's -timeout, runs the steps, publishes the environment through out, runs the tests, writes
+// the report and tears everything down. It returns the exit code. A run that would pass its
+// deadline is cut short cleanly (see armDeadline): it never ends in go test's goroutine dump.
+func Run(m *testing.M, out **Env, s Suite) (code int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second), cutWarning: -1}
+	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second),
+		run: newRunState(), setupTook: map[string]time.Duration{}}
 	defer e.peakMemory.Stop()
 	release := proc.TrapSignals(func(sig os.Signal) {
-		e.cutShort(fmt.Sprintf("interrupted by %s", sig))
+		e.cutRun(fmt.Sprintf("interrupted by %s", sig), e.plan)
 		e.Logf("%s: stopping everything", sig)
 		e.teardown()
 	})
@@ -134,25 +157,25 @@ func Run(m *testing.M, out **Env, steps ...Step) (code int) {
 			panic(r)
 		}
 	}()
-	ctx := context.Background()
-	if err := e.setup(ctx, steps); err != nil {
+	if err := e.setup(e.run.ctx, s); err != nil {
+		if cause := context.Cause(e.run.ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
 		e.Logf("setup failed: %v", err)
 		e.keepLogs()
 		e.teardown()
 		return 1
 	}
 	e.setReady(out)
-	// go test's -timeout panics on testing's own goroutine, where no defer of ours runs: write what
-	// the report holds a little before that, and keep the logs. testing arms its alarm when m.Run
-	// starts, so the timer starts here too.
-	if d := testTimeout(); d > 0 {
-		timer := time.AfterFunc(max(d-timeoutMargin(d), d/2), func() {
-			e.cutShort(fmt.Sprintf("about to hit go test's -timeout=%s", d))
-		})
-		defer timer.Stop()
-	}
+	testsDone := make(chan struct{})
+	disarm := e.armDeadline(e.plan, time.Now(), testsDone)
 	code = m.Run()
-	e.notCutShort()
+	close(testsDone)
+	disarm()
+	if context.Cause(e.run.ctx) != nil {
+		code = 1
+	}
+	e.Report.Plan = e.planReport(e.plan)
 	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
 		e.Logf("writing the report: %v", err)
@@ -177,19 +200,6 @@ func (e *Env) setReady(out **Env) {
 	e.ready = true
 }
 
-// testTimeout is go test's -timeout (0 when none applies).
-func testTimeout() time.Duration {
-	f := flag.Lookup("test.timeout")
-	if f == nil {
-		return 0
-	}
-	d, _ := time.ParseDuration(f.Value.String())
-	return d
-}
-
-// timeoutMargin leaves time to write the report and print the run directory before the panic.
-func timeoutMargin(d time.Duration) time.Duration { return min(30*time.Second, d/10) }
-
 // cutShort writes whatever the report holds so far with a warning saying why the run ended early,
 // and keeps the run directory with its logs. It runs once.
 func (e *Env) cutShort(why string) {
@@ -204,29 +214,12 @@ func (e *Env) cutShort(why string) {
 		if !ready || e.Report == nil {
 			return
 		}
-		e.mu.Lock()
-		e.cutWarning = len(e.Report.Warnings)
-		e.mu.Unlock()
 		e.Report.Warnings = append(e.Report.Warnings, "the run was cut short ("+why+"): this report holds only what was measured until then")
+		e.Report.Plan = e.planReport(e.plan)
 		if err := e.writeReport(); err != nil {
 			e.Logf("writing the partial report: %v", err)
 		}
 	})
-}
-
-// notCutShort takes back a cut-short warning when the tests finished inside the margin after all.
-func (e *Env) notCutShort() {
-	e.cutOnce.Do(func() {}) // no cut from now on
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cutWarning < 0 || e.Report == nil {
-		return
-	}
-	e.Report.Warnings = slices.Delete(e.Report.Warnings, e.cutWarning, e.cutWarning+1)
-	e.Report.Warnings = append(e.Report.Warnings, "the tests finished within the last "+timeoutMargin(testTimeout()).String()+
-		" before go test's -timeout: a partial report was written then and is replaced by this one; raise -timeout")
-	e.cutWarning = -1
-	e.keepRunDir = false // a failure keeps it again (keepLogs)
 }
 
 // removeRunDir deletes the run directory unless -keep or a failure asked to keep it.
@@ -312,7 +305,7 @@ func (e *Env) Observed() (topology.Cluster, error) {
 	return topology.Cluster{}, fmt.Errorf("the topology has no primary cluster: mark at least one cluster primary")
 }
 
-func (e *Env) setup(ctx context.Context, steps []Step) error {
+func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if err := e.checkInput(); err != nil {
 		return err
 	}
@@ -337,7 +330,15 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 			return err
 		}
 	}
+	if err := e.planRun(suite); err != nil {
+		return err
+	}
+	// Setup counts against go test's kill, a minute after -timeout from the process start.
+	setupDone := make(chan struct{})
+	defer close(setupDone)
+	defer e.armDeadline(e.plan, time.Time{}, setupDone)()
 	e.Report = newReport(e.Provider.Name(), e.Topology)
+	e.Report.Warnings = append(e.Report.Warnings, e.plan.Warnings...)
 	if ni, ok := e.Provider.(interface{ NodeImage() string }); ok {
 		e.Report.NodeImage = ni.NodeImage()
 	}
@@ -346,11 +347,13 @@ func (e *Env) setup(ctx context.Context, steps []Step) error {
 		{"istiod-binary", resolveIstiod},
 		{"clusters", createClusters},
 		{"crds", installCRDs},
-	}, steps...)
+	}, suite.Steps...)
 	for _, s := range all {
 		start := time.Now()
 		e.Logf("%s: starting", s.Name)
-		if err := s.Run(ctx, e); err != nil {
+		err := s.Run(ctx, e)
+		e.setupTook[s.Name] = time.Since(start)
+		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}
 		e.Logf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))

@@ -23,8 +23,8 @@ func flagsWith(change func(*Flags)) Flags {
 // setupWith runs the environment setup with flags f and no extra steps, then tears down.
 func setupWith(t *testing.T, f Flags) error {
 	t.Helper()
-	e := &Env{Log: io.Discard, Flags: f, start: time.Now()}
-	err := e.setup(context.Background(), nil)
+	e := &Env{Log: io.Discard, Flags: f, start: time.Now(), run: newRunState(), setupTook: map[string]time.Duration{}}
+	err := e.setup(context.Background(), Suite{})
 	e.teardown()
 	if e.RunDir != "" {
 		_, statErr := os.Stat(e.RunDir)

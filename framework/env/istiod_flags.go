@@ -83,7 +83,7 @@ func (f IstiodFlags) flagError(err error) error {
 }
 
 // ResolveIstiod returns the pilot-discovery the flags choose, building it into the binary cache
-// first if needed (refusing at once when the test's -timeout is too short for a cold build).
+// first if needed (the run's plan holds the cold build, and refused a -timeout too short for it).
 func ResolveIstiod(ctx context.Context, f IstiodFlags) (*bins.IstiodBuild, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
@@ -91,11 +91,6 @@ func ResolveIstiod(ctx context.Context, f IstiodFlags) (*bins.IstiodBuild, error
 	cache, err := bins.Default()
 	if err != nil {
 		return nil, err
-	}
-	if cache.IstiodMissing(f.Spec()) {
-		if err := bins.CheckTestTimeout([]bins.Binary{bins.PilotDiscovery}); err != nil {
-			return nil, f.flagError(err)
-		}
 	}
 	b, err := cache.Istiod(ctx, f.Spec())
 	if err != nil {

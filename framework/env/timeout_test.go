@@ -1,6 +1,7 @@
 package env
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -25,38 +26,61 @@ var asSuite *Env
 
 func TestMain(m *testing.M) {
 	if os.Getenv(suiteEnvVar) == "1" {
-		os.Exit(Run(m, &asSuite))
+		os.Exit(Run(m, &asSuite, Suite{}))
 	}
 	os.Exit(m.Run())
 }
 
-// TestHangsUntilTimeout only runs inside the suite started by TestTimeoutWritesPartialReport.
+// TestHangsUntilTimeout only runs inside the suites started by the tests below: it ignores its
+// context and sleeps past any timeout, as a stuck suite would.
 func TestHangsUntilTimeout(t *testing.T) {
 	if asSuite == nil {
 		t.Skip("runs only as the child of TestTimeoutWritesPartialReport")
 	}
+	asSuite.Context(t)
 	asSuite.Report.Warnings = append(asSuite.Report.Warnings, "measured something before hanging")
 	time.Sleep(time.Hour)
 }
 
-// TestTimeoutWritesPartialReport runs a one-cluster suite that hangs until go test's -timeout
-// panics: the report so far is written with a warning, the run directory is kept and printed, and
-// no process of the run is left.
-func TestTimeoutWritesPartialReport(t *testing.T) {
+// TestWaitsOnItsContext only runs inside TestCutShortEndsTheRunningTest: a suite that waits on its
+// context, as every wait of the suites does.
+func TestWaitsOnItsContext(t *testing.T) {
+	if asSuite == nil {
+		t.Skip("runs only as the child of TestCutShortEndsTheRunningTest")
+	}
+	ctx := asSuite.Context(t)
+	asSuite.Report.Warnings = append(asSuite.Report.Warnings, "measured something before waiting")
+	<-ctx.Done()
+	t.Fatalf("stopped waiting: %v", context.Cause(ctx))
+}
+
+// runChild runs this test binary as a one-cluster suite that runs test under go test's -timeout,
+// and returns its output and exit error.
+func runChild(t *testing.T, test, timeout, reportDir string) (string, error) {
+	t.Helper()
 	if _, missing, err := local.NewIfBuilt(local.Options{}); err != nil || len(missing) > 0 {
 		t.Skipf("needs the cached binaries (make bins): missing %v %v", missing, err)
 	}
-	reportDir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHangsUntilTimeout$", "-test.timeout=60s", "-clusters=1", "-report-dir="+reportDir)
+	cmd := exec.Command(os.Args[0], "-test.v", "-test.run=^"+test+"$", "-test.timeout="+timeout, "-clusters=1", "-report-dir="+reportDir)
 	cmd.Env = append(os.Environ(), suiteEnvVar+"=1")
 	out, err := cmd.CombinedOutput()
-	require.Error(t, err, "the child panics on its timeout:\n%s", out)
-	assert.Contains(t, string(out), "panic: test timed out")
-	assert.Contains(t, string(out), "run cut short (about to hit go test's -timeout=1m0s)")
+	return string(out), err
+}
 
-	m := regexp.MustCompile(`logs kept in (\S+)`).FindSubmatch(out)
+// checkCutShort checks what every cut-short run must leave: a non-zero exit without a goroutine
+// dump, the cut message naming the test, the partial report with what it held, the run directory
+// kept and printed, and no process of the run left.
+func checkCutShort(t *testing.T, out string, err error, test, reportDir, measured string) {
+	t.Helper()
+	require.Error(t, err, "a cut-short run exits non-zero:\n%s", out)
+	assert.NotContains(t, out, "panic: test timed out", "the run ends before go test's timeout panics")
+	assert.NotContains(t, out, "goroutine ", "no goroutine dump")
+	assert.Regexp(t, `run cut short: the plan's margin before go test's -timeout=1m0s was used up, in `+test+` after \d`, out)
+	assert.Contains(t, out, "partial report: "+reportDir+"/report.md")
+
+	m := regexp.MustCompile(`run directory \(logs\): (\S+)`).FindStringSubmatch(out)
 	require.NotNil(t, m, "the run directory is printed:\n%s", out)
-	runDir := string(m[1])
+	runDir := m[1]
 	t.Cleanup(func() { os.RemoveAll(runDir) })
 	entries, err := os.ReadDir(filepath.Join(runDir, "clusters", "cluster-1"))
 	require.NoError(t, err, "the run directory is kept")
@@ -64,13 +88,43 @@ func TestTimeoutWritesPartialReport(t *testing.T) {
 
 	raw, err := os.ReadFile(filepath.Join(reportDir, "report.json"))
 	require.NoError(t, err, "the partial report is written")
-	var rep struct{ Warnings []string }
+	var rep struct {
+		Warnings []string
+		Plan     struct{ Items []struct{ Name string } }
+	}
 	require.NoError(t, json.Unmarshal(raw, &rep))
-	assert.Contains(t, rep.Warnings, "measured something before hanging", "what the report held is kept")
-	assert.Contains(t, rep.Warnings[len(rep.Warnings)-1], "the run was cut short")
-
-	// Pdeathsig ends the child's processes with it.
+	assert.Contains(t, rep.Warnings, measured, "what the report held is kept")
+	assert.Condition(t, func() bool {
+		for _, w := range rep.Warnings {
+			if strings.Contains(w, "the run was cut short") {
+				return true
+			}
+		}
+		return false
+	}, "the report says it was cut short: %v", rep.Warnings)
+	// Pdeathsig ends the child's processes with it, and teardown before that.
 	waitNoProcesses(t, runDir)
+}
+
+// TestTimeoutWritesPartialReport runs a one-cluster suite whose test hangs, ignoring its context,
+// past go test's -timeout: the run is cut at its plan's margin, stopped and exited before go test
+// could print a goroutine dump.
+func TestTimeoutWritesPartialReport(t *testing.T) {
+	reportDir := t.TempDir()
+	out, err := runChild(t, "TestHangsUntilTimeout", "60s", reportDir)
+	checkCutShort(t, out, err, "TestHangsUntilTimeout", reportDir, "measured something before hanging")
+	assert.Contains(t, out, "the tests did not stop within 5s of the cut: stopping everything and exiting")
+}
+
+// TestCutShortEndsTheRunningTest: a test that waits on its context fails with the cut's cause at
+// the plan's margin, and the run ends through its normal teardown.
+func TestCutShortEndsTheRunningTest(t *testing.T) {
+	reportDir := t.TempDir()
+	out, err := runChild(t, "TestWaitsOnItsContext", "60s", reportDir)
+	checkCutShort(t, out, err, "TestWaitsOnItsContext", reportDir, "measured something before waiting")
+	assert.Contains(t, out, "--- FAIL: TestWaitsOnItsContext")
+	assert.Contains(t, out, "stopped waiting: run cut short: the plan's margin")
+	assert.NotContains(t, out, "did not stop within", "it stopped by itself")
 }
 
 // waitNoProcesses fails the test if a process mentioning runDir outlives its run by 10 s.
@@ -127,7 +181,7 @@ func TestInterruptWritesPartialReport(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	err := cmd.Wait()
 	require.Error(t, err, "an interrupted run exits non-zero")
-	assert.Contains(t, out.String(), "run cut short (interrupted by interrupt)")
+	assert.Contains(t, out.String(), "run cut short (interrupted by interrupt, in TestHangsUntilTimeout after")
 
 	m := regexp.MustCompile(`logs kept in (\S+)`).FindStringSubmatch(out.String())
 	require.NotNil(t, m, "the run directory is printed:\n%s", out.String())

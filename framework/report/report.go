@@ -61,6 +61,7 @@ type Report struct {
 
 	// Not in DESIGN.md's schema; extra keys a reader may ignore.
 	Warnings []string  `json:"warnings,omitempty"`
+	Plan     *Plan     `json:"plan,omitempty"`
 	Setup    *Setup    `json:"setup,omitempty"`
 	Failover *Failover `json:"failover,omitempty"`
 
@@ -69,6 +70,28 @@ type Report struct {
 	// IstioImages are the images the Istio components ran, with the digests the nodes resolved
 	// (kind, kube).
 	IstioImages []IstioImage `json:"istioImages,omitempty"`
+}
+
+// Plan is the run's time plan, worked out before anything started, beside what each part took.
+type Plan struct {
+	// TimeoutSeconds is go test's -timeout and MarginSeconds what the plan kept free before it;
+	// both absent when the run had no timeout.
+	TimeoutSeconds *float64   `json:"timeoutSeconds,omitempty"`
+	MarginSeconds  *float64   `json:"marginSeconds,omitempty"`
+	TotalSeconds   float64    `json:"totalSeconds"`
+	Items          []PlanItem `json:"items"`
+	// Warnings say what was trimmed to fit and which flag gives the full version.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// PlanItem is one setup step or top-level test: planned, and what it took (absent when it did
+// not run to its end).
+type PlanItem struct {
+	Name           string   `json:"name"`
+	PlannedSeconds float64  `json:"plannedSeconds"`
+	ActualSeconds  *float64 `json:"actualSeconds,omitempty"`
+	Detail         string   `json:"detail,omitempty"`
+	Trimmed        bool     `json:"trimmed,omitempty"`
 }
 
 // Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version

@@ -18,9 +18,9 @@ import (
 var mc *env.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(env.Run(m, &mc,
-		env.Step{Name: "mesh", Run: installMesh},
-		env.Step{Name: "workloads", Run: deployWorkloads},
-		env.Step{Name: "istiod", Run: startIstiods},
-	))
+	os.Exit(env.Run(m, &mc, env.Suite{Steps: []env.Step{
+		{Name: "mesh", Run: installMesh},
+		{Name: "workloads", Run: deployWorkloads},
+		{Name: "istiod", Run: startIstiods},
+	}}))
 }

@@ -1,0 +1,95 @@
+package env
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/plan"
+)
+
+// planRun works out the run's time plan before anything starts: the provider's setup, the suite's
+// steps and every test that -run and -skip select, against go test's -timeout. It prints the plan,
+// trims what the suite allows when it does not fit, and refuses a run that still does not fit,
+// naming the -timeout it needs.
+func (e *Env) planRun(s Suite) error {
+	timeout := plan.TestTimeout()
+	p := &plan.Plan{Timeout: timeout, Margin: plan.MarginFor(timeout)}
+	sel, err := plan.Select(flagValue("test.run"), flagValue("test.skip"))
+	if err != nil {
+		return err
+	}
+	p.Setup = append(e.binariesItems(), e.clusterItems()...)
+	if s.Plan != nil {
+		steps, tests := s.Plan(PlanInput{Topology: e.Topology, Scale: e.Scale, Flags: e.Flags, Provider: e.Provider.Name(), Istiods: e.istiodCount()})
+		p.Setup = append(p.Setup, steps...)
+		for _, it := range tests {
+			if sel.Runs(it.Name) {
+				p.Tests = append(p.Tests, it)
+			}
+		}
+	}
+	fitErr := p.Fit()
+	e.plan = p
+	if fitErr != nil {
+		return fmt.Errorf("plan: %w", fitErr)
+	}
+	e.Logf("plan (%d clusters, scale %s):\n%s", len(e.Topology.Clusters), e.Scale.Name, strings.TrimRight(p.Table(), "\n"))
+	for _, w := range p.Warnings {
+		e.Logf("plan: %s", w)
+	}
+	return nil
+}
+
+// istiodCount is how many istiods the run starts.
+func (e *Env) istiodCount() int {
+	if e.Flags.Istiods == "observed" {
+		return 1
+	}
+	return len(e.Topology.Primaries())
+}
+
+// binariesItems plans the cold build of whatever the local provider still lacks.
+func (e *Env) binariesItems() []plan.Item {
+	if e.Provider.Name() != "local" {
+		return nil
+	}
+	cache, err := bins.Default()
+	if err != nil {
+		return nil // preflight says so
+	}
+	missing, err := cache.Missing(bins.ClusterBinaries...)
+	if err != nil {
+		return nil
+	}
+	if e.Flags.Istiod.Binary == "" && cache.IstiodMissing(e.Flags.Istiod.Spec()) {
+		missing = append(missing, bins.PilotDiscovery)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	names := make([]string, len(missing))
+	for i, b := range missing {
+		names[i] = string(b)
+	}
+	return []plan.Item{{Name: "binaries", Expected: bins.ColdBuildTime(missing),
+		Detail: strings.Join(names, ", ") + " not built yet: a cold build on 2 cores (`make bins` builds them beforehand)"}}
+}
+
+// clusterItems plans Create and the CRDs: the provider's own estimate where it offers one.
+func (e *Env) clusterItems() []plan.Item {
+	if sp, ok := e.Provider.(cluster.SetupPlanner); ok {
+		return sp.PlanSetup(e.Topology, e.Scale.Pods)
+	}
+	return []plan.Item{{Name: "clusters", Expected: 2 * time.Minute, Detail: "no estimate from the provider"}}
+}
+
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
