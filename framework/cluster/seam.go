@@ -60,6 +60,14 @@ type Istiod interface {
 	Stop() error
 }
 
+// IstiodRestarter is offered by istiods that can be restarted in place: stopped and started again
+// with the same options and at the same addresses, so xDS clients and samplers reconnect to where
+// they were (a fresh istiod for a measurement, or a restart under a running data plane). Callers
+// take Sampler() anew after it, as the process behind it changed.
+type IstiodRestarter interface {
+	Restart(ctx context.Context) error
+}
+
 // Gateways give each cluster's east-west gateway the address other clusters' istiods use.
 type Gateways interface {
 	// EastWestGateway makes sure c has its east-west Gateway and returns the address in its

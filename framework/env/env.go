@@ -117,6 +117,8 @@ func (e *Env) teardown() {
 // Suite is a test package as Run drives it: the setup steps it adds after the clusters, and its
 // time plan.
 type Suite struct {
+	// Check validates the suite's own flags before anything starts.
+	Check func() error
 	Steps []Step
 	// Plan works out, before anything starts, what the suite's steps and each of its top-level
 	// tests will take (Run keeps the tests -run and -skip select). nil: only setup is planned.
@@ -143,6 +145,8 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	}
 	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second),
 		run: newRunState(), setupTook: map[string]time.Duration{}}
+	// Published before setup: the suite's steps reach the environment through it too.
+	*out = e
 	defer e.peakMemory.Stop()
 	release := proc.TrapSignals(func(sig os.Signal) {
 		e.cutRun(fmt.Sprintf("interrupted by %s", sig), e.plan)
@@ -166,7 +170,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.teardown()
 		return 1
 	}
-	e.setReady(out)
+	e.setReady()
 	testsDone := make(chan struct{})
 	disarm := e.armDeadline(e.plan, time.Now(), testsDone)
 	code = m.Run()
@@ -192,11 +196,10 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	return code
 }
 
-// setReady publishes the environment to the suite.
-func (e *Env) setReady(out **Env) {
+// setReady marks setup done: from now on a cut-short run writes a partial report.
+func (e *Env) setReady() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	*out = e
 	e.ready = true
 }
 
@@ -247,9 +250,14 @@ func (e *Env) keepLogs() {
 
 // checkInput validates every flag and the topology against the provider before anything starts,
 // so bad input costs one clear error and no cluster.
-func (e *Env) checkInput() error {
+func (e *Env) checkInput(s Suite) error {
 	if err := e.Flags.validate(); err != nil {
 		return err
+	}
+	if s.Check != nil {
+		if err := s.Check(); err != nil {
+			return err
+		}
 	}
 	if e.Flags.Provider == "kind" {
 		if err := kindFlags.validate(); err != nil {
@@ -306,7 +314,7 @@ func (e *Env) Observed() (topology.Cluster, error) {
 }
 
 func (e *Env) setup(ctx context.Context, suite Suite) error {
-	if err := e.checkInput(); err != nil {
+	if err := e.checkInput(suite); err != nil {
 		return err
 	}
 	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {

@@ -54,21 +54,16 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 		{"zero clusters", flagsWith(func(f *Flags) { f.Clusters = 0; f.Provider = "local" }), []string{"-clusters"}},
 		{"unknown provider", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "minikube" }), []string{"-provider=minikube", "local, kind, kube"}},
 		{"bad istiods", flagsWith(func(f *Flags) { f.Istiods = "some" }), []string{"-mesh.istiods=some", "all or observed"}},
-		{"steady longer than settle", flagsWith(func(f *Flags) { f.JoinSettle = time.Second; f.JoinSteady = time.Minute }), []string{"-join.steady", "-join.settle"}},
 		{"remote on local", flagsWith(func(f *Flags) { f.Topology = remote; f.Provider = "local" }), []string{"r", "local provider", "primaryClusterName"}},
 		{"unknown scale", flagsWith(func(f *Flags) { f.Scale = "huge" }), []string{"-scale=\"huge\"", "small"}},
 		{"fewer pods than services", flagsWith(func(f *Flags) { f.Services = 10; f.Pods = 5 }), []string{"-pods=5", "-services"}},
 		{"negative services", flagsWith(func(f *Flags) { f.Services = -1 }), []string{"-services=-1"}},
 		{"observe unknown", flagsWith(func(f *Flags) { f.Clusters = 2; f.Observe = "cluster-9" }), []string{"-observe=cluster-9", "no such cluster"}},
 		{"observe a remote", flagsWith(func(f *Flags) { f.Topology = remote; f.Observe = "r" }), []string{"-observe=r", "not a primary"}},
-		{"zero join timeout", flagsWith(func(f *Flags) { f.JoinTimeout = 0 }), []string{"-join.timeout"}},
-		{"zero join samples", flagsWith(func(f *Flags) { f.JoinSamples = 0 }), []string{"-join.samples"}},
-		{"negative latency duration", flagsWith(func(f *Flags) { f.LatencyDuration = -time.Second }), []string{"-latency.duration"}},
-		{"zero connections", flagsWith(func(f *Flags) { f.LatencyConnections = 0 }), []string{"-latency.connections"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &Env{Log: io.Discard, Flags: tc.flags, start: time.Now()}
-			require.Error(t, e.checkInput(), "refused by the input check, before any directory or provider exists")
+			require.Error(t, e.checkInput(Suite{}), "refused by the input check, before any directory or provider exists")
 			err := setupWith(t, tc.flags)
 			require.Error(t, err)
 			for _, w := range tc.want {

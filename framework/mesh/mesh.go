@@ -35,6 +35,10 @@ type Mesh struct {
 	gateways map[string]string         // cluster -> east-west gateway address
 	secrets  map[string]*corev1.Secret // cluster -> the remote secret that lets others read it
 	joined   []string                  // clusters in the mesh, in join order
+	// held is, per primary, the remote clusters its istiod has held since it (re)started: istiod
+	// keeps part of a cluster's memory after it leaves (istio/istio#61263), so a measurement
+	// "from nothing" needs an istiod that held none.
+	held map[string]map[string]bool
 }
 
 // Options configure StartIstiods.
@@ -57,7 +61,8 @@ func Install(ctx context.Context, p cluster.Provider, clusters []*cluster.Cluste
 		return nil, err
 	}
 	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{}, provider: p,
-		Istiods: map[string]cluster.Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{}}
+		Istiods: map[string]cluster.Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{},
+		held: map[string]map[string]bool{}}
 	for _, c := range clusters {
 		if m.Intermediates[c.Name], err = root.NewIntermediate(c.Name); err != nil {
 			return nil, err
@@ -208,6 +213,55 @@ func (m *Mesh) Join(ctx context.Context, name string) error {
 		}
 	}
 	m.joined = append(m.joined, name)
+	for _, a := range m.joined {
+		for _, b := range m.joined {
+			if a != b && m.Cluster(a).IsPrimary() {
+				m.holds(a, b)
+			}
+		}
+	}
+	return nil
+}
+
+// holds records that primary's istiod now holds remote (m.mu held).
+func (m *Mesh) holds(primary, remote string) {
+	if m.held[primary] == nil {
+		m.held[primary] = map[string]bool{}
+	}
+	m.held[primary][remote] = true
+}
+
+// Held lists the remote clusters primary's istiod has held since it started or restarted.
+func (m *Mesh) Held(primary string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.held[primary]))
+}
+
+// RestartIstiod restarts primary's istiod in place (same addresses) where the provider can, and
+// waits until it is ready again; what it held before is forgotten. Clusters still joined are held
+// again by the new process.
+func (m *Mesh) RestartIstiod(ctx context.Context, primary string) error {
+	m.mu.Lock()
+	i := m.Istiods[primary]
+	m.mu.Unlock()
+	r, ok := i.(cluster.IstiodRestarter)
+	if i == nil || !ok {
+		return fmt.Errorf("istiod %s: %w", primary, cluster.ErrUnsupported)
+	}
+	if err := r.Restart(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.held, primary)
+	if slices.Contains(m.joined, primary) {
+		for _, j := range m.joined {
+			if j != primary {
+				m.holds(primary, j)
+			}
+		}
+	}
 	return nil
 }
 

@@ -22,11 +22,18 @@ const (
 
 // EnsureSystemNamespace creates istio-system labelled with the cluster's network, or fixes the label.
 func EnsureSystemNamespace(ctx context.Context, c *cluster.Cluster) error {
+	return EnsureNetworkNamespace(ctx, c, SystemNamespace)
+}
+
+// EnsureNetworkNamespace creates namespace name labelled with the cluster's network, or fixes the
+// label. An istiod reads a cluster's network from its own namespace's label in that cluster, so an
+// istiod running in another namespace needs it in every cluster it reads.
+func EnsureNetworkNamespace(ctx context.Context, c *cluster.Cluster, name string) error {
 	nss := c.Client.CoreV1().Namespaces()
-	ns, err := nss.Get(ctx, SystemNamespace, metav1.GetOptions{})
+	ns, err := nss.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name:   SystemNamespace,
+			Name:   name,
 			Labels: map[string]string{NetworkLabel: c.Network},
 		}}, metav1.CreateOptions{})
 		return wrap(c, err)

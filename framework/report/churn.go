@@ -22,7 +22,8 @@ const ChurnSVG = "churn.svg"
 // Churn is the churn suite: how fast endpoint changes reach a ztunnel-like client of the observed
 // istiod, and what the churn costs that istiod.
 type Churn struct {
-	ObservedIstiod string `json:"observedIstiod"`
+	ObservedIstiod string          `json:"observedIstiod"`
+	MeasuredIstiod *MeasuredIstiod `json:"measuredIstiod,omitempty"`
 	// Clients is how many ztunnel-like xDS clients the run held connected to the observed istiod.
 	Clients  int           `json:"clients"`
 	Debounce ChurnDebounce `json:"debounce"`
@@ -43,8 +44,9 @@ type ChurnDebounce struct {
 type ChurnRun struct {
 	Where string `json:"where"` // local, one-remote, all-remote
 	Mode  string `json:"mode"`  // replace, ready
-	// RatePodsPerSecond is the target rate in each churned cluster; AchievedPodsPerSecond what
-	// the run reached (lower when every target had a change in flight).
+	// RatePodsPerSecond is the target rate over all churned clusters together (each gets an even
+	// share); AchievedPodsPerSecond what the run reached in total (lower when every target had a
+	// change in flight).
 	RatePodsPerSecond     float64  `json:"ratePodsPerSecond"`
 	AchievedPodsPerSecond float64  `json:"achievedPodsPerSecond"`
 	PercentOfPods         *float64 `json:"percentOfPods,omitempty"`

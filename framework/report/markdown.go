@@ -125,6 +125,9 @@ func Markdown(r *Report) []byte {
 		}
 	}
 
+	if r.Plan != nil {
+		markdownPlan(&b, r.Plan)
+	}
 	if len(r.Warnings) > 0 {
 		p("## Warnings\n\n")
 		for _, w := range r.Warnings {
@@ -154,20 +157,30 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		}
 		p(". ")
 	}
+	if cp.SettleSeconds == nil {
+		settle = "each join's Settle s"
+	}
 	p("CPU columns: **Join CPU-s** is the CPU-seconds from just before the remote secret to convergence + %s (the join burst); "+
 		"**Steady CPU cores** is the average over the %s window ending there; **Blended CPU cores** averages both over "+
-		"the whole span, whose length follows the settle flag, so it is not comparable with a published steady figure. "+
-		"A figure below its resolution (the CPU source's step over the window) is shown as \"< resolution\".\n\n", settle, steady)
+		"the whole span, whose length follows the settle, so it is not comparable with a published steady figure. "+
+		"A figure below its resolution (the CPU source's step over the window) is shown as \"< resolution\".", settle, steady)
+	if cp.SettleRule != "" {
+		p(" Settle: %s.", cell(cp.SettleRule))
+	}
+	p("\n\n")
+	if mi := cp.MeasuredIstiod; mi != nil {
+		p("Measured istiod: %s.\n\n", measuredText(mi))
+	}
 
 	p("### Joins\n\n")
-	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Settle s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	sampleCells := func(s Sample) string {
 		return strings.Join([]string{cpu(s.CPUCores, s.CPUCoresResolution, 4), cpu(s.SteadyCPUCores, s.SteadyCPUCoresResolution, 5),
 			opt(s.RSSBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
 	}
 	m := missingCellValue
-	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
+	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
 	prev := cp.Baseline
 	for _, j := range cp.Joins {
 		// A difference of two readings is known to within both their resolutions.
@@ -179,8 +192,12 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		if j.HostCPUBusy != nil {
 			busy = num(*j.HostCPUBusy*100, 0) + "%"
 		}
-		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
-			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), cpu(j.JoinCPUSeconds, j.JoinCPUSecondsResolution, 2),
+		settled := opt(j.SettleSeconds, 1, 1)
+		if j.SettleCapped {
+			settled += " (cap)"
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
+			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), settled, cpu(j.JoinCPUSeconds, j.JoinCPUSecondsResolution, 2),
 			sampleCells(j.Sample), cpu(j.DeltaCPUCores, dres, 4), opt(j.DeltaRSSBytes, bytesPerMB, 1),
 			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1), busy)
 		prev = j.Sample
@@ -247,6 +264,41 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 }
 
 // windowText names a window length from the flags, or says it was not recorded.
+// measuredText says which istiod a section measured and what it had held.
+func measuredText(mi *MeasuredIstiod) string {
+	switch {
+	case mi.Note != "":
+		return cell(mi.Cluster) + ", " + cell(mi.Note)
+	case mi.Restarted:
+		return fmt.Sprintf("%s, restarted fresh for this (it had held %d remote clusters)", cell(mi.Cluster), mi.HeldBefore)
+	}
+	return cell(mi.Cluster) + ", fresh (it had held no remote cluster)"
+}
+
+// markdownPlan is the run's time plan beside what each part took.
+func markdownPlan(b *bytes.Buffer, pl *Plan) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Time plan\n\nPlanned before anything started: %s s in all", num(pl.TotalSeconds, 0))
+	if pl.TimeoutSeconds != nil {
+		p(" of go test's -timeout of %s s (%s s kept free for the report and teardown)", num(*pl.TimeoutSeconds, 0), opt(pl.MarginSeconds, 1, 0))
+	}
+	p(".\n\n| Part | Planned s | Took s | What |\n|---|---|---|---|\n")
+	for _, it := range pl.Items {
+		what := it.Detail
+		if it.Trimmed {
+			what += " (trimmed to fit)"
+		}
+		p("| %s | %s | %s | %s |\n", cell(it.Name), num(it.PlannedSeconds, 1), opt(it.ActualSeconds, 1, 1), cell(what))
+	}
+	p("\n")
+	for _, w := range pl.Warnings {
+		p("- %s\n", cell(w))
+	}
+	if len(pl.Warnings) > 0 {
+		p("\n")
+	}
+}
+
 func windowText(s *float64) string {
 	if s == nil {
 		return "the settle time (not recorded)"

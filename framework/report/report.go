@@ -161,11 +161,16 @@ type ControlPlane struct {
 	// "process_cpu_seconds_total": 10 ms ticks), CPUResolutionSeconds its step.
 	CPUSource            string   `json:"cpuSource,omitempty"`
 	CPUResolutionSeconds *float64 `json:"cpuResolutionSeconds,omitempty"`
-	// SettleSeconds is the wait after convergence before sampling (a flag): the blended CPU
-	// window runs from just before the step to convergence plus it. SteadyWindowSeconds is the
-	// length of the steady window that ends there (a flag).
+	// SettleSeconds is the wait after convergence before sampling: fixed by -join.settle, or
+	// (absent) per join until istiod's CPU is back in its idle band (each join's settleSeconds),
+	// as SettleRule says. The blended CPU window runs from just before the step to the settle
+	// point; SteadyWindowSeconds is the length of the steady window that ends there.
 	SettleSeconds       *float64 `json:"settleSeconds,omitempty"`
+	SettleRule          string   `json:"settleRule,omitempty"`
 	SteadyWindowSeconds *float64 `json:"steadyWindowSeconds,omitempty"`
+	// MeasuredIstiod is the istiod the joins measured; LeaveIstiod the one the leaves did.
+	MeasuredIstiod *MeasuredIstiod `json:"measuredIstiod,omitempty"`
+	LeaveIstiod    *MeasuredIstiod `json:"leaveIstiod,omitempty"`
 
 	Baseline         Sample     `json:"baseline"`
 	Joins            []Join     `json:"joins,omitempty"`
@@ -192,10 +197,26 @@ type Sample struct {
 	LiveHeapBytes            *float64 `json:"liveHeapBytes,omitempty"`
 }
 
+// MeasuredIstiod says which istiod a section measured and what it had held before: a figure
+// "from nothing" needs one that held no remote cluster (istiod keeps part of a cluster's memory
+// after it leaves), so a suite restarts it fresh when it had.
+type MeasuredIstiod struct {
+	Cluster string `json:"cluster"`
+	// HeldBefore is how many remote clusters it had held since its start when the section began.
+	HeldBefore int `json:"heldBefore"`
+	// Restarted says it was restarted for the section, so it held nothing when measured.
+	Restarted bool   `json:"restarted,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
 // Join is one cluster joining; RemoteClusters is the count of remote clusters after it joined.
 type Join struct {
-	Cluster            string   `json:"cluster"`
-	RemoteClusters     int      `json:"remoteClusters"`
+	Cluster        string `json:"cluster"`
+	RemoteClusters int    `json:"remoteClusters"`
+	// SettleSeconds is how long after convergence the memory samples began; SettleCapped says the
+	// settle ended at its cap rather than with istiod's CPU back in its idle band.
+	SettleSeconds      *float64 `json:"settleSeconds,omitempty"`
+	SettleCapped       bool     `json:"settleCapped,omitempty"`
 	SyncSeconds        *float64 `json:"syncSeconds,omitempty"`
 	XDSSeconds         *float64 `json:"xdsSeconds,omitempty"`
 	ConvergenceSeconds *float64 `json:"convergenceSeconds,omitempty"`

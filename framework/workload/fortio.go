@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fortio.org/fortio/fhttp"
+	"fortio.org/fortio/periodic"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 )
@@ -21,6 +22,10 @@ func FortioOptions(url string, l cluster.Load) *fhttp.HTTPRunnerOptions {
 	o.Uniform = true
 	o.URL = url
 	o.DisableKeepAlive = l.NewConnections
+	// A run given its own aborter leaves signals alone: without one, fortio catches SIGINT for the
+	// run and afterwards resets SIGINT's handling (periodic.go), which removes the framework's
+	// Ctrl-C handler, so a later Ctrl-C would skip the teardown.
+	o.Stop = periodic.NewAborter()
 	return o
 }
 

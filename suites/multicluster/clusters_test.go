@@ -23,7 +23,7 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // TestClusters checks what every later suite relies on: each cluster serves the API through its
 // own kubeconfig, has the Istio and Gateway API CRDs and its network label, and is independent.
 func TestClusters(t *testing.T) {
-	ctx := context.Background()
+	ctx := mc.Context(t)
 	require.Len(t, mc.Clusters, len(mc.Topology.Clusters), "one cluster per topology entry")
 	for _, c := range mc.Clusters {
 		t.Run(c.Name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestClusters(t *testing.T) {
 
 // TestClustersAreIndependent creates an object in each cluster and checks no other cluster sees it.
 func TestClustersAreIndependent(t *testing.T) {
-	ctx := context.Background()
+	ctx := mc.Context(t)
 	for _, c := range mc.Clusters {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + c.Name, Namespace: "default"}}
 		_, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})

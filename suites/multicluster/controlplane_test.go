@@ -1,9 +1,7 @@
 package multicluster
 
 import (
-	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,51 +10,61 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
+// controlPlane is the report's control-plane section, which the join and the leave suites share
+// (each fills its own part of it, in whichever order they run).
+func controlPlane() *report.ControlPlane {
+	if mc.Report.ControlPlane == nil {
+		mc.Report.ControlPlane = &report.ControlPlane{ObservedIstiod: mc.observed().Name, Istiods: mc.Flags.Istiods}
+	}
+	return mc.Report.ControlPlane
+}
+
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster
-// numbers: clusters join the mesh one at a time while one istiod is measured. Per join: write the
-// remote secrets, wait until istiod reports the cluster synced and a ztunnel-like client holds the
-// cluster's network, let istiod settle, then sample CPU and memory.
+// numbers: clusters join the mesh one at a time while one istiod, fresh, is measured. Per join:
+// write the remote secrets, wait until istiod reports the cluster synced and a ztunnel-like client
+// holds the cluster's network, let istiod settle, then sample CPU and memory.
 func TestControlPlaneJoin(t *testing.T) {
-	ctx := context.Background()
-	obs, istiod := observedIstiod(t)
-	leaveAll(t, istiod)
-	require.NoError(t, ambient.Join(ctx, obs.Name), "a mesh of one")
-	w := startWatcher(t, obs, istiod)
+	ctx := mc.Context(t)
+	istiod, measured := freshIstiod(t, ctx)
+	obs := mc.observed()
+	needMembers(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
+	w := startWatcher(t, ctx, obs, istiod)
 	clients := xdsClients()
 	for n := 1; n < clients; n++ {
 		// Extra clients only add istiod's push work; the first one is what the joins wait for.
-		startWatcher(t, obs, istiod)
+		startWatcher(t, ctx, obs, istiod)
 	}
-	settle, steady := windows()
-	samples := mc.Flags.JoinSamples
-
-	cp := &report.ControlPlane{ObservedIstiod: obs.Name, Istiods: mc.Flags.Istiods, XDSClients: clients}
+	s := newSettler(istiod)
 	src := istiod.Sampler().CPUSource()
-	cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
-	cp.SettleSeconds, cp.SteadyWindowSeconds = report.F(settle.Seconds()), report.F(steady.Seconds())
-	mc.Logf("join: baseline of istiod %s (settle %s, steady window %s, CPU from %s)", obs.Name, settle, steady, src.Name())
-	start := readCPU(t, istiod)
-	cp.Baseline = sampleAfter(t, istiod, start, time.Now().Add(settle), steady, samples).Sample
 
-	var others []string
-	for _, c := range mc.Clusters {
-		if c.Name != obs.Name {
-			others = append(others, c.Name)
-		}
+	cp := controlPlane()
+	cp.XDSClients, cp.MeasuredIstiod = clients, measured
+	cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
+	cp.SteadyWindowSeconds = report.F(s.steadyWindow().Seconds())
+	if s.fixed {
+		cp.SettleSeconds = report.F(s.settle.Seconds())
 	}
+	cp.Joins, cp.PerRemoteCluster, cp.JoinGrowth = nil, nil, nil
+	mc.Logf("join: baseline of istiod %s (steady window %s, CPU from %s)", obs.Name, s.steadyWindow(), src.Name())
+	base := s.baseline(ctx, t, istiod)
+	cp.Baseline = report.MemorySample(base.Settled)
+	cp.Baseline.SetCPU(base.blended, base.steady)
+	cp.SettleRule = s.rule()
+	mc.Logf("join: settle rule: %s", cp.SettleRule)
+
+	others := everyCluster()[1:]
 	for k, name := range others {
 		c := mc.Cluster(name)
-		before := readCPU(t, istiod)
+		before := readCPU(t, ctx, istiod)
 		hostBefore, hostErr := measure.ReadHostCPU()
-		conv, joinedAt := joinAndWait(t, istiod, w, c)
+		conv, joinedAt := joinAndWait(t, ctx, istiod, w, c)
 		mc.Logf("join %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs)", k+1, len(others), name,
 			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds())
-		sample := sampleAfter(t, istiod, before, joinedAt.Add(conv.Total+settle), steady, samples)
+		st := s.after(ctx, t, istiod, before, joinedAt.Add(conv.Total))
 		var hostBusy *float64
 		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
 			hostBusy = report.F(hostAfter.BusySince(hostBefore))
@@ -67,20 +75,23 @@ func TestControlPlaneJoin(t *testing.T) {
 			SyncSeconds:        report.F(conv.Sync.Seconds()),
 			XDSSeconds:         report.F(conv.XDS.Seconds()),
 			ConvergenceSeconds: report.F(conv.Total.Seconds()),
-			JoinCPUSeconds:     sample.JoinCPUSeconds,
-			Sample:             sample.Sample,
+			SettleSeconds:      report.F(st.settledAfter.Seconds()),
+			SettleCapped:       st.capped,
+			JoinCPUSeconds:     report.F(st.blended.CPUSeconds),
+			Sample:             report.MemorySample(st.Settled),
 
-			JoinCPUSecondsResolution: sample.JoinCPUSecondsResolution,
+			JoinCPUSecondsResolution: report.F(st.blended.Resolution),
 			HostCPUBusy:              hostBusy,
 		}
+		j.SetCPU(st.blended, st.steady)
 		cp.Joins = append(cp.Joins, j)
-		mc.Logf("join %d/%d: %s: istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.2fs, steady %.4f cores",
-			k+1, len(others), name, *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6, *j.JoinCPUSeconds, *j.SteadyCPUCores)
+		mc.Logf("join %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.3fs, steady %.4f cores",
+			k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
+			*j.JoinCPUSeconds, *j.SteadyCPUCores)
 	}
 	cp.FillDeltas()
-	mc.Report.ControlPlane = mergeLeaves(cp, mc.Report.ControlPlane)
 
-	final := scrape(t, istiod)
+	final := scrape(t, ctx, istiod)
 	assert.Equal(t, float64(len(others)), final.ManagedClusters["remote"], "istiod manages every joined cluster")
 	assert.Len(t, final.RemoteClusters(), len(others))
 	if len(others) == 0 {
@@ -102,38 +113,11 @@ func TestControlPlaneJoin(t *testing.T) {
 	assert.Less(t, *pr.LiveHeapBytes, 2e9, "per-remote live heap")
 }
 
-// stepSample is what one step (baseline or join) measured.
-type stepSample struct {
-	report.Sample
-	JoinCPUSeconds, JoinCPUSecondsResolution *float64
-}
-
-// sampleAfter waits until settleAt, reading CPU over the steady window that ends there, then takes
-// the memory samples. CPU-seconds and the average rate count from `from` (just before the step).
-func sampleAfter(t *testing.T, i cluster.Istiod, from measure.CPUReading, settleAt time.Time, steady time.Duration, samples int) stepSample {
-	t.Helper()
-	sleepUntil(settleAt.Add(-steady))
-	steadyStart := readCPU(t, i)
-	sleepUntil(settleAt)
-	end := readCPU(t, i)
-	settled, err := i.Sampler().Settled(context.Background(), samples, time.Second)
-	require.NoError(t, err, "sampling istiod %s", i.Cluster())
-	blended, err := measure.SpanBetween(from, end)
-	require.NoError(t, err, "istiod %s CPU", i.Cluster())
-	steadySpan, err := measure.SpanBetween(steadyStart, end)
-	require.NoError(t, err, "istiod %s steady CPU", i.Cluster())
-	s := stepSample{Sample: report.MemorySample(settled)}
-	s.SetCPU(blended, steadySpan)
-	s.JoinCPUSeconds, s.JoinCPUSecondsResolution = report.F(blended.CPUSeconds), report.F(blended.Resolution)
-	return s
-}
-
-// mergeLeaves keeps leave results a previous test recorded.
-func mergeLeaves(cp, previous *report.ControlPlane) *report.ControlPlane {
-	if previous != nil {
-		cp.Leaves = previous.Leaves
+func cappedNote(capped bool) string {
+	if capped {
+		return " (at its cap: istiod's CPU had not returned to its idle band)"
 	}
-	return cp
+	return ""
 }
 
 func deref(p *float64) float64 {
@@ -143,29 +127,19 @@ func deref(p *float64) float64 {
 	return *p
 }
 
-// TestControlPlaneLeave removes clusters one at a time (newest first) and checks that istiod lets
-// each one go: the remote cluster leaves istiod's managed set and the ztunnel-like client loses
-// its network; memory after each leave is recorded.
+// TestControlPlaneLeave joins every cluster (unmeasured), then removes them one at a time (newest
+// first) and checks that istiod lets each one go: the remote cluster leaves istiod's managed set
+// and the ztunnel-like client loses its network; memory after each leave is recorded.
 func TestControlPlaneLeave(t *testing.T) {
-	ctx := context.Background()
-	obs, istiod := observedIstiod(t)
-	w := startWatcher(t, obs, istiod)
-	// Join whatever is not joined yet (unmeasured), so the test also runs on its own.
-	if len(ambient.Joined()) == 0 {
-		require.NoError(t, ambient.Join(ctx, obs.Name))
-	}
-	for _, c := range mc.Clusters {
-		if !slices.Contains(ambient.Joined(), c.Name) {
-			joinAndWait(t, istiod, w, c)
-		}
-	}
-	cp := mc.Report.ControlPlane
-	if cp == nil {
-		cp = &report.ControlPlane{ObservedIstiod: obs.Name, Istiods: mc.Flags.Istiods}
-		mc.Report.ControlPlane = cp
-	}
-	cp.Leaves = nil
-	joined := ambient.Joined()
+	ctx := mc.Context(t)
+	istiod, measured := freshIstiod(t, ctx)
+	obs := mc.observed()
+	w := startWatcher(t, ctx, obs, istiod)
+	needMembers(t, ctx, everyCluster()...)
+	waitHolds(t, ctx, w, everyCluster()[1:]...)
+	cp := controlPlane()
+	cp.LeaveIstiod, cp.Leaves = measured, nil
+	joined := mc.mesh.Joined()
 	for k := len(joined) - 1; k >= 0; k-- {
 		name := joined[k]
 		if name == obs.Name {
@@ -173,13 +147,13 @@ func TestControlPlaneLeave(t *testing.T) {
 		}
 		c := mc.Cluster(name)
 		start := time.Now()
-		require.NoError(t, ambient.Leave(ctx, name))
-		require.NoError(t, waitLeft(ctx, istiod, w, c, mc.Flags.JoinTimeout))
+		require.NoError(t, mc.mesh.Leave(ctx, name))
+		require.NoError(t, waitLeft(ctx, istiod, w, c, mc.opts.Join.Timeout))
 		elapsed := time.Since(start)
-		settled, err := istiod.Sampler().Settled(ctx, mc.Flags.JoinSamples, time.Second)
+		settled, err := istiod.Sampler().Settled(ctx, mc.opts.Join.Samples, sampleInterval)
 		require.NoError(t, err)
-		after := scrape(t, istiod)
-		remaining := len(ambient.Joined()) - 1
+		after := scrape(t, ctx, istiod)
+		remaining := len(mc.mesh.Joined()) - 1
 		assert.Equal(t, float64(remaining), after.ManagedClusters["remote"], "managed remote clusters after %s left", name)
 		assert.NotContains(t, after.RemoteClusters(), name)
 		cp.Leaves = append(cp.Leaves, report.Leave{

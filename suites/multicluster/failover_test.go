@@ -28,7 +28,7 @@ type answer struct {
 	servedBy string
 }
 
-func startTraffic(p *probeEnv, app string, interval time.Duration) *trafficLoop {
+func startTraffic(ctx context.Context, p *probeEnv, app string, interval time.Duration) *trafficLoop {
 	l := &trafficLoop{interval: interval, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -40,7 +40,7 @@ func startTraffic(p *probeEnv, app string, interval time.Duration) *trafficLoop 
 				return
 			case <-tick.C:
 			}
-			by, err := p.Request(context.Background(), app)
+			by, err := p.Request(ctx, app)
 			if err != nil {
 				by = ""
 			}
@@ -69,9 +69,9 @@ func (l *trafficLoop) since(t time.Time) []answer {
 
 // firstServedBy waits until a request answered after t was served by c and returns how long after
 // t that answer came.
-func (l *trafficLoop) firstServedBy(t *testing.T, c *cluster.Cluster, from time.Time, timeout time.Duration) time.Duration {
+func (l *trafficLoop) firstServedBy(t *testing.T, ctx context.Context, c *cluster.Cluster, from time.Time, timeout time.Duration) time.Duration {
 	t.Helper()
-	for time.Since(from) < timeout {
+	for time.Since(from) < timeout && ctx.Err() == nil {
 		for _, a := range l.since(from) {
 			if a.servedBy == c.Name {
 				return a.at.Sub(from)
@@ -98,32 +98,32 @@ func count(as []answer) map[string]int64 {
 // Times run from the readiness change to the first request the other cluster served; the request
 // interval is their resolution.
 func TestFailover(t *testing.T) {
-	p := dataPlane(t)
-	ctx := context.Background()
+	ctx := mc.Context(t)
+	p := dataPlane(t, ctx)
 	const interval = 10 * time.Millisecond
-	loop := startTraffic(p, cluster.EchoFailover, interval)
+	loop := startTraffic(ctx, p, cluster.EchoFailover, interval)
 	defer loop.Stop()
 
 	// Steady state: everything stays in the client's cluster.
-	steadyFrom, gwBefore := time.Now(), p.path(t).GatewayTunnels[p.remote.Name]
+	steadyFrom, gwBefore := time.Now(), p.path(t, ctx).GatewayTunnels[p.remote.Name]
 	time.Sleep(time.Second)
 	steady := count(loop.since(steadyFrom))
 	require.Positive(t, steady[p.local.Name], "traffic reaches the local endpoint")
 	assert.Zero(t, steady[p.remote.Name], "with a healthy local endpoint nothing crosses to %s", p.remote.Name)
-	assert.Equal(t, gwBefore, p.path(t).GatewayTunnels[p.remote.Name], "and nothing goes through the gateway")
+	assert.Equal(t, gwBefore, p.path(t, ctx).GatewayTunnels[p.remote.Name], "and nothing goes through the gateway")
 
 	unready := time.Now()
 	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, false))
-	failover := loop.firstServedBy(t, p.remote, unready, 30*time.Second)
+	failover := loop.firstServedBy(t, ctx, p.remote, unready, 30*time.Second)
 	// Once moved, nothing reaches the unready local endpoint any more.
-	moved, gwAt := time.Now(), p.path(t).GatewayTunnels[p.remote.Name]
+	moved, gwAt := time.Now(), p.path(t, ctx).GatewayTunnels[p.remote.Name]
 	time.Sleep(500 * time.Millisecond)
 	assert.Zero(t, count(loop.since(moved))[p.local.Name], "no traffic to the unready local endpoint")
-	assert.Greater(t, p.path(t).GatewayTunnels[p.remote.Name], gwAt, "failed-over traffic rides the remote gateway")
+	assert.Greater(t, p.path(t, ctx).GatewayTunnels[p.remote.Name], gwAt, "failed-over traffic rides the remote gateway")
 
 	ready := time.Now()
 	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, true))
-	failback := loop.firstServedBy(t, p.local, ready, 30*time.Second)
+	failback := loop.firstServedBy(t, ctx, p.local, ready, 30*time.Second)
 	back := time.Now()
 	time.Sleep(500 * time.Millisecond)
 	assert.Zero(t, count(loop.since(back))[p.remote.Name], "after recovery nothing crosses any more")

@@ -22,18 +22,18 @@ import (
 // TestJoinFailurePaths checks that what goes wrong during a join ends with a clear error naming the
 // cluster and carrying istiod's log, and leaves nothing running.
 func TestJoinFailurePaths(t *testing.T) {
-	ctx := context.Background()
-	obs, _ := observedIstiod(t)
+	ctx := mc.Context(t)
+	obs := mc.observed()
 
 	t.Run("unreachable remote", func(t *testing.T) {
 		// A fresh istiod for the observed cluster reads remote secrets from its own namespace
 		// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
 		// sync timeout is short, so that istiod itself says it gave up on the cluster.
-		isolated := freshIstiod(t, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
+		isolated := isolatedIstiod(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 		// A kubeconfig for an API server that is not there: nothing listens on the port.
 		ports, err := proc.FreePorts(1)
 		require.NoError(t, err)
-		data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), ambient.Root.CertPEM, "no-token"))
+		data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.mesh.Root.CertPEM, "no-token"))
 		require.NoError(t, err)
 		secret := mesh.SecretFor("ghost", data)
 		secret.Namespace = checkNamespace
@@ -47,7 +47,7 @@ func TestJoinFailurePaths(t *testing.T) {
 		assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
 
 		// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
-		m := scrape(t, isolated)
+		m := scrape(t, ctx, isolated)
 		assert.Equal(t, measure.StatusTimeout, m.RemoteStatus["ghost"], "istiod reports the unreachable cluster's sync as timed out")
 		assert.Equal(t, 1.0, m.ManagedClusters["remote"], "istiod manages the unreachable cluster")
 		assert.GreaterOrEqual(t, clusterSample(m, metricSyncTimeouts, "ghost"), 1.0, "%s counts ghost's timeout", metricSyncTimeouts)
@@ -61,7 +61,7 @@ func TestJoinFailurePaths(t *testing.T) {
 		// seconds; a limit inside that delay must give up while istiod still reports syncing.
 		// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
 		other := otherCluster(obs)
-		fresh := freshIstiod(t, obs)
+		fresh := isolatedIstiod(t, ctx, obs)
 		slow, _ := slowRemote(t, other, other.Name, slowSync)
 		createSecret(t, obs, slow)
 		// The limit counts from istiod's taking up the secret.
@@ -74,13 +74,13 @@ func TestJoinFailurePaths(t *testing.T) {
 		assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
 		assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
 		// The limit was inside the delay, not a join that could never finish.
-		conv, err := waitJoined(ctx, fresh, nil, other, start, mc.Flags.JoinTimeout)
+		conv, err := waitJoined(ctx, fresh, nil, other, start, mc.opts.Join.Timeout)
 		require.NoError(t, err)
 		assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
 	})
 
 	t.Run("istiod killed", func(t *testing.T) {
-		doomed := extraIstiod(t, obs)
+		doomed := extraIstiod(t, ctx, obs)
 		require.NoError(t, doomed.Kill())
 
 		start := time.Now()
@@ -123,10 +123,10 @@ func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
 
 // extraIstiod starts a second istiod for cluster c (the suite's own keeps running) and stops it
 // when the test ends; providers that cannot run one skip the test.
-func extraIstiod(t *testing.T, c *cluster.Cluster, env ...string) cluster.Istiod {
+func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) cluster.Istiod {
 	t.Helper()
-	i, err := mc.Provider.ControlPlane().StartIstiod(context.Background(), c, cluster.IstiodOptions{
-		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: ambient.Intermediates[c.Name], Env: env,
+	i, err := mc.Provider.ControlPlane().StartIstiod(ctx, c, cluster.IstiodOptions{
+		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: mc.mesh.Intermediates[c.Name], Env: env,
 	})
 	if errors.Is(err, cluster.ErrUnsupported) {
 		t.Skipf("provider %s cannot run a second istiod: %v", mc.Provider.Name(), err)

@@ -32,16 +32,19 @@ import (
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.
 // Each outcome goes through istiodcheck's known-issues table: a known fault on a listed version is
-// skipped and recorded, anything else that fails fails.
+// skipped and recorded, anything else that fails fails. Each check runs its own istiod for the
+// observed cluster, fresh and isolated: it reads remote secrets from checkNamespace only, which the
+// check writes, so the suite's istiods and membership are never touched.
 func TestIstiodProperties(t *testing.T) {
 	if len(mc.Clusters) < 2 {
 		t.Skip("the istiod checks need two clusters")
 	}
-	obs, istiod := observedIstiod(t)
+	ctx := mc.Context(t)
+	obs := mc.observed()
 	other := otherCluster(obs)
-	t.Run(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, istiod) })
-	t.Run(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, obs, other) })
-	t.Run(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, obs, istiod, other) })
+	t.Run(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
+	t.Run(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) })
+	t.Run(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) })
 }
 
 // istiodVersion is the istio.io/istio module version of the istiod under test (-istiod.version,
@@ -83,30 +86,43 @@ func broken(t *testing.T, name, detail string) {
 	t.Fatal(detail)
 }
 
-// liveHeap estimates istiod's live heap from n forced GCs, 1 s apart: HeapAlloc right after a GC
-// is the live heap plus whatever was allocated since, so the noise only adds and the least
-// reading is the estimate. It also returns the readings' spread (max - min).
-func liveHeap(t *testing.T, i cluster.Istiod, n int) (least, spread float64) {
+// liveHeap estimates istiod's live heap from n forced GCs, half a second apart: HeapAlloc right
+// after a GC is the live heap plus whatever was allocated since, so the noise only adds and the
+// least reading is the estimate. It also returns the readings' spread (max - min).
+func liveHeap(t *testing.T, ctx context.Context, i cluster.Istiod, n int) (least, spread float64) {
 	t.Helper()
 	var got []float64
 	for k := range n {
 		if k > 0 {
-			time.Sleep(time.Second)
+			sleepUntil(ctx, time.Now().Add(500*time.Millisecond))
 		}
-		require.NoError(t, i.Sampler().ForceGC(context.Background()))
-		ms, err := i.Sampler().MemStats(context.Background())
+		require.NoError(t, i.Sampler().ForceGC(ctx))
+		ms, err := i.Sampler().MemStats(ctx)
 		require.NoError(t, err)
 		got = append(got, float64(ms.HeapAlloc))
 	}
 	return slices.Min(got), slices.Max(got) - slices.Min(got)
 }
 
+// waitQuiet waits until istiod's CPU stayed under the provisional limit for a steady window, at
+// most settleCap: what a check waits for after a change instead of a fixed sleep.
+func waitQuiet(t *testing.T, ctx context.Context, i cluster.Istiod) {
+	t.Helper()
+	s := newSettler(i)
+	if s.fixed {
+		sleepUntil(ctx, time.Now().Add(s.settle))
+		return
+	}
+	_, err := i.Sampler().WaitQuiet(ctx, s.band, s.ticks, s.limit)
+	require.NoError(t, err)
+}
+
 // krtCollections counts the krt collections istiod's debugger holds, by name. The dump can fail
 // on istiod's side: the pinned istiod answers 500 when one collection does not marshal (seen:
 // "json: unsupported type: map[types.NamespacedName]map[v1.SectionName]v1.ListenerConditionReason",
 // and "MeshNetworksResource: Marshal called with nil" without a meshNetworks source).
-func krtCollections(i cluster.Istiod) (int, map[string]int, error) {
-	names, err := i.Sampler().KrtCollections(context.Background())
+func krtCollections(ctx context.Context, i cluster.Istiod) (int, map[string]int, error) {
+	names, err := i.Sampler().KrtCollections(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -134,44 +150,51 @@ const (
 	noiseFactor      = 3
 )
 
-func checkMemoryComesBack(t *testing.T, istiod cluster.Istiod) {
-	ctx := context.Background()
-	leaveAll(t, istiod)
-	obs := mc.Cluster(istiod.Cluster())
+func checkMemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
+	istiod := isolatedIstiod(t, ctx, obs)
+	remotes := memoryCheckRemotes(obs)
+	var secrets []*corev1.Secret
 	joinAll := func() {
-		require.NoError(t, ambient.Join(ctx, obs.Name))
-		for _, c := range mc.Clusters {
-			if c.Name != obs.Name {
-				joinAndWait(t, istiod, nil, c)
-			}
+		for _, c := range remotes {
+			s := directRemote(t, c, c.Name)
+			createSecret(t, obs, s)
+			secrets = append(secrets, s)
+			_, _, err := waitStatus(ctx, istiod, c.Name, measure.StatusSynced, mc.opts.Join.Timeout)
+			require.NoError(t, err)
 		}
 	}
-	// One-off allocations of a first join (caches, lazily built state) are not a leak: warm up
-	// an istiod that never had a remote cluster.
-	if len(scrape(t, istiod).RemoteStatus) == 0 {
-		mc.Logf("istiod check: warm-up join and leave of every cluster")
-		joinAll()
-		leaveAll(t, istiod)
+	leaveAll := func() {
+		for _, s := range secrets {
+			require.NoError(t, deleteSecret(obs, s))
+		}
+		for _, c := range remotes {
+			_, err := istiod.Sampler().WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
+			require.NoError(t, err)
+		}
+		secrets = nil
 	}
-	settle, _ := windows()
-	time.Sleep(settle)
-	first, _ := liveHeap(t, istiod, heapReadings)
-	before, spreadBefore := liveHeap(t, istiod, heapReadings)
+	// One-off allocations of a first join (caches, lazily built state) are not a leak: warm up.
+	mc.Logf("istiod check: warm-up join and leave of %d remote clusters", len(remotes))
+	joinAll()
+	leaveAll()
+	waitQuiet(t, ctx, istiod)
+	first, _ := liveHeap(t, ctx, istiod, heapReadings)
+	before, spreadBefore := liveHeap(t, ctx, istiod, heapReadings)
 	noise := math.Abs(before - first)
-	beforeKrt, beforeBy, beforeErr := krtCollections(istiod)
+	beforeKrt, beforeBy, beforeErr := krtCollections(ctx, istiod)
 
 	joinAll()
-	time.Sleep(settle)
-	joined, _ := liveHeap(t, istiod, heapReadings)
-	leaveAll(t, istiod)
-	time.Sleep(settle)
-	after, spreadAfter := liveHeap(t, istiod, heapReadings)
-	afterKrt, afterBy, afterErr := krtCollections(istiod) // after the memory samples: a full state dump
+	waitQuiet(t, ctx, istiod)
+	joined, _ := liveHeap(t, ctx, istiod, heapReadings)
+	leaveAll()
+	waitQuiet(t, ctx, istiod)
+	after, spreadAfter := liveHeap(t, ctx, istiod, heapReadings)
+	afterKrt, afterBy, afterErr := krtCollections(ctx, istiod) // after the memory samples: a full state dump
 
 	bound := max(memorySlackBytes, noiseFactor*noise)
 	grew := after - before
 	detail := fmt.Sprintf("live heap %.1f MB before %d remote clusters joined, %.1f MB joined, %.1f MB after all left (%+.1f MB, bound %.1f MB; baseline noise %.2f MB, spread of the readings %.2f / %.2f MB)",
-		before/1e6, len(mc.Clusters)-1, joined/1e6, after/1e6, grew/1e6, bound/1e6, noise/1e6, spreadBefore/1e6, spreadAfter/1e6)
+		before/1e6, len(remotes), joined/1e6, after/1e6, grew/1e6, bound/1e6, noise/1e6, spreadBefore/1e6, spreadAfter/1e6)
 	passed := grew <= bound
 	if err := errors.Join(beforeErr, afterErr); err != nil {
 		// Not a pass by default: the collection count is unknown, so only the heap decides, and
@@ -197,6 +220,18 @@ func checkMemoryComesBack(t *testing.T, istiod cluster.Istiod) {
 	verdict(t, istiodcheck.MemoryComesBack, passed, detail)
 }
 
+// memoryCheckRemotes are the remote clusters the memory check joins: -checks.clusters of them
+// (0: all), so its work is bounded at any cluster count.
+func memoryCheckRemotes(obs *cluster.Cluster) []*cluster.Cluster {
+	var out []*cluster.Cluster
+	for _, c := range mc.Clusters {
+		if c.Name != obs.Name && (mc.opts.Checks.Clusters == 0 || len(out) < mc.opts.Checks.Clusters) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // firstLine is s up to its first newline, at most n bytes.
 func firstLine(s string, n int) string {
 	s, _, _ = strings.Cut(s, "\n")
@@ -219,14 +254,13 @@ var slowSync = faults.Delay{PerChunk: 150 * time.Millisecond}
 const checkNamespace = "ambientmc-istiod-checks"
 
 // freshIstiod starts an istiod for c that reads remote secrets from checkNamespace only.
-func freshIstiod(t *testing.T, c *cluster.Cluster, env ...string) cluster.Istiod {
+func isolatedIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) cluster.Istiod {
 	t.Helper()
-	_, err := c.Client.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: checkNamespace}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
+	// istiod reads each cluster's network from its own namespace's label there.
+	for _, o := range mc.Clusters {
+		require.NoError(t, mesh.EnsureNetworkNamespace(ctx, o, checkNamespace))
 	}
-	return extraIstiod(t, c, append([]string{"POD_NAMESPACE=" + checkNamespace}, env...)...)
+	return extraIstiod(t, ctx, c, append([]string{"POD_NAMESPACE=" + checkNamespace}, env...)...)
 }
 
 // slowRemote returns a remote secret for c (as cluster ID id) that reaches c's API server through
@@ -234,7 +268,7 @@ func freshIstiod(t *testing.T, c *cluster.Cluster, env ...string) cluster.Istiod
 // certificate is for 127.0.0.1 and the proxy listens there too, so it still verifies.
 func slowRemote(t *testing.T, c *cluster.Cluster, id string, d faults.Delay) (*corev1.Secret, *faults.Proxy) {
 	t.Helper()
-	s, err := mesh.RemoteSecret(context.Background(), c)
+	s, err := mesh.RemoteSecret(mc.RunContext(), c)
 	require.NoError(t, err)
 	cfg, err := clientcmd.Load(s.Data[c.Name])
 	require.NoError(t, err)
@@ -259,7 +293,7 @@ func slowRemote(t *testing.T, c *cluster.Cluster, id string, d faults.Delay) (*c
 // directRemote is a remote secret for c under cluster ID id, in checkNamespace, with no proxy.
 func directRemote(t *testing.T, c *cluster.Cluster, id string) *corev1.Secret {
 	t.Helper()
-	s, err := mesh.RemoteSecret(context.Background(), c)
+	s, err := mesh.RemoteSecret(mc.RunContext(), c)
 	require.NoError(t, err)
 	out := mesh.SecretFor(id, s.Data[c.Name])
 	out.Namespace = checkNamespace
@@ -268,7 +302,7 @@ func directRemote(t *testing.T, c *cluster.Cluster, id string) *corev1.Secret {
 
 func createSecret(t *testing.T, into *cluster.Cluster, s *corev1.Secret) {
 	t.Helper()
-	_, err := into.Client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
+	_, err := into.Client.CoreV1().Secrets(s.Namespace).Create(mc.RunContext(), s, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = deleteSecret(into, s) })
 }
@@ -321,8 +355,7 @@ func statusOf(m *measure.Metrics, id string) string {
 // cluster syncs in ~0.1 s, so 10 s is only exceeded by a controller that is stuck.
 const canaryWithin = 10 * time.Second
 
-func checkMidSyncDeletion(t *testing.T, obs, remote *cluster.Cluster) {
-	ctx := context.Background()
+func checkMidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
 	var lines []string
 	passed := true
 	// Attempt 0 deletes after the sync finished: the control, which must pass on any istiod and
@@ -330,7 +363,7 @@ func checkMidSyncDeletion(t *testing.T, obs, remote *cluster.Cluster) {
 	var syncTime time.Duration
 	for k, frac := range []float64{-1, 0.2, 0.5, 0.8} {
 		ok := t.Run(fmt.Sprintf("attempt %d", k), func(t *testing.T) {
-			fresh := freshIstiod(t, obs)
+			fresh := isolatedIstiod(t, ctx, obs)
 			slow, _ := slowRemote(t, remote, remote.Name, slowSync)
 			start := time.Now()
 			createSecret(t, obs, slow)
@@ -344,7 +377,7 @@ func checkMidSyncDeletion(t *testing.T, obs, remote *cluster.Cluster) {
 				require.Greater(t, syncTime, 2*time.Second, "the proxy must make the sync slow enough to delete inside it (took %s)", took)
 				at = fmt.Sprintf("after the sync (%.1fs)", syncTime.Seconds())
 			} else {
-				sleepUntil(start.Add(time.Duration(frac * float64(syncTime))))
+				sleepUntil(ctx, start.Add(time.Duration(frac*float64(syncTime))))
 				m, err := fresh.Sampler().Scrape(ctx)
 				require.NoError(t, err)
 				st := m.RemoteStatus[remote.Name]
@@ -383,17 +416,17 @@ func lastLine(s string) string {
 }
 
 // rejoinWithin bounds how long a rejoined cluster's split-horizon workloads may take to reach a
-// stream: a join converges in ~2 s even at published scale.
+// stream: a join converges in ~2 s even at published mc.scale.
 const rejoinWithin = 30 * time.Second
 
 // coversNetwork says whether a watcher holds at least the scale workload of c's network via its
 // gateway. Probe services of the data-plane suites, when deployed, add to it, so what a stream
 // must hold after the rejoin is what a fresh stream holds, not a fixed count.
 func coversNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
-	gw := ambient.GatewayAddress(c.Name)
+	gw := mc.mesh.GatewayAddress(c.Name)
 	return func(w *xdswatch.Watcher) bool {
 		sh := w.SplitHorizonFor(c.Network)
-		return sh.Workloads >= scale.Services && sh.Capacity >= uint64(scale.Pods) && sh.Gateways[gw]
+		return sh.Workloads >= mc.scale.Services && sh.Capacity >= uint64(mc.scale.Pods) && sh.Gateways[gw]
 	}
 }
 
@@ -405,23 +438,24 @@ func sameNetwork(ref *xdswatch.Watcher, network string) func(*xdswatch.Watcher) 
 	}
 }
 
-func checkRejoin(t *testing.T, obs *cluster.Cluster, istiod cluster.Istiod, remote *cluster.Cluster) {
-	ctx := context.Background()
-	leaveAll(t, istiod)
-	require.NoError(t, ambient.Join(ctx, obs.Name))
-	old := startWatcher(t, obs, istiod)
-	joinAndWait(t, istiod, nil, remote)
-	wctx, cancel := context.WithTimeout(ctx, mc.Flags.JoinTimeout)
+func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+	istiod := isolatedIstiod(t, ctx, obs)
+	old := startWatcher(t, ctx, obs, istiod)
+	secret := directRemote(t, remote, remote.Name)
+	createSecret(t, obs, secret)
+	wctx, cancel := context.WithTimeout(ctx, mc.opts.Join.Timeout)
 	defer cancel()
 	require.NoError(t, old.WaitFor(wctx, coversNetwork(remote)), "the stream gets %s before the leave", remote.Name)
-	require.NoError(t, ambient.Leave(ctx, remote.Name))
-	require.NoError(t, waitLeft(ctx, istiod, old, remote, mc.Flags.JoinTimeout))
+	require.NoError(t, deleteSecret(obs, secret))
+	_, err := istiod.Sampler().WaitRemoteGone(wctx, remote.Name, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, old.WaitFor(wctx, lacksNetwork(remote)), "the stream loses %s after the leave", remote.Name)
 
 	start := time.Now()
-	require.NoError(t, ambient.Join(ctx, remote.Name))
-	_, err := istiod.Sampler().WaitRemoteSynced(ctx, remote.Name, 50*time.Millisecond)
+	createSecret(t, obs, directRemote(t, remote, remote.Name))
+	_, err = istiod.Sampler().WaitRemoteSynced(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
-	fresh := startWatcher(t, obs, istiod)
+	fresh := startWatcher(t, ctx, obs, istiod)
 
 	wctx, cancel = context.WithTimeout(ctx, rejoinWithin)
 	defer cancel()
@@ -435,7 +469,7 @@ func checkRejoin(t *testing.T, obs *cluster.Cluster, istiod cluster.Istiod, remo
 	// The diagnostic for a failure, run every time so that it is known to work: a local pod added
 	// now must reach the fresh stream; whether it reaches the old one tells a dropped event from a
 	// stalled stream.
-	reached := localPodReaches(t, obs, fresh, old)
+	reached := localPodReaches(t, ctx, obs, fresh, old)
 	if !reached[0] {
 		broken(t, istiodcheck.RejoinLongLived, "a local pod did not reach a fresh stream within 10 s: the diagnostic cannot tell anything")
 	}
@@ -461,11 +495,10 @@ func checkRejoin(t *testing.T, obs *cluster.Cluster, istiod cluster.Istiod, remo
 
 // localPodReaches adds a ready pod of a global service in c and says, per watcher, whether it
 // received the pod's workload within 10 s; the pod is removed afterwards.
-func localPodReaches(t *testing.T, c *cluster.Cluster, ws ...*xdswatch.Watcher) []bool {
+func localPodReaches(t *testing.T, ctx context.Context, c *cluster.Cluster, ws ...*xdswatch.Watcher) []bool {
 	t.Helper()
-	ctx := context.Background()
-	ns, name := scale.ServiceNamespace(0), "istiod-check-probe"
-	ip, err := topology.PodIP(c.Index, workload.ReservedPodIPs+scale.Pods+1)
+	ns, name := mc.scale.ServiceNamespace(0), "istiod-check-probe"
+	ip, err := topology.PodIP(c.Index, workload.ReservedPodIPs+mc.scale.Pods+1)
 	require.NoError(t, err)
 	host, err := topology.NodeIP(c.Index, 0)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,27 +20,150 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// windows returns how long to wait after convergence before sampling, and the steady-CPU window
-// that ends there. They scale with the workload: bigger clusters keep istiod busy for longer.
-func windows() (settle, steady time.Duration) {
+// sampleInterval spaces the memory samples of one step.
+const sampleInterval = 500 * time.Millisecond
+
+// settleCap is the longest a step waits after convergence before it samples istiod: bigger
+// clusters keep istiod busy for longer.
+func settleCap() time.Duration {
 	switch {
-	case scale.Pods <= 500:
-		settle, steady = 6*time.Second, 4*time.Second
-	case scale.Pods <= 2000:
-		settle, steady = 20*time.Second, 15*time.Second
+	case mc.scale.Pods <= 500:
+		return 6 * time.Second
+	case mc.scale.Pods <= 2000:
+		return 20 * time.Second
 	default:
-		settle, steady = 30*time.Second, 20*time.Second
+		return 30 * time.Second
 	}
-	if mc.Flags.JoinSettle > 0 {
-		settle = mc.Flags.JoinSettle
+}
+
+// The adaptive settle: istiod's CPU read in quietTick ticks; a step has settled when a steady
+// window's worth of ticks in a row stayed in the idle band. The steady window is as long as the
+// CPU source's resolution needs to resolve steadyTarget cores (at least minSteady).
+const (
+	quietTick    = 250 * time.Millisecond
+	steadyTarget = 0.001
+	minSteady    = 2 * time.Second
+	// provisionalLimit is the quiet limit before the idle band is known (the baseline waits for
+	// istiod's own start-up work to end under it).
+	provisionalLimit = 0.03
+)
+
+// settler is how a step (the baseline, a join) waits before it samples istiod and reads its steady
+// CPU: after fixed windows (-join.settle, -join.steady), or until istiod's CPU is back in its band.
+type settler struct {
+	fixed          bool
+	settle, steady time.Duration // fixed
+	band           measure.CPUBand
+	ticks          int // adaptive: quiet ticks in a row, the steady window
+	limit          time.Duration
+}
+
+func newSettler(i cluster.Istiod) *settler {
+	j := mc.opts.Join
+	if j.Settle > 0 || j.Steady > 0 {
+		s := &settler{fixed: true, settle: settleCap(), steady: min(4*time.Second, settleCap())}
+		if j.Settle > 0 {
+			s.settle = j.Settle
+		}
+		if j.Steady > 0 {
+			s.steady = j.Steady
+		}
+		s.steady = min(s.steady, s.settle)
+		return s
 	}
-	if mc.Flags.JoinSteady > 0 {
-		steady = mc.Flags.JoinSteady
+	window := measure.SteadyWindow(i.Sampler().CPUSource().Resolution(), steadyTarget, minSteady)
+	ticks := int(math.Ceil(float64(window) / float64(quietTick)))
+	return &settler{ticks: ticks, limit: settleCap() + window, band: measure.CPUBand{Tick: quietTick, Limit: provisionalLimit}}
+}
+
+// rule says in the report how steps settled.
+func (s *settler) rule() string {
+	if s.fixed {
+		return fmt.Sprintf("fixed: %s after convergence, steady CPU over the %s before that (-join.settle, -join.steady)", s.settle, s.steady)
 	}
-	if steady > settle {
-		steady = settle
+	return fmt.Sprintf("until istiod's CPU stayed under %.4f cores (its idle maximum + %.2f) for %d ticks of %s in a row, the steady window; at most %s",
+		s.band.Limit, s.band.Limit-s.band.Max, s.ticks, quietTick, s.limit)
+}
+
+// steadyWindow is the length of the steady-CPU window.
+func (s *settler) steadyWindow() time.Duration {
+	if s.fixed {
+		return s.steady
 	}
-	return settle, steady
+	return time.Duration(s.ticks) * quietTick
+}
+
+// stepSample is what one step (baseline or join) measured.
+type stepSample struct {
+	measure.Settled
+	blended, steady measure.CPUSpan
+	settledAfter    time.Duration
+	capped          bool
+}
+
+// baseline waits for the idle istiod to be quiet, learns its idle band from the steady window
+// (adaptive), then samples it.
+func (s *settler) baseline(ctx context.Context, t *testing.T, i cluster.Istiod) stepSample {
+	t.Helper()
+	from := readCPU(t, ctx, i)
+	if s.fixed {
+		return s.sampleAfter(ctx, t, i, from, time.Now())
+	}
+	q, err := i.Sampler().WaitQuiet(ctx, s.band, s.ticks, 3*s.limit)
+	require.NoError(t, err)
+	require.False(t, q.Capped, "istiod %s stayed above %.2f cores for %s after its start: it is not idle (rates %v)", i.Cluster(), s.band.Limit, 3*s.limit, q.Rates)
+	s.band, err = i.Sampler().IdleBand(ctx, quietTick, s.ticks)
+	require.NoError(t, err)
+	return s.sample(ctx, t, i, from, stepSample{steady: spanOf(s.band.Mean, s.ticks, i)})
+}
+
+// after waits until the step that began at from and converged at convergedAt has settled, then
+// samples istiod.
+func (s *settler) after(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, convergedAt time.Time) stepSample {
+	t.Helper()
+	if s.fixed {
+		return s.sampleAfter(ctx, t, i, from, convergedAt)
+	}
+	q, err := i.Sampler().WaitQuiet(ctx, s.band, s.ticks, s.limit)
+	require.NoError(t, err)
+	last := q.Rates[max(0, len(q.Rates)-s.ticks):]
+	var sum float64
+	for _, r := range last {
+		sum += r
+	}
+	st := stepSample{steady: spanOf(sum/float64(len(last)), len(last), i), settledAfter: time.Since(convergedAt), capped: q.Capped}
+	return s.sample(ctx, t, i, from, st)
+}
+
+// spanOf is a steady window of n ticks at rate cores, with the source's resolution.
+func spanOf(rate float64, n int, i cluster.Istiod) measure.CPUSpan {
+	wall := float64(n) * quietTick.Seconds()
+	return measure.CPUSpan{CPUSeconds: rate * wall, WallSeconds: wall, Resolution: i.Sampler().CPUSource().Resolution()}
+}
+
+// sampleAfter is the fixed rule: the steady window ends settle after convergedAt.
+func (s *settler) sampleAfter(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, convergedAt time.Time) stepSample {
+	t.Helper()
+	settleAt := convergedAt.Add(s.settle)
+	sleepUntil(ctx, settleAt.Add(-s.steady))
+	steadyStart := readCPU(t, ctx, i)
+	sleepUntil(ctx, settleAt)
+	end := readCPU(t, ctx, i)
+	steady, err := measure.SpanBetween(steadyStart, end)
+	require.NoError(t, err, "istiod %s steady CPU", i.Cluster())
+	return s.sample(ctx, t, i, from, stepSample{steady: steady, settledAfter: time.Since(convergedAt)})
+}
+
+// sample reads the blended CPU from `from` to now, then the memory samples.
+func (s *settler) sample(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, st stepSample) stepSample {
+	t.Helper()
+	end := readCPU(t, ctx, i)
+	var err error
+	st.blended, err = measure.SpanBetween(from, end)
+	require.NoError(t, err, "istiod %s CPU", i.Cluster())
+	st.Settled, err = i.Sampler().Settled(ctx, mc.opts.Join.Samples, sampleInterval)
+	require.NoError(t, err, "sampling istiod %s", i.Cluster())
+	return st
 }
 
 // xdsClients is how many ztunnel-like clients the observed istiod serves during the joins: the
@@ -47,36 +171,26 @@ func windows() (settle, steady time.Duration) {
 // fake ztunnels per cluster) and 1 below it.
 func xdsClients() int {
 	switch {
-	case mc.Flags.XDSClients > 0:
-		return mc.Flags.XDSClients
-	case scale.Pods >= 4000:
+	case mc.opts.Join.XDSClients > 0:
+		return mc.opts.Join.XDSClients
+	case mc.scale.Pods >= 4000:
 		return 15
 	default:
 		return 1
 	}
 }
 
-// observedIstiod returns the measured cluster and its istiod.
-func observedIstiod(t *testing.T) (*cluster.Cluster, cluster.Istiod) {
-	t.Helper()
-	c, err := observed(mc)
-	require.NoError(t, err)
-	i := ambient.Istiods[c.Name]
-	require.NotNil(t, i, "no istiod runs for %s", c.Name)
-	return c, i
-}
-
 // startWatcher connects a ztunnel-like xDS client to istiod, authenticated with a ztunnel
-// certificate from the cluster's own CA.
-func startWatcher(t *testing.T, c *cluster.Cluster, i cluster.Istiod) *xdswatch.Watcher {
+// certificate from the cluster's own CA; it closes when the test ends.
+func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i cluster.Istiod) *xdswatch.Watcher {
 	t.Helper()
-	cert, err := ambient.Intermediates[c.Name].Issue(mesh.SystemNamespace, "ztunnel", 0)
+	cert, err := mc.mesh.Intermediates[c.Name].Issue(mesh.SystemNamespace, "ztunnel", 0)
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "ztunnel-cert")
 	require.NoError(t, cert.WriteDir(dir))
 	ip, err := topology.NodeIP(c.Index, 0)
 	require.NoError(t, err)
-	w, err := xdswatch.Start(context.Background(), xdswatch.Config{
+	w, err := xdswatch.Start(ctx, xdswatch.Config{
 		Address: i.XDSAddress(), CertDir: dir, IP: ip.String(),
 		Name: "ztunnel-watch", Node: "node-0", Cluster: c.Name,
 	}, time.Minute)
@@ -88,16 +202,27 @@ func startWatcher(t *testing.T, c *cluster.Cluster, i cluster.Istiod) *xdswatch.
 // holdsNetwork says whether the watcher has everything a ztunnel needs to reach c's network: one
 // split-horizon workload per global service, capacities summing to c's pods, via c's gateway.
 func holdsNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
-	gw := ambient.GatewayAddress(c.Name)
+	gw := mc.mesh.GatewayAddress(c.Name)
 	return func(w *xdswatch.Watcher) bool {
 		sh := w.SplitHorizonOf(c.Network, isScaleService)
-		return sh.Workloads == scale.Services && sh.Capacity == uint64(scale.Pods) && sh.Gateways[gw] && len(sh.Gateways) == 1
+		return sh.Workloads == mc.scale.Services && sh.Capacity == uint64(mc.scale.Pods) && sh.Gateways[gw] && len(sh.Gateways) == 1
 	}
 }
 
 // isScaleService keeps the scale workloads' services (not the probe services the data-plane
 // suites add), by their "ns/hostname" key.
 func isScaleService(key string) bool { return !strings.HasPrefix(key, workload.ProbeNamespace+"/") }
+
+// waitHolds waits until the watcher holds the network of every named cluster.
+func waitHolds(t *testing.T, ctx context.Context, w *xdswatch.Watcher, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, mc.opts.Join.Timeout)
+	defer cancel()
+	for _, name := range names {
+		c := mc.Cluster(name)
+		require.NoError(t, w.WaitFor(ctx, holdsNetwork(c)), "watcher holds %s's network", name)
+	}
+}
 
 // lacksNetwork says whether the watcher no longer holds anything of c's network.
 func lacksNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
@@ -113,9 +238,10 @@ type convergence struct {
 func whileAlive(ctx context.Context, i cluster.Istiod, timeout time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	ctx, cancel := context.WithCancelCause(ctx)
+	done := i.Done()
 	go func() {
 		select {
-		case <-i.Done():
+		case <-done:
 			cancel(fmt.Errorf("istiod %s exited: %v", i.Cluster(), i.ExitErr()))
 		case <-ctx.Done():
 		}
@@ -150,7 +276,7 @@ func waitJoined(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *c
 			if err := w.WaitFor(gctx, holdsNetwork(c)); err != nil {
 				sh := w.SplitHorizonOf(c.Network, isScaleService)
 				return fmt.Errorf("xDS: have %d split-horizon workloads (capacity %d) for %s, want %d (capacity %d): %w",
-					sh.Workloads, sh.Capacity, c.Network, scale.Services, scale.Pods, err)
+					sh.Workloads, sh.Capacity, c.Network, mc.scale.Services, mc.scale.Pods, err)
 			}
 			conv.XDS = time.Since(start)
 			return nil
@@ -164,25 +290,13 @@ func waitJoined(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *c
 }
 
 // joinAndWait joins c to the mesh and waits for the observed istiod to converge on it.
-func joinAndWait(t *testing.T, i cluster.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (convergence, time.Time) {
+func joinAndWait(t *testing.T, ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (convergence, time.Time) {
 	t.Helper()
 	start := time.Now()
-	require.NoError(t, ambient.Join(context.Background(), c.Name))
-	conv, err := waitJoined(context.Background(), i, w, c, start, mc.Flags.JoinTimeout)
+	require.NoError(t, mc.mesh.Join(ctx, c.Name))
+	conv, err := waitJoined(ctx, i, w, c, start, mc.opts.Join.Timeout)
 	require.NoError(t, err)
 	return conv, start
-}
-
-// leaveAll returns the mesh to no joined clusters, waiting for the observed istiod to let go.
-func leaveAll(t *testing.T, i cluster.Istiod) {
-	t.Helper()
-	joined := ambient.Joined()
-	for k := len(joined) - 1; k >= 0; k-- {
-		require.NoError(t, ambient.Leave(context.Background(), joined[k]))
-		if joined[k] != i.Cluster() {
-			require.NoError(t, waitLeft(context.Background(), i, nil, mc.Cluster(joined[k]), mc.Flags.JoinTimeout))
-		}
-	}
 }
 
 // waitLeft waits until istiod no longer manages c and, with a watcher, until the watcher holds
@@ -200,21 +314,28 @@ func waitLeft(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *clu
 	return nil
 }
 
-// sleepUntil waits until t (or returns at once if it has passed).
-func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+// sleepUntil waits until t, or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
 
 // readCPU reads istiod's CPU time from its CPU source or fails the test naming it.
-func readCPU(t *testing.T, i cluster.Istiod) measure.CPUReading {
+func readCPU(t *testing.T, ctx context.Context, i cluster.Istiod) measure.CPUReading {
 	t.Helper()
-	r, err := i.Sampler().ReadCPU(context.Background())
+	r, err := i.Sampler().ReadCPU(ctx)
 	require.NoError(t, err, "reading istiod %s CPU", i.Cluster())
 	return r
 }
 
 // scrape reads istiod's metrics or fails the test naming it.
-func scrape(t *testing.T, i cluster.Istiod) *measure.Metrics {
+func scrape(t *testing.T, ctx context.Context, i cluster.Istiod) *measure.Metrics {
 	t.Helper()
-	m, err := i.Sampler().Scrape(context.Background())
+	m, err := i.Sampler().Scrape(ctx)
 	require.NoError(t, err, "scraping istiod %s", i.Cluster())
 	return m
 }

@@ -33,7 +33,7 @@ const (
 // and reaches rate·k/(k + (n-1)/n). Measured on an idle host: 43.2 QPS at 50 QPS, 2 s, 16
 // connections, exactly that.
 func carried(achieved, rate float64, d time.Duration) float64 {
-	n := float64(mc.Flags.LatencyConnections)
+	n := float64(mc.opts.Latency.Connections)
 	k := math.Floor(rate * d.Seconds() / n)
 	if k < 1 {
 		return 0
@@ -46,16 +46,16 @@ var probeRates = []float64{50, 100, 200, 400, 700, 1000}
 
 // latencyQPS returns the request rate of the latency runs: -latency.qps when given, else the
 // highest rate this host carries.
-func latencyQPS(t *testing.T, p *probeEnv) *report.RateSearch {
+func latencyQPS(t *testing.T, ctx context.Context, p *probeEnv) *report.RateSearch {
 	t.Helper()
-	if mc.Flags.LatencyQPS > 0 {
-		return &report.RateSearch{QPS: mc.Flags.LatencyQPS, Forced: true}
+	if mc.opts.Latency.QPS > 0 {
+		return &report.RateSearch{QPS: mc.opts.Latency.QPS, Forced: true}
 	}
 	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of cross-cluster new connections; accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
 		probeStep, 100*carriedCPU, 100*carriedShare)}
 	for _, rate := range probeRates {
-		res, err := p.Load(context.Background(), cluster.Load{App: cluster.EchoRemote, NewConnections: true, QPS: rate,
-			Duration: probeStep, Connections: mc.Flags.LatencyConnections, Payload: mc.Flags.LatencyPayload})
+		res, err := p.Load(ctx, cluster.Load{App: cluster.EchoRemote, NewConnections: true, QPS: rate,
+			Duration: probeStep, Connections: mc.opts.Latency.Connections, Payload: mc.opts.Latency.Payload})
 		require.NoError(t, err, "rate probe at %g QPS", rate)
 		st := report.RateStep{QPS: rate, AchievedQPS: res.QPS, HostCPUBusy: max(res.HostCPUBusy, 0), Accepted: true}
 		switch {
@@ -81,11 +81,14 @@ func latencyQPS(t *testing.T, p *probeEnv) *report.RateSearch {
 }
 
 // fortioRun drives fortio through the provider's probe client and turns its result into a report row.
-func fortioRun(t *testing.T, p *probeEnv, rate float64, l cluster.Load, path, conns string) report.LatencyRun {
+func fortioRun(t *testing.T, ctx context.Context, p *probeEnv, rate float64, l cluster.Load, path, conns string) report.LatencyRun {
 	t.Helper()
-	l.Duration, l.Connections, l.Payload = mc.Flags.LatencyDuration, mc.Flags.LatencyConnections, mc.Flags.LatencyPayload
+	l.Duration, l.Connections, l.Payload = mc.opts.Latency.Duration, mc.opts.Latency.Connections, mc.opts.Latency.Payload
+	if l.Direct {
+		l.Duration = mc.opts.Latency.FloorDuration
+	}
 	l.NewConnections, l.QPS = conns == report.ConnNew, rate
-	res, err := p.Load(context.Background(), l)
+	res, err := p.Load(ctx, l)
 	require.NoError(t, err, "fortio %s %s", path, conns)
 	ms := func(s float64) float64 { return s * 1e3 }
 	run := report.LatencyRun{
@@ -100,7 +103,7 @@ func fortioRun(t *testing.T, p *probeEnv, rate float64, l cluster.Load, path, co
 }
 
 // warmups is the number of extra calls fortio makes: one per connection before the run starts.
-func warmups() int64 { return int64(mc.Flags.LatencyConnections) }
+func warmups() int64 { return int64(mc.opts.Latency.Connections) }
 
 // sumOver adds a per-cluster counter over every cluster.
 func sumOver(m map[string]int64) int64 {
@@ -117,8 +120,9 @@ func sumOver(m map[string]int64) int64 {
 // also runs fortio straight at the echo server to show the harness's own floor. Every request
 // must succeed and take the expected path.
 func TestLatency(t *testing.T) {
-	p := dataPlane(t)
-	lat := &report.Latency{RateSearch: latencyQPS(t, p)}
+	ctx := mc.Context(t)
+	p := dataPlane(t, ctx)
+	lat := &report.Latency{RateSearch: latencyQPS(t, ctx, p)}
 	rate := lat.RateSearch.QPS
 	// tunnels is how many client tunnels a run of n requests opens: one per request with new
 	// connections (plus fortio's warm-up call per connection), one per connection otherwise.
@@ -126,7 +130,7 @@ func TestLatency(t *testing.T) {
 		if conns == report.ConnNew {
 			return n + warmups()
 		}
-		return int64(mc.Flags.LatencyConnections)
+		return int64(mc.opts.Latency.Connections)
 	}
 
 	// reached is what the destination's counter must grow by: every request and fortio's warm-up
@@ -140,14 +144,14 @@ func TestLatency(t *testing.T) {
 
 	for _, conns := range []string{report.ConnNew, report.ConnReused} {
 		t.Run("direct/"+conns, func(t *testing.T) {
-			run := fortioRun(t, p, rate, cluster.Load{Direct: true}, report.PathDirect, conns)
+			run := fortioRun(t, ctx, p, rate, cluster.Load{Direct: true}, report.PathDirect, conns)
 			assert.Zero(t, run.Errors)
 			lat.HarnessFloor = append(lat.HarnessFloor, run)
 		})
 		t.Run("local/"+conns, func(t *testing.T) {
-			before := p.path(t)
-			run := fortioRun(t, p, rate, cluster.Load{App: cluster.EchoLocal}, report.PathLocal, conns)
-			after := p.path(t)
+			before := p.path(t, ctx)
+			run := fortioRun(t, ctx, p, rate, cluster.Load{App: cluster.EchoLocal}, report.PathLocal, conns)
+			after := p.path(t, ctx)
 			require.Positive(t, run.Requests)
 			assert.Zero(t, run.Errors, "every request succeeds")
 			assert.Equal(t, reached(after, conns, run.Requests), served(after, p.local, cluster.EchoLocal)-served(before, p.local, cluster.EchoLocal),
@@ -159,9 +163,9 @@ func TestLatency(t *testing.T) {
 			lat.Runs = append(lat.Runs, run)
 		})
 		t.Run("cross-cluster/"+conns, func(t *testing.T) {
-			before := p.path(t)
-			run := fortioRun(t, p, rate, cluster.Load{App: cluster.EchoRemote}, report.PathCrossCluster, conns)
-			after := p.path(t)
+			before := p.path(t, ctx)
+			run := fortioRun(t, ctx, p, rate, cluster.Load{App: cluster.EchoRemote}, report.PathCrossCluster, conns)
+			after := p.path(t, ctx)
 			require.Positive(t, run.Requests)
 			assert.Zero(t, run.Errors, "every request succeeds")
 			assert.Equal(t, reached(after, conns, run.Requests), served(after, p.remote, cluster.EchoRemote)-served(before, p.remote, cluster.EchoRemote),
@@ -178,7 +182,7 @@ func TestLatency(t *testing.T) {
 	}
 	lat.Overhead = report.ComputeOverhead(lat.Runs)
 	for _, r := range append(append([]report.LatencyRun{}, lat.Runs...), lat.HarnessFloor...) {
-		if r.HostCPUBusy > saturated || carried(r.QPS, rate, mc.Flags.LatencyDuration) < carriedShare {
+		if r.HostCPUBusy > saturated || carried(r.QPS, rate, time.Duration(r.DurationSeconds*float64(time.Second))) < carriedShare {
 			lat.HostCPUSaturated = true
 		}
 	}

@@ -4,7 +4,9 @@
 //
 // TestMain builds the environment from flags (see framework/env) before any test runs: clusters,
 // then the mesh (shared CA, east-west gateways), the scale workloads, and istiod per primary.
-// Clusters start unjoined; the tests join them.
+// Clusters start unjoined, and every test leaves them so: each states the membership it needs
+// (needMembers) and the istiod state its measurement needs (freshIstiod), so tests run alone, in
+// any order and under -shuffle with the same figures.
 package multicluster
 
 import (
@@ -12,15 +14,31 @@ import (
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
-// mc is the environment every test of this package runs against.
-var mc *env.Env
+// suite is the one value every test reaches the run through: the environment, the mesh installed
+// in it, what every cluster was loaded with, the suites' flags and the data plane once started.
+type suite struct {
+	*env.Env
+	mesh  *mesh.Mesh
+	scale workload.Scale
+	opts  *options.Options
+	dp    dataPlaneOnce
+}
+
+var mc = &suite{opts: options.Flags}
 
 func TestMain(m *testing.M) {
-	os.Exit(env.Run(m, &mc, env.Suite{Steps: []env.Step{
-		{Name: "mesh", Run: installMesh},
-		{Name: "workloads", Run: deployWorkloads},
-		{Name: "istiod", Run: startIstiods},
-	}}))
+	os.Exit(env.Run(m, &mc.Env, env.Suite{
+		Check: mc.opts.Validate,
+		Steps: []env.Step{
+			{Name: "mesh", Run: installMesh},
+			{Name: "workloads", Run: deployWorkloads},
+			{Name: "istiod", Run: startIstiods},
+		},
+		Plan: mc.opts.Plan,
+	}))
 }

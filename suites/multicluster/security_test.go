@@ -16,14 +16,14 @@ import (
 // TestDataPlaneSecurity checks the identities every hop enforces, and that nothing listens
 // outside loopback.
 func TestDataPlaneSecurity(t *testing.T) {
-	p := dataPlane(t)
+	ctx, cancel := context.WithTimeout(mc.Context(t), time.Minute)
+	defer cancel()
+	p := dataPlane(t, ctx)
 	ha, ok := p.ProbeEnv.(cluster.HopAccess)
 	if !ok {
 		t.Skipf("provider %s does not let the test process dial the data plane's hops", mc.Provider.Name())
 	}
 	hops := ha.Hops()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	ztunnelAddr, gatewayAddr := hops.RemoteZtunnel.String(), hops.RemoteGateway.String()
 	echoAuthority, remoteHost := hops.EchoAuthority, hops.RemoteHost
 

@@ -16,32 +16,25 @@ import (
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
-var (
-	// ambient is the mesh installed across mc's clusters.
-	ambient *mesh.Mesh
-	// scale is what every cluster was loaded with.
-	scale workload.Scale
-)
-
 // observed is the cluster whose istiod the suites measure (-observe, else the first primary;
 // the environment checked the flag before anything started).
-func observed(e *env.Env) (*cluster.Cluster, error) {
-	tc, err := e.Observed()
+func (s *suite) observed() *cluster.Cluster {
+	tc, err := s.Observed()
 	if err != nil {
-		return nil, err
+		panic(err) // checked before anything started
 	}
-	return e.Cluster(tc.Name), nil
+	return s.Cluster(tc.Name)
 }
 
 func installMesh(ctx context.Context, e *env.Env) error {
-	scale = e.Scale
-	var err error
-	e.Report.Scale = &report.Scale{ServicesPerCluster: scale.Services, PodsPerCluster: scale.Pods}
-	ambient, err = mesh.Install(ctx, e.Provider, e.Clusters)
+	mc.scale = e.Scale
+	e.Report.Scale = &report.Scale{ServicesPerCluster: mc.scale.Services, PodsPerCluster: mc.scale.Pods}
+	m, err := mesh.Install(ctx, e.Provider, e.Clusters)
 	if err != nil {
 		return err
 	}
-	e.Cleanup("stop istiods", func() error { ambient.Stop(); return nil })
+	mc.mesh = m
+	e.Cleanup("stop istiods", func() error { m.Stop(); return nil })
 	return nil
 }
 
@@ -63,7 +56,7 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range e.Clusters {
 		g.Go(func() error {
-			d, err := workload.Deploy(gctx, c, scale, progress, workload.WithInFlight(inFlight))
+			d, err := workload.Deploy(gctx, c, mc.scale, progress, workload.WithInFlight(inFlight))
 			if err != nil {
 				return err
 			}
@@ -78,7 +71,7 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	w := &report.WorkloadSetup{Seconds: elapsed.Seconds(), PodsPerSecond: float64(scale.Pods*len(e.Clusters)) / elapsed.Seconds()}
+	w := &report.WorkloadSetup{Seconds: elapsed.Seconds(), PodsPerSecond: float64(mc.scale.Pods*len(e.Clusters)) / elapsed.Seconds()}
 	if cpu := processCPU() - cpuBefore; cpu >= 0 {
 		w.TestProcessCPUCores = report.F(cpu.Seconds() / elapsed.Seconds())
 	}
@@ -112,12 +105,8 @@ func processCPU() time.Duration {
 }
 
 func startIstiods(ctx context.Context, e *env.Env) error {
-	obs, err := observed(e)
-	if err != nil {
-		return err
-	}
-	e.Report.ControlPlane = nil
-	return ambient.StartIstiods(ctx, mesh.Options{
+	obs := mc.observed()
+	return mc.mesh.StartIstiods(ctx, mesh.Options{
 		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
 		Dir:          filepath.Join(e.RunDir, "istiod"),
 		Log:          e.Log,

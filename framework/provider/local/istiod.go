@@ -37,6 +37,9 @@ type Istiod struct {
 	Proc    *proc.Process
 	Ports   IstiodPorts
 	sampler *measure.Istiod
+	// launch starts the process again on the same ports (Restart).
+	launch   func(ctx context.Context, ports IstiodPorts) (*Istiod, error)
+	restarts int
 }
 
 // IstiodPorts are istiod's listeners, all on 127.0.0.1.
@@ -44,7 +47,10 @@ type IstiodPorts struct {
 	HTTP, Webhook, XDS, SecureXDS, Monitoring, Ctrlz int
 }
 
-var _ cluster.Istiod = (*Istiod)(nil)
+var (
+	_ cluster.Istiod          = (*Istiod)(nil)
+	_ cluster.IstiodRestarter = (*Istiod)(nil)
+)
 
 func (i *Istiod) Cluster() string          { return i.cluster }
 func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
@@ -79,10 +85,18 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	if err := os.WriteFile(meshFile, []byte(meshConfig), 0o644); err != nil {
 		return nil, err
 	}
+	launch := func(ctx context.Context, ports IstiodPorts) (*Istiod, error) {
+		return launchIstiod(ctx, c, o, caDir, meshFile, ports)
+	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		i, err := launchIstiod(ctx, c, o, caDir, meshFile)
+		free, err := proc.FreePorts(6)
+		if err != nil {
+			return nil, err
+		}
+		i, err := launch(ctx, IstiodPorts{HTTP: free[0], Webhook: free[1], XDS: free[2], SecureXDS: free[3], Monitoring: free[4], Ctrlz: free[5]})
 		if err == nil {
+			i.launch = launch
 			p.track(i)
 			return i, nil
 		}
@@ -95,18 +109,30 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	return nil, lastErr
 }
 
-func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string) (*Istiod, error) {
-	ports, err := proc.FreePorts(6)
-	if err != nil {
-		return nil, err
+// Restart stops istiod and starts a fresh one with the same options on the same ports. The old
+// process's log is kept beside the new one as istiod.log.<n>. The new process has held nothing yet.
+func (i *Istiod) Restart(ctx context.Context) error {
+	if err := i.Stop(); err != nil {
+		return fmt.Errorf("istiod %s: restart: stopping: %w", i.cluster, err)
 	}
+	i.restarts++
+	if err := os.Rename(i.Proc.LogFile(), fmt.Sprintf("%s.%d", i.Proc.LogFile(), i.restarts)); err != nil {
+		return fmt.Errorf("istiod %s: restart: keeping the old log: %w", i.cluster, err)
+	}
+	fresh, err := i.launch(ctx, i.Ports)
+	if err != nil {
+		return fmt.Errorf("istiod %s: restart on the same ports: %w", i.cluster, err)
+	}
+	i.Proc, i.sampler = fresh.Proc, fresh.sampler
+	return nil
+}
+
+func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string, ports IstiodPorts) (*Istiod, error) {
 	name := "istiod"
 	if o.Name != "" {
 		name = "istiod-" + o.Name
 	}
-	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: IstiodPorts{
-		HTTP: ports[0], Webhook: ports[1], XDS: ports[2], SecureXDS: ports[3], Monitoring: ports[4], Ctrlz: ports[5],
-	}}
+	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: ports}
 	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	env := append([]string{
 		"POD_NAMESPACE=" + mesh.SystemNamespace,

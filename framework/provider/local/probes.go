@@ -174,7 +174,7 @@ func (e *probeEnv) knowsRemote(app string) bool {
 }
 
 // Load runs fortio in the test process, through the client ztunnel (or straight at echo-local).
-func (e *probeEnv) Load(_ context.Context, l cluster.Load) (*cluster.LoadResult, error) {
+func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
 	url := e.url(l.App)
 	if l.Direct {
 		srv, ok := e.probes.Server(cluster.EchoLocal, e.setup.Local.Name)
@@ -190,9 +190,15 @@ func (e *probeEnv) Load(_ context.Context, l cluster.Load) (*cluster.LoadResult,
 	if err != nil {
 		return nil, err
 	}
+	// A cut-short run ends the load at once.
+	stop := context.AfterFunc(ctx, o.Abort)
 	res, err := fhttp.RunHTTPTest(o)
+	stop()
 	if err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
 	after, err := measure.ReadHostCPU()
 	if err != nil {

@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -17,65 +16,59 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/churn"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
 
-// TestChurn lives in propagation_test.go so that go test, which runs tests in file order, runs it
-// after TestControlPlaneJoin: the join suite measures an istiod that has never held the remote
-// clusters (istiod keeps part of a cluster's memory after it leaves, istio/istio#61263).
-//
 // TestChurn measures how fast endpoint changes reach a ztunnel-like client of the observed istiod
 // and what the churn costs that istiod: with every cluster joined, pods change at each rate of
-// -churn.rates in the observed cluster, in one remote cluster, then in all remote clusters at
-// once. It first checks what the client sees when remote endpoints turn unready (a finding).
+// -churn.rates in the observed cluster, in one remote cluster, then in all remote clusters at once
+// (the rate shared among them, so the work is the same at any cluster count). It first checks what
+// the client sees when remote endpoints turn unready (a finding).
 func TestChurn(t *testing.T) {
-	cf := mc.Flags.Churn
-	ctx := context.Background()
-	obs, istiod := observedIstiod(t)
+	cf := mc.opts.Churn
+	ctx := mc.Context(t)
+	istiod, measured := freshIstiod(t, ctx)
+	obs := mc.observed()
 	var remotes []*cluster.Cluster
-	for _, c := range mc.Clusters {
-		if c.Name != obs.Name {
-			remotes = append(remotes, c)
-		}
+	for _, name := range everyCluster()[1:] {
+		remotes = append(remotes, mc.Cluster(name))
 	}
 	// istiod reads its debounce from the environment it inherits from this process; the pinned
 	// features package parses it the same way.
 	debounceAfter, debounceMax := features.DebounceAfter, features.DebounceMax
 	limit := debounceMax + 5*time.Second
-	cf = wholeSuiteSweep(t, cf, len(remotes) > 0)
-	windowLength := churnWindowLength(t, cf, len(remotes) > 0)
 
-	w := startWatcher(t, obs, istiod)
-	joinAll(t, istiod, w)
+	w := startWatcher(t, ctx, obs, istiod)
+	needMembers(t, ctx, everyCluster()...)
+	waitHolds(t, ctx, w, everyCluster()[1:]...)
 	for i := 1; i < cf.Clients; i++ {
 		// Extra clients only add istiod's push work; the first one is the one measured.
-		startWatcher(t, obs, istiod)
+		startWatcher(t, ctx, obs, istiod)
 	}
 	mc.Logf("churn: %d ztunnel-like client(s) on istiod %s; debounce after %s, max %s; a change is lost after %s",
 		cf.Clients, obs.Name, debounceAfter, debounceMax, limit)
 
 	rep := &report.Churn{
-		ObservedIstiod: obs.Name, Clients: cf.Clients, LostAfterMs: ms(limit),
+		ObservedIstiod: obs.Name, MeasuredIstiod: measured, Clients: cf.Clients, LostAfterMs: ms(limit),
 		Debounce: report.ChurnDebounce{AfterMs: ms(debounceAfter), MaxMs: ms(debounceMax)},
 	}
 	mc.Report.Churn = rep
 
 	pods := map[string]*churn.Pods{}
 	var err error
-	pods[obs.Name], err = churn.NewPods(ctx, obs, scale, nil, limit)
+	pods[obs.Name], err = churn.NewPods(ctx, obs, mc.scale, nil, limit)
 	require.NoError(t, err)
 	for _, c := range remotes {
 		keys, err := splitHorizonKeys(w, c)
 		require.NoError(t, err)
-		pods[c.Name], err = churn.NewPods(ctx, c, scale, keys, limit)
+		pods[c.Name], err = churn.NewPods(ctx, c, mc.scale, keys, limit)
 		require.NoError(t, err)
 	}
 
 	if len(remotes) > 0 {
-		rep.Finding = remoteUnreadyFinding(t, w, obs.Name, remotes[0], pods[remotes[0].Name], limit)
+		rep.Finding = remoteUnreadyFinding(t, ctx, w, obs.Name, remotes[0], pods[remotes[0].Name], limit)
 	}
 
 	for _, where := range cf.Cases {
@@ -107,7 +100,7 @@ func TestChurn(t *testing.T) {
 						name += "/percent=" + strconv.FormatFloat(*pct, 'f', -1, 64)
 					}
 					t.Run(name, func(t *testing.T) {
-						run := churnWindow(t, w, istiod, limit, churnSpec{where: where, mode: mode, rate: rate, percent: pct, clusters: names, length: windowLength}, targets)
+						run := churnWindow(t, ctx, w, istiod, limit, churnSpec{where: where, mode: mode, rate: rate, percent: pct, clusters: names, length: cf.Duration}, targets)
 						rep.Runs = append(rep.Runs, run)
 					})
 				}
@@ -134,24 +127,24 @@ type churnSpec struct {
 
 // churnWindow runs one window and returns its report row; it fails the test when a change was
 // lost.
-func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit time.Duration, s churnSpec, targets []*churn.Pods) report.ChurnRun {
-	ctx := context.Background()
+func churnWindow(t *testing.T, ctx context.Context, w *xdswatch.Watcher, istiod cluster.Istiod, limit time.Duration, s churnSpec, targets []*churn.Pods) report.ChurnRun {
 	tr := churn.NewTracker(nil)
 	snap, unsubscribe := w.Subscribe(func(u xdswatch.Update) { tr.Observe(u.Name, churn.StateOf(u.Name, u.Address), u.At) })
 	defer unsubscribe()
 	tr.Seed(churn.States(snap))
 
-	win := churn.Window{Mode: s.mode, Rate: s.rate, Duration: s.length}
+	// The rate is shared among the targets: the window does the same work however many there are.
+	win := churn.Window{Mode: s.mode, Rate: s.rate / float64(len(targets)), Duration: s.length}
 	if s.percent != nil {
 		win.Count = int(math.Ceil(*s.percent / 100 * float64(targets[0].Len())))
 	}
 	// The cost window runs until every change showed: istiod's debounced pushes for the last
 	// changes belong to this window.
-	before, cpuBefore := scrape(t, istiod), readCPU(t, istiod)
+	before, cpuBefore := scrape(t, ctx, istiod), readCPU(t, ctx, istiod)
 	churned, err := churn.Run(ctx, tr, win, targets...)
 	require.NoError(t, err, "churn %s", s.where)
 	drained := churn.Drain(ctx, tr, limit)
-	cpuAfter, after := readCPU(t, istiod), scrape(t, istiod)
+	cpuAfter, after := readCPU(t, ctx, istiod), scrape(t, ctx, istiod)
 
 	truth := map[string]string{}
 	for _, p := range targets {
@@ -170,7 +163,7 @@ func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit
 
 	run := report.ChurnRun{
 		Where: s.where, Mode: s.mode, RatePodsPerSecond: s.rate, PercentOfPods: s.percent, Clusters: s.clusters,
-		AchievedPodsPerSecond: churned.AchievedRate(len(targets)), DurationSeconds: churned.Elapsed.Seconds(), CostSeconds: cost.Seconds,
+		AchievedPodsPerSecond: churned.AchievedRate(1), DurationSeconds: churned.Elapsed.Seconds(), CostSeconds: cost.Seconds,
 		Changes: churned.Changes, Samples: sum.Samples, Superseded: sum.Superseded, Lost: sum.Lost,
 		P50Ms: msp(sum.P50), P90Ms: msp(sum.P90), P99Ms: msp(sum.P99), MaxMs: msp(sum.Max),
 		IstiodCPUCores: report.F(cost.CPUCores), IstiodCPUResolutionCores: report.F(cost.ResolutionCores),
@@ -196,14 +189,13 @@ func churnWindow(t *testing.T, w *xdswatch.Watcher, istiod cluster.Istiod, limit
 	assert.Positive(t, sum.Samples, "the window made no change")
 
 	if s.mode == churn.Ready {
-		restoreReady(t, w, targets, limit)
+		restoreReady(t, ctx, w, targets, limit)
 	}
 	return run
 }
 
 // restoreReady makes every churned pod Ready again (unmeasured) and waits for the watcher to agree.
-func restoreReady(t *testing.T, w *xdswatch.Watcher, targets []*churn.Pods, limit time.Duration) {
-	ctx := context.Background()
+func restoreReady(t *testing.T, ctx context.Context, w *xdswatch.Watcher, targets []*churn.Pods, limit time.Duration) {
 	truth := map[string]string{}
 	for _, p := range targets {
 		_, err := p.RestoreReady(ctx)
@@ -234,13 +226,12 @@ func holds(w *xdswatch.Watcher, truth map[string]string) bool {
 // service on the network, Ready or not (pilot/pkg/serviceregistry/ambient/multicluster.go
 // 342-348); each reading is fenced by a capacity change of another service in the same cluster,
 // which istiod sees after the flips.
-func remoteUnreadyFinding(t *testing.T, w *xdswatch.Watcher, obsName string, c *cluster.Cluster, p *churn.Pods, limit time.Duration) *report.ChurnFinding {
+func remoteUnreadyFinding(t *testing.T, ctx context.Context, w *xdswatch.Watcher, obsName string, c *cluster.Cluster, p *churn.Pods, limit time.Duration) *report.ChurnFinding {
 	t.Helper()
-	if scale.Services < 2 {
+	if mc.scale.Services < 2 {
 		t.Logf("churn: remote readiness finding needs two services (one to fence with); skipped")
 		return nil
 	}
-	ctx := context.Background()
 	keys, err := splitHorizonKeys(w, c)
 	require.NoError(t, err)
 	key, fenceKey := keys[0], keys[1]
@@ -307,33 +298,12 @@ func remoteUnreadyFinding(t *testing.T, w *xdswatch.Watcher, obsName string, c *
 	return f
 }
 
-// joinAll joins every cluster and waits until the watcher holds every remote network.
-func joinAll(t *testing.T, i cluster.Istiod, w *xdswatch.Watcher) {
-	t.Helper()
-	if !slices.Contains(ambient.Joined(), i.Cluster()) {
-		require.NoError(t, ambient.Join(context.Background(), i.Cluster()), "a mesh of one")
-	}
-	for _, c := range mc.Clusters {
-		if c.Name == i.Cluster() {
-			continue
-		}
-		if !slices.Contains(ambient.Joined(), c.Name) {
-			joinAndWait(t, i, w, c)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), mc.Flags.JoinTimeout)
-		err := w.WaitFor(ctx, holdsNetwork(c))
-		cancel()
-		require.NoError(t, err, "watcher holds %s's network", c.Name)
-	}
-}
-
 // splitHorizonKeys finds, for every scale service, the watcher key of c's split-horizon workload.
 func splitHorizonKeys(w *xdswatch.Watcher, c *cluster.Cluster) (map[int]string, error) {
 	addrs := w.Addresses()
 	keys := map[int]string{}
-	for n := range scale.Services {
-		ns := scale.ServiceNamespace(n)
+	for n := range mc.scale.Services {
+		ns := mc.scale.ServiceNamespace(n)
 		svc := ns + "/" + workload.ServiceName(n) + "." + ns + ".svc.cluster.local"
 		k, ok := churn.SplitHorizonKey(addrs, c.Network, svc)
 		if !ok {
@@ -342,122 +312,6 @@ func splitHorizonKeys(w *xdswatch.Watcher, c *cluster.Cluster) (map[int]string, 
 		keys[n] = k
 	}
 	return keys, nil
-}
-
-// wholeSuiteRates are the rates the default sweep keeps when every suite runs: one on each side
-// of the knee that istiod's 100 ms debounce puts near 10 changes/s.
-var wholeSuiteRates = []float64{5, 50}
-
-// wholeSuiteSweep trims the default sweep when the whole suite runs (no -run) with -churn.rates at
-// its default and go test's -timeout cannot hold the full sweep, so that
-// `go test ./suites/multicluster -clusters=10` keeps fitting the default 10-minute timeout; the
-// report says so. -run TestChurn, any -churn.rates, or a longer -timeout (make e2e) runs it whole.
-func wholeSuiteSweep(t *testing.T, cf env.ChurnFlags, remotes bool) env.ChurnFlags {
-	if flagValue("test.run") != "" || flagSet("churn.rates") || len(cf.Percents) > 0 {
-		return cf
-	}
-	if deadline, ok := t.Deadline(); !ok || time.Until(deadline)-wholeSuiteReserve >= sweepNeeds(cf, remotes) {
-		return cf
-	}
-	msg := fmt.Sprintf("churn: the whole suite runs, so the sweep is trimmed to %v pods/s (either side of the debounce knee) instead of -churn.rates=%v; -run TestChurn runs the full sweep",
-		wholeSuiteRates, cf.Rates)
-	mc.Logf("%s", msg)
-	mc.Report.Warnings = append(mc.Report.Warnings, msg)
-	cf.Rates = wholeSuiteRates
-	return cf
-}
-
-// TestChurn runs after the other suites (file order) but for TestDataPlaneSecurity (under a
-// second); the whole suite keeps the environment's 30 s report margin before the timeout free.
-const wholeSuiteReserve = 45 * time.Second
-
-// fixedChurnCost is the sweep's set-up outside its windows (joins, the finding, watchers).
-const fixedChurnCost = 30 * time.Second
-
-// windowOverhead is what each window costs beyond its length: it drains, samples istiod and forces
-// a GC, 0.3-8 s measured on 2 cores, growing with the clusters churned at once (6.5 s at 10).
-func windowOverhead() time.Duration {
-	return 4*time.Second + 300*time.Millisecond*time.Duration(len(mc.Clusters))
-}
-
-// sweepWindows counts the churn windows of cf.
-func sweepWindows(cf env.ChurnFlags, remotes bool) int {
-	windows := 0
-	for _, where := range cf.Cases {
-		if where != report.ChurnLocal && !remotes {
-			continue
-		}
-		for _, mode := range cf.Modes {
-			if mode == churn.Ready && where != report.ChurnLocal {
-				continue
-			}
-			windows += len(cf.Rates) * max(len(cf.Percents), 1)
-		}
-	}
-	return windows
-}
-
-// sweepNeeds is about how long cf's sweep takes at -churn.duration.
-func sweepNeeds(cf env.ChurnFlags, remotes bool) time.Duration {
-	return time.Duration(sweepWindows(cf, remotes))*(cf.Duration+windowOverhead()) + fixedChurnCost
-}
-
-// churnWindowLength is each window's length: -churn.duration, unless go test's -timeout cannot fit
-// the sweep. When the whole suite runs (no -run) with -churn.duration at its default, the windows
-// shrink to leave the other suites room (a warning in the report says so), so that
-// `go test ./suites/multicluster` keeps fitting the default 10-minute timeout; otherwise the test
-// fails at once, naming the flags to change.
-func churnWindowLength(t *testing.T, cf env.ChurnFlags, remotes bool) time.Duration {
-	t.Helper()
-	deadline, ok := t.Deadline()
-	if !ok {
-		return cf.Duration
-	}
-	windows := sweepWindows(cf, remotes)
-	if windows == 0 {
-		return cf.Duration
-	}
-	per := cf.Duration
-	if len(cf.Percents) > 0 {
-		per = time.Duration(float64(time.Second) * slices.Max(cf.Percents) / 100 * float64(scale.Pods) / cf.Rates[0])
-	}
-	overhead := windowOverhead()
-	var reserve time.Duration
-	wholeSuite := flagValue("test.run") == ""
-	if wholeSuite {
-		reserve = wholeSuiteReserve
-	}
-	need := time.Duration(windows)*(per+overhead) + fixedChurnCost
-	left := time.Until(deadline) - reserve
-	if left >= need {
-		return cf.Duration
-	}
-	fit := (left-fixedChurnCost)/time.Duration(windows) - overhead
-	if wholeSuite && !flagSet("churn.duration") && len(cf.Percents) == 0 && fit >= 5*time.Second {
-		fit = fit.Truncate(time.Second)
-		msg := fmt.Sprintf("churn: -timeout leaves %s for TestChurn's %d windows (and %s for the other suites): windows shortened from -churn.duration=%s to %s; pass -timeout=30m (or -run TestChurn) for the full windows",
-			time.Until(deadline).Round(time.Second), windows, reserve, cf.Duration, fit)
-		mc.Logf("%s", msg)
-		mc.Report.Warnings = append(mc.Report.Warnings, msg)
-		return fit
-	}
-	t.Fatalf("TestChurn's sweep (%d windows of about %s) needs about %s, but go test's -timeout leaves %s: raise -timeout "+
-		"(make e2e passes 120m) or shorten the sweep with -churn.rates, -churn.duration, -churn.modes or -churn.cases",
-		windows, per.Round(time.Second), need.Round(time.Second), left.Round(time.Second))
-	return 0
-}
-
-func flagValue(name string) string {
-	if f := flag.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
-}
-
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // knees finds, per case, mode and window size, the lowest rate whose p50 is over twice the p50 at

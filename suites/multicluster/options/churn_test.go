@@ -1,4 +1,4 @@
-package env
+package options
 
 import (
 	"flag"
@@ -9,20 +9,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func parseChurn(t *testing.T, args ...string) (*Flags, error) {
+func parseChurn(t *testing.T, args ...string) (*Options, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	f := register(fs)
+	o := Register(fs)
 	require.NoError(t, fs.Parse(args))
-	return f, f.validate()
+	return o, o.Validate()
 }
 
 func TestChurnFlagDefaults(t *testing.T) {
 	f, err := parseChurn(t)
 	require.NoError(t, err)
 	c := f.Churn
-	assert.Equal(t, []float64{2, 5, 20, 50}, c.Rates)
-	assert.Greater(t, c.Duration, 10*time.Second, "windows longer than PILOT_DEBOUNCE_MAX")
+	assert.Equal(t, []float64{5, 50}, c.Rates, "one rate on each side of the debounce knee")
+	assert.Equal(t, 10*time.Second, c.Duration, "windows as long as PILOT_DEBOUNCE_MAX")
 	assert.Empty(t, c.Percents)
 	assert.Equal(t, ChurnCases, c.Cases)
 	assert.Equal(t, ChurnModes, c.Modes)

@@ -1,0 +1,40 @@
+package workload
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"fortio.org/fortio/fhttp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+)
+
+// A fortio run must leave the process's SIGINT handling as it found it: fortio's own catching
+// resets SIGINT afterwards, which would remove the framework's Ctrl-C teardown (and, as here,
+// let the next SIGINT kill the process).
+func TestFortioRunLeavesSignalHandlingAlone(t *testing.T) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt)
+	defer signal.Stop(ch)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer srv.Close()
+	o := FortioOptions(srv.URL, cluster.Load{QPS: 50, Duration: 300 * time.Millisecond, Connections: 1})
+	o.Out = io.Discard
+	res, err := fhttp.RunHTTPTest(o)
+	require.NoError(t, err)
+	require.Positive(t, res.DurationHistogram.Count)
+	time.Sleep(200 * time.Millisecond) // fortio's signal watcher ends after the run
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("SIGINT never reached the handler registered before the run")
+	}
+}

@@ -1,0 +1,140 @@
+package options
+
+import (
+	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+func parse(t *testing.T, args ...string) (*Options, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o := Register(fs)
+	require.NoError(t, fs.Parse(args))
+	return o, o.Validate()
+}
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-join.timeout=0s"}, "-join.timeout"},
+		{[]string{"-join.samples=0"}, "-join.samples"},
+		{[]string{"-join.settle=1s", "-join.steady=1m"}, "-join.steady=1m0s is longer than -join.settle=1s"},
+		{[]string{"-join.xds-clients=500"}, "-join.xds-clients"},
+		{[]string{"-latency.duration=-1s"}, "-latency.duration"},
+		{[]string{"-latency.floor-duration=0s"}, "-latency.floor-duration"},
+		{[]string{"-latency.connections=0"}, "-latency.connections"},
+		{[]string{"-latency.qps=-5"}, "-latency.qps"},
+		{[]string{"-checks.clusters=-1"}, "-checks.clusters"},
+	} {
+		_, err := parse(t, tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+	_, err := parse(t)
+	assert.NoError(t, err, "the defaults are valid")
+}
+
+func input(t *testing.T, clusters int, scale string) env.PlanInput {
+	t.Helper()
+	topo, err := topology.Generate(clusters)
+	require.NoError(t, err)
+	sc, err := workload.Resolve(scale, 0, 0)
+	require.NoError(t, err)
+	return env.PlanInput{Topology: topo, Scale: sc, Provider: "local", Istiods: clusters}
+}
+
+// The plan must name every top-level test of the suites, or a test would run unplanned.
+func TestPlanCoversEveryTest(t *testing.T) {
+	o, err := parse(t)
+	require.NoError(t, err)
+	_, tests := o.Plan(input(t, 3, "small"))
+	var planned []string
+	for _, it := range tests {
+		planned = append(planned, it.Name)
+		assert.Positive(t, it.Expected, it.Name)
+	}
+	files, err := filepath.Glob("../*_test.go")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	var found []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		for _, d := range af.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && fn.Name.Name != "TestMain" {
+				found = append(found, fn.Name.Name)
+			}
+		}
+	}
+	slices.Sort(planned)
+	slices.Sort(found)
+	assert.Equal(t, found, planned)
+}
+
+// The main command's defaults fit its budget: 10 clusters at small scale in five minutes.
+func TestDefaultPlanAtTenClustersFitsFiveMinutes(t *testing.T) {
+	o, err := parse(t)
+	require.NoError(t, err)
+	steps, tests := o.Plan(input(t, 10, "small"))
+	p := plan.Plan{Setup: steps, Tests: tests}
+	assert.Less(t, p.Total(), 5*time.Minute-45*time.Second, "the suites' part, leaving the clusters' ~25 s and a margin:\n%s", p.Table())
+}
+
+// Work that grows with the cluster count is bounded: churn and the memory check do not grow with
+// it, so doubling the clusters adds about the joins and leaves, not a multiple of everything.
+func TestPlanGrowsWithJoinsOnly(t *testing.T) {
+	o, err := parse(t)
+	require.NoError(t, err)
+	item := func(n int, name string) time.Duration {
+		_, tests := o.Plan(input(t, n, "small"))
+		for _, it := range tests {
+			if it.Name == name {
+				return it.Expected
+			}
+		}
+		t.Fatalf("no %s in the plan", name)
+		return 0
+	}
+	assert.Equal(t, item(10, "TestIstiodProperties"), item(50, "TestIstiodProperties"), "the memory check joins -checks.clusters")
+	growth := item(50, "TestChurn") - item(10, "TestChurn")
+	assert.Less(t, growth, 40*time.Second, "churn grows by its joins and per-window drains only")
+}
+
+func TestChurnTrimSaysWhichFlagRestoresIt(t *testing.T) {
+	o, err := parse(t, "-churn.rates=2,5,20,50", "-churn.duration=20s")
+	require.NoError(t, err)
+	_, tests := o.Plan(input(t, 3, "small"))
+	for _, it := range tests {
+		if it.Name != "TestChurn" {
+			continue
+		}
+		require.NotNil(t, it.Trim)
+		short, warning := it.Trim()
+		assert.Less(t, short.Expected, it.Expected)
+		assert.Equal(t, []float64{50}, o.Churn.Rates, "the trim changes what the test runs")
+		assert.Equal(t, 10*time.Second, o.Churn.Duration)
+		assert.Contains(t, warning, "-churn.rates=2,5,20,50 -churn.duration=20s")
+		assert.Contains(t, warning, "make e2e")
+		return
+	}
+	t.Fatal("no TestChurn in the plan")
+}

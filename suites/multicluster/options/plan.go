@@ -1,0 +1,161 @@
+package options
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/plan"
+)
+
+// The suites' time plan: what each step and top-level test is expected to take, from its own
+// parameters. The figures are per unit of work as measured on the 2-core reference host (README,
+// "A run's time plan") with the local provider; kind and kube joins and installs take longer, and
+// their figures are scaled by realClusterFactor.
+
+// s is seconds as a Duration.
+func s(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+
+// realClusterFactor stretches the local provider's figures for real clusters (port-forwards,
+// image pulls, real ztunnels).
+const realClusterFactor = 3
+
+// Plan returns the expected length of the suites' setup steps and of each top-level test.
+func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
+	n := len(in.Topology.Clusters)
+	remotes := max(n-1, 0)
+	pods := float64(in.Scale.Pods)
+	k := 1.0
+	if in.Provider != "local" {
+		k = realClusterFactor
+	}
+	scaled := func(items []plan.Item) []plan.Item {
+		for i := range items {
+			items[i].Expected = time.Duration(float64(items[i].Expected) * k)
+		}
+		return items
+	}
+
+	// Setup: PKI and remote secrets; pods at ~400 pods/s over all clusters (the API servers set the
+	// pace); istiods start together, each listing its own cluster.
+	steps = scaled([]plan.Item{
+		{Name: "mesh", Expected: s(0.5 + 0.15*float64(n)), Detail: fmt.Sprintf("CA and remote secrets for %d clusters", n)},
+		{Name: "workloads", Expected: s(1 + pods*float64(n)/400), Detail: fmt.Sprintf("%d pods in each of %d clusters at ~400 pods/s", in.Scale.Pods, n)},
+		{Name: "istiod", Expected: s(2 + 0.6*float64(in.Istiods) + pods/1000), Detail: fmt.Sprintf("%d istiods and %d east-west gateways", in.Istiods, n)},
+	})
+
+	// One join, small scale: convergence, the burst, the quiet steady window, three samples half a
+	// second apart and a forced GC; istiod's own work grows with the pods a cluster brings.
+	join := 0.6 + 2.0 + 1.2 + 0.2 + pods/4000*6
+	if o.Join.Settle > 0 {
+		join = 0.6 + o.Join.Settle.Seconds() + 1.2 + pods/4000*2
+	}
+	// A restart for a fresh istiod: it lists its own cluster again.
+	restart := 3 + pods/1000
+	dataPlane := 2.0 + 0.1*float64(n) // probes in every cluster, once; a fresh client per test
+	dataPlaneRuns := in.Istiods >= 2
+	tests = scaled([]plan.Item{
+		{Name: "TestClusters", Expected: s(0.3 * float64(n)), Detail: fmt.Sprintf("%d clusters", n)},
+		{Name: "TestClustersAreIndependent", Expected: s(0.02 * float64(n*n)), Detail: fmt.Sprintf("%d x %d reads", n, n)},
+		{Name: "TestControlPlaneJoin", Expected: s(restart + 6 + float64(remotes)*join), Detail: fmt.Sprintf("baseline + %d joins x ~%.1fs", remotes, join)},
+		{Name: "TestControlPlaneLeave", Expected: s(restart + float64(remotes)*(1.0+pods/4000*3) + float64(remotes)*(0.4+1.2)), Detail: fmt.Sprintf("%d joins (unmeasured), %d leaves", remotes, remotes)},
+		{Name: "TestJoinFailurePaths", Expected: s(18), Detail: "an unreachable remote (8s wait), a join timeout, a killed istiod"},
+		o.checksItem(remotes, pods),
+		o.churnItem(in, remotes, restart),
+	})
+	if dataPlaneRuns && n >= 2 {
+		tests = append(tests, scaled([]plan.Item{
+			o.latencyItem(dataPlane),
+			{Name: "TestFailover", Expected: s(dataPlane + 5), Detail: "failover and failback at 100 requests/s"},
+			{Name: "TestDataPlaneSecurity", Expected: s(dataPlane + 1), Detail: "identities at every hop"},
+		})...)
+	}
+	return steps, tests
+}
+
+// checksItem: the memory check joins and leaves its clusters twice and reads the live heap four
+// times; four attempts of the mid-sync deletion each start a fresh istiod; the rejoin check.
+func (o *Options) checksItem(remotes int, pods float64) plan.Item {
+	c := o.Checks.Clusters
+	if c == 0 || c > remotes {
+		c = remotes
+	}
+	memory := 3 + pods/1000 + float64(2*2*c)*(0.5+pods/4000*2) + 4*2.5 + 3*2.5
+	midSync := 4 * (3 + 2.5)
+	rejoin := 3 + 4 + pods/4000*4
+	return plan.Item{Name: "TestIstiodProperties", Expected: s(memory + midSync + rejoin),
+		Detail: fmt.Sprintf("memory check over %d remote clusters, 4 mid-sync deletions, a rejoin", c)}
+}
+
+// latencyItem: the rate search (2 s steps), four runs and two harness-floor runs.
+func (o *Options) latencyItem(dataPlane float64) plan.Item {
+	l := o.Latency
+	search := 0.0
+	if l.QPS == 0 {
+		search = 4 * 2.3 // typically four steps until one fails
+	}
+	one := func(d time.Duration) float64 { return d.Seconds() + 0.8 } // fortio's warm-up and teardown
+	return plan.Item{Name: "TestLatency", Expected: s(dataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
+		Detail: fmt.Sprintf("rate search, 4 runs of %s, 2 floor runs of %s", l.Duration, l.FloorDuration)}
+}
+
+// churnItem: every window of the sweep plus its drain and samples; trimmed to one rate in half
+// as long windows when the plan does not fit.
+func (o *Options) churnItem(in env.PlanInput, remotes int, restart float64) plan.Item {
+	c := &o.Churn
+	n := float64(len(in.Topology.Clusters))
+	fixed := restart + 2 + float64(remotes)*0.6 + 5 // fresh istiod, watcher, every join, the finding
+	length := func(ch Churn) float64 {
+		windows := ch.windows(remotes > 0)
+		per := ch.Duration.Seconds() + 3 + 0.3*n
+		if len(ch.Percents) > 0 {
+			per = 0
+			for _, p := range ch.Percents {
+				per += p / 100 * float64(in.Scale.Pods) / ch.Rates[0]
+			}
+			per = per/float64(len(ch.Percents)) + 3 + 0.3*n
+		}
+		return fixed + float64(windows)*per
+	}
+	detail := func(ch Churn) string {
+		return fmt.Sprintf("%d windows of %s (rates %s pods/s)", ch.windows(remotes > 0), ch.Duration, joinFloats(ch.Rates))
+	}
+	it := plan.Item{Name: "TestChurn", Expected: s(length(*c)), Detail: detail(*c)}
+	if len(c.Rates) > 1 || c.Duration > 5*time.Second {
+		it.Trim = func() (plan.Item, string) {
+			full := *c
+			c.Rates, c.Duration = c.Rates[len(c.Rates)-1:], max(5*time.Second, c.Duration/2)
+			return plan.Item{Name: "TestChurn", Expected: s(length(*c)), Detail: detail(*c)},
+				fmt.Sprintf("TestChurn trimmed to fit -timeout: rates %s pods/s in %s windows instead of -churn.rates=%s -churn.duration=%s; raise -timeout for the full sweep (make e2e runs it)",
+					joinFloats(c.Rates), c.Duration, joinFloats(full.Rates), full.Duration)
+		}
+	}
+	return it
+}
+
+// windows counts the churn windows of the sweep.
+func (c Churn) windows(remotes bool) int {
+	w := 0
+	for _, where := range c.Cases {
+		if where != CaseLocal && !remotes {
+			continue
+		}
+		for _, mode := range c.Modes {
+			if mode == ModeReady && where != CaseLocal {
+				continue
+			}
+			w += len(c.Rates) * max(len(c.Percents), 1)
+		}
+	}
+	return w
+}
+
+func joinFloats(vs []float64) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
