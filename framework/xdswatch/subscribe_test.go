@@ -21,15 +21,15 @@ func workloadAddr(uid string) *workloadapi.Address {
 
 func TestSubscribeSeesUpdatesOnArrival(t *testing.T) {
 	w := newTestWatcher()
-	w.onAddress(nil, "a", "", workloadAddr("a"), adsc.EventAdd)
+	w.onAddress(0, "a", workloadAddr("a"), adsc.EventAdd)
 
 	var got []Update
 	state, unsubscribe := w.Subscribe(func(u Update) { got = append(got, u) })
 	assert.Contains(t, state, "a", "the state at subscription")
 
 	before := time.Now()
-	w.onAddress(nil, "b", "", workloadAddr("b"), adsc.EventAdd)
-	w.onAddress(nil, "a", "", nil, adsc.EventDelete)
+	w.onAddress(0, "b", workloadAddr("b"), adsc.EventAdd)
+	w.onAddress(0, "a", nil, adsc.EventDelete)
 	require.Len(t, got, 2)
 	assert.Equal(t, "b", got[0].Name)
 	assert.NotNil(t, got[0].Address)
@@ -41,7 +41,7 @@ func TestSubscribeSeesUpdatesOnArrival(t *testing.T) {
 	assert.Equal(t, uint64(3), w.Seq())
 
 	unsubscribe()
-	w.onAddress(nil, "c", "", workloadAddr("c"), adsc.EventAdd)
+	w.onAddress(0, "c", workloadAddr("c"), adsc.EventAdd)
 	assert.Len(t, got, 2, "no calls after unsubscribe")
 	assert.Len(t, w.Addresses(), 2)
 }
@@ -51,7 +51,7 @@ func TestChangedStillFiresWithSubscribers(t *testing.T) {
 	_, unsubscribe := w.Subscribe(func(Update) {})
 	defer unsubscribe()
 	ch := w.Changed()
-	w.onAddress(nil, "a", "", workloadAddr("a"), adsc.EventAdd)
+	w.onAddress(0, "a", workloadAddr("a"), adsc.EventAdd)
 	select {
 	case <-ch:
 	default:

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pkg/adsc"
+	"istio.io/istio/pkg/backoff"
 	istiolog "istio.io/istio/pkg/log"
 	"istio.io/istio/pkg/workloadapi"
 	"istio.io/istio/pkg/workloadapi/security"
@@ -35,19 +36,27 @@ type Config struct {
 	Cluster string
 }
 
-// Watcher holds the Address resources last received from istiod.
+// Watcher holds the Address resources last received from istiod. Like ztunnel it keeps what it
+// has when the stream breaks and reconnects with backoff; the new stream's initial answer replaces
+// the state (what it no longer holds is removed, as istiod would say for the resource versions a
+// ztunnel reconnects with).
 type Watcher struct {
 	cfg    Config
-	client *adsc.Client
+	meta   *structpb.Struct
 	cancel context.CancelFunc
 	done   chan struct{}
+	synced chan struct{} // closed at the first stream's initial sync
 
-	mu      sync.Mutex
-	addrs   map[string]*workloadapi.Address
-	changed chan struct{} // closed and replaced on every change
-	seq     uint64        // updates applied so far
-	subs    map[int]func(Update)
-	nextSub int
+	mu         sync.Mutex
+	addrs      map[string]*workloadapi.Address
+	changed    chan struct{} // closed and replaced on every change
+	seq        uint64        // updates applied so far
+	subs       map[int]func(Update)
+	nextSub    int
+	gen        int             // the current stream; callbacks of older ones are dropped
+	seen       map[string]bool // what the current stream has sent, until its initial sync
+	reconnects int
+	lastSync   time.Time
 }
 
 // Update is one Address resource change as the watcher applied it.
@@ -66,6 +75,12 @@ type Update struct {
 // quietADSC keeps adsc's per-resource info lines (one per workload) out of test output.
 var quietADSC sync.Once
 
+// Reconnect backoff after a broken stream: exponential from reconnectFirst to reconnectMax.
+const (
+	reconnectFirst = 100 * time.Millisecond
+	reconnectMax   = 5 * time.Second
+)
+
 // Start connects and waits until istiod has answered the initial watches.
 func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher, error) {
 	quietADSC.Do(func() {
@@ -83,34 +98,22 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{cfg: cfg, addrs: map[string]*workloadapi.Address{}, changed: make(chan struct{}), done: make(chan struct{})}
-	w.client = adsc.NewDelta(cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
-		ClientName: "ambientmc-watch-" + cfg.Name,
-		NodeType:   model.Ztunnel,
-		IP:         cfg.IP,
-		Namespace:  pki.IstioNamespace,
-		Workload:   cfg.Name,
-		Meta:       meta,
-		CertDir:    cfg.CertDir,
-		XDSSAN:     "istiod.istio-system.svc",
-	}},
-		adsc.Register(w.onAddress),
-		adsc.Register(func(adsc.HandlerContext, string, string, *security.Authorization, adsc.Event) {}),
-		adsc.Watch[*workloadapi.Address]("*"),
-		adsc.Watch[*security.Authorization]("*"),
-	)
+	w := &Watcher{cfg: cfg, meta: meta, addrs: map[string]*workloadapi.Address{}, changed: make(chan struct{}),
+		done: make(chan struct{}), synced: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
+	first := make(chan struct{}) // the first stream ended
 	go func() {
 		defer close(w.done)
-		w.client.Run(runCtx)
+		w.run(runCtx, first)
 	}()
 	timer := time.NewTimer(syncTimeout)
 	defer timer.Stop()
 	select {
-	case <-w.client.Synced():
+	case <-w.synced:
 		return w, nil
-	case <-w.done:
+	case <-first:
+		w.Close()
 		return nil, fmt.Errorf("xDS watcher %s: the stream to %s ended before the initial sync (see the test log for adsc's reason)", cfg.Name, cfg.Address)
 	case <-timer.C:
 		w.Close()
@@ -121,13 +124,128 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 	}
 }
 
-func (w *Watcher) onAddress(_ adsc.HandlerContext, name, _ string, a *workloadapi.Address, ev adsc.Event) {
+// run keeps a stream to istiod until ctx ends: each stream is a new adsc client, started after a
+// backoff once the previous one broke. first is closed when the first stream ends unsynced.
+func (w *Watcher) run(ctx context.Context, first chan struct{}) {
+	bo := backoff.NewExponentialBackOff(backoff.Option{InitialInterval: reconnectFirst, MaxInterval: reconnectMax})
+	for gen := 1; ctx.Err() == nil; gen++ {
+		w.mu.Lock()
+		w.gen, w.seen = gen, map[string]bool{}
+		w.mu.Unlock()
+		streamCtx, endStream := context.WithCancel(ctx)
+		client := adsc.NewDelta(w.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
+			ClientName: "ambientmc-watch-" + w.cfg.Name,
+			NodeType:   model.Ztunnel,
+			IP:         w.cfg.IP,
+			Namespace:  pki.IstioNamespace,
+			Workload:   w.cfg.Name,
+			Meta:       w.meta,
+			CertDir:    w.cfg.CertDir,
+			XDSSAN:     "istiod.istio-system.svc",
+			// adsc would reconnect by itself, keeping its tree: one stream per client instead, so
+			// that each new stream's answer replaces the state.
+			BackoffPolicy: oneStream{BackOff: bo, end: endStream},
+		}},
+			adsc.Register(func(hc adsc.HandlerContext, name, v string, a *workloadapi.Address, ev adsc.Event) {
+				w.onAddress(gen, name, a, ev)
+			}),
+			adsc.Register(func(adsc.HandlerContext, string, string, *security.Authorization, adsc.Event) {}),
+			adsc.Watch[*workloadapi.Address]("*"),
+			adsc.Watch[*security.Authorization]("*"),
+		)
+		streamDone := make(chan struct{})
+		go func() {
+			select {
+			case <-client.Synced():
+				w.onSynced(gen)
+				bo.Reset()
+			case <-streamDone:
+			}
+		}()
+		client.Run(streamCtx)
+		endStream()
+		close(streamDone)
+		if gen == 1 && !w.hasSynced() {
+			close(first)
+			return
+		}
+		if !sleepCtx(ctx, bo.NextBackOff()) {
+			return
+		}
+	}
+}
+
+// oneStream is a backoff policy that ends adsc's client when its stream breaks (adsc asks it for
+// the wait before reconnecting), so the watcher reconnects with a new client.
+type oneStream struct {
+	backoff.BackOff
+	end context.CancelFunc
+}
+
+func (o oneStream) NextBackOff() time.Duration { o.end(); return 0 }
+func (o oneStream) Reset()                     {}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (w *Watcher) hasSynced() bool {
+	select {
+	case <-w.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// onSynced ends stream gen's initial answer: what it did not send is gone.
+func (w *Watcher) onSynced(gen int) {
 	at := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ev == adsc.EventDelete || a == nil {
-		delete(w.addrs, name)
+	if gen != w.gen {
+		return
+	}
+	for name := range w.addrs {
+		if !w.seen[name] {
+			w.applyLocked(name, nil, at)
+		}
+	}
+	w.seen, w.lastSync = nil, at
+	if gen == 1 {
+		close(w.synced)
+	} else {
+		w.reconnects++
+	}
+}
+
+func (w *Watcher) onAddress(gen int, name string, a *workloadapi.Address, ev adsc.Event) {
+	at := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen != w.gen {
+		return
+	}
+	if ev == adsc.EventDelete {
 		a = nil
+	}
+	if w.seen != nil && a != nil {
+		w.seen[name] = true
+	}
+	w.applyLocked(name, a, at)
+}
+
+// applyLocked sets (or, with a nil a, removes) one resource and tells the subscribers.
+func (w *Watcher) applyLocked(name string, a *workloadapi.Address, at time.Time) {
+	if a == nil {
+		delete(w.addrs, name)
 	} else {
 		w.addrs[name] = a
 	}
@@ -138,6 +256,24 @@ func (w *Watcher) onAddress(_ adsc.HandlerContext, name, _ string, a *workloadap
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
+}
+
+// Reconnects is how many times a broken stream was re-established and answered in full.
+func (w *Watcher) Reconnects() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reconnects
+}
+
+// LastSync is when the current stream's initial answer was complete (zero while a reconnected
+// stream has not answered yet).
+func (w *Watcher) LastSync() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen != nil {
+		return time.Time{}
+	}
+	return w.lastSync
 }
 
 // Subscribe calls fn with every update applied from now on, in arrival order, on the stream's
@@ -231,7 +367,7 @@ func (w *Watcher) Changed() <-chan struct{} {
 	return w.changed
 }
 
-// Done is closed when the stream to istiod has ended.
+// Done is closed when the watcher has stopped (Close); a broken stream is re-established.
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
 // WaitFor blocks until cond holds for the watcher's state, or ctx ends.
@@ -246,7 +382,7 @@ func (w *Watcher) WaitFor(ctx context.Context, cond func(*Watcher) bool) error {
 		select {
 		case <-changed:
 		case <-w.done:
-			return errors.New("xDS watcher: the stream to istiod ended")
+			return errors.New("xDS watcher: closed")
 		case <-ctx.Done():
 			return ctx.Err()
 		}

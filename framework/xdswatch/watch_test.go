@@ -32,6 +32,7 @@ import (
 type fakeIstiod struct {
 	discovery.UnimplementedAggregatedDiscoveryServiceServer
 	addr    string
+	server  *grpc.Server
 	initial []*workloadapi.Address
 
 	mu       sync.Mutex
@@ -45,6 +46,12 @@ type fakeIstiod struct {
 
 func startFakeIstiod(t *testing.T, inter *pki.Intermediate, roots *pki.Root, initial ...*workloadapi.Address) *fakeIstiod {
 	t.Helper()
+	return startFakeIstiodAt(t, "127.0.0.1:0", inter, roots, initial...)
+}
+
+// startFakeIstiodAt listens on addr (a restarted istiod comes back on its old port).
+func startFakeIstiodAt(t *testing.T, addr string, inter *pki.Intermediate, roots *pki.Root, initial ...*workloadapi.Address) *fakeIstiod {
+	t.Helper()
 	cert, err := tls.X509KeyPair(inter.ChainPEM, inter.KeyPEM)
 	require.NoError(t, err)
 	cfg := &tls.Config{
@@ -53,11 +60,12 @@ func startFakeIstiod(t *testing.T, inter *pki.Intermediate, roots *pki.Root, ini
 		ClientAuth:            tls.RequireAnyClientCert,
 		VerifyPeerCertificate: pki.VerifySPIFFE(roots.Pool()),
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	f := &fakeIstiod{addr: l.Addr().String(), initial: initial,
 		push: make(chan *discovery.DeltaDiscoveryResponse, 16)}
 	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+	f.server = s
 	discovery.RegisterAggregatedDiscoveryServiceServer(s, f)
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
@@ -283,6 +291,42 @@ func TestWatcherTracksSplitHorizonWorkloads(t *testing.T) {
 	f.mu.Lock()
 	assert.Empty(t, f.nacks, "the watcher rejected istio's own types")
 	f.mu.Unlock()
+}
+
+// istiod restarts: the watcher keeps what it had meanwhile, reconnects to the same address, and the
+// new stream's answer replaces the state, removals included (as for ztunnel's resource versions).
+func TestWatcherReconnectsAfterIstiodRestarts(t *testing.T) {
+	c := newCA(t)
+	a, b, d := localPod("a", svcA), localPod("b", svcA), localPod("d", svcA)
+	f := startFakeIstiod(t, c.inter, c.root, a, b)
+	w := start(t, f, c)
+	require.Len(t, w.Addresses(), 2)
+	var removed []string
+	var mu sync.Mutex
+	_, unsubscribe := w.Subscribe(func(u Update) {
+		if u.Address == nil {
+			mu.Lock()
+			removed = append(removed, u.Name)
+			mu.Unlock()
+		}
+	})
+	defer unsubscribe()
+
+	f.server.Stop()
+	time.Sleep(300 * time.Millisecond)
+	assert.Len(t, w.Addresses(), 2, "the last state is kept while istiod is away")
+	startFakeIstiodAt(t, f.addr, c.inter, c.root, a, d)
+	waitFor(t, w, "the new stream's state", func(w *Watcher) bool {
+		got := w.Addresses()
+		_, hasD := got[addressName(d)]
+		_, hasB := got[addressName(b)]
+		return len(got) == 2 && hasD && !hasB
+	})
+	assert.Equal(t, 1, w.Reconnects())
+	assert.False(t, w.LastSync().IsZero(), "the new stream answered in full")
+	mu.Lock()
+	assert.Equal(t, []string{addressName(b)}, removed, "what the new stream no longer holds is removed")
+	mu.Unlock()
 }
 
 func TestStartFailsWithoutAServer(t *testing.T) {

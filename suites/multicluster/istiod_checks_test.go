@@ -479,15 +479,12 @@ func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster
 		return
 	}
 	sh, want := old.SplitHorizonFor(remote.Network), fresh.SplitHorizonFor(remote.Network)
-	var why string
-	select {
-	case <-old.Done():
-		why = "the stream ended"
-	default:
-		why = "istiod dropped the rejoin's event for this stream (it still gets local changes)"
-		if !reached[1] {
-			why = "the stream stalled (it gets no local change either)"
-		}
+	why := "istiod dropped the rejoin's event for this stream (it still gets local changes)"
+	switch {
+	case old.Reconnects() > 0:
+		why = fmt.Sprintf("the stream broke and was re-established %d times", old.Reconnects())
+	case !reached[1]:
+		why = "the stream stalled (it gets no local change either)"
 	}
 	verdict(t, istiodcheck.RejoinLongLived, false, fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin, a fresh stream all of them in %.1fs: %s",
 		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, rejoinWithin, freshAt.Seconds(), why))
