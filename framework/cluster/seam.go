@@ -62,8 +62,8 @@ type Istiod interface {
 
 // IstiodRestarter is offered by istiods that can be restarted in place: stopped and started again
 // with the same options and at the same addresses, so xDS clients and samplers reconnect to where
-// they were (a fresh istiod for a measurement, or a restart under a running data plane). Callers
-// take Sampler() anew after it, as the process behind it changed.
+// they were (a fresh istiod for a measurement, or a restart under a running data plane). Done,
+// ExitErr and the log follow the new process.
 type IstiodRestarter interface {
 	Restart(ctx context.Context) error
 }

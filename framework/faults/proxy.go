@@ -35,7 +35,22 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	down  bool
 	once  sync.Once
+}
+
+// SetDown takes the upstream away (true) or brings it back (false): while down, every proxied
+// connection is closed and new ones are closed as soon as they are accepted, as when the API
+// server behind the proxy is gone.
+func (p *Proxy) SetDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+	}
 }
 
 // Listen starts a proxy on 127.0.0.1:0 that forwards to upstream (host:port).
@@ -83,6 +98,10 @@ func (p *Proxy) track(c net.Conn) bool {
 		return false
 	default:
 	}
+	if p.down {
+		_ = c.Close()
+		return false
+	}
 	p.conns[c] = struct{}{}
 	return true
 }
@@ -102,7 +121,12 @@ func (p *Proxy) accept() {
 			return // closed
 		}
 		if !p.track(c) {
-			return
+			select {
+			case <-p.stop:
+				return
+			default:
+				continue // down: refused
+			}
 		}
 		p.wg.Add(1)
 		go p.serve(c)

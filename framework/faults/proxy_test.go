@@ -110,3 +110,35 @@ func TestProxyCloseEndsEverything(t *testing.T) {
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+1, "no proxy goroutine is left (the +1 is the echo server's accept loop)")
 }
+
+func TestProxyDownRefusesUntilItComesBack(t *testing.T) {
+	p, err := Listen(echoServer(t), Delay{})
+	require.NoError(t, err)
+	defer p.Close()
+	open, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer open.Close()
+	roundTrip(t, open, "before")
+
+	p.SetDown(true)
+	closedRead := func(c net.Conn) {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		if assert.Error(t, err, "closed while down") && errors.As(err, &ne) {
+			assert.False(t, ne.Timeout(), "closed, not merely silent")
+		}
+	}
+	closedRead(open)
+	during, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err, "the port still accepts, as a host whose server is gone resets")
+	defer during.Close()
+	closedRead(during)
+
+	p.SetDown(false)
+	after, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer after.Close()
+	roundTrip(t, after, "after")
+}

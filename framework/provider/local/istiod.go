@@ -123,7 +123,8 @@ func (i *Istiod) Restart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("istiod %s: restart on the same ports: %w", i.cluster, err)
 	}
-	i.Proc, i.sampler = fresh.Proc, fresh.sampler
+	// The same ports: the sampler (and what hooks into it) stays, reading the new process's CPU.
+	i.Proc, i.sampler.CPU = fresh.Proc, fresh.sampler.CPU
 	return nil
 }
 

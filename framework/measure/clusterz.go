@@ -1,0 +1,55 @@
+package measure
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// ClusterzPath lists the clusters istiod reads, with each one's sync status as its secret
+// controller sees it (pilot/pkg/xds/debug.go clusterz, pkg/kube/multicluster ListRemoteClusters).
+const ClusterzPath = "/debug/clusterz"
+
+// ClusterInfo is one entry of /debug/clusterz.
+type ClusterInfo struct {
+	ID         string `json:"id"`
+	SecretName string `json:"secretName"`
+	SyncStatus string `json:"syncStatus"`
+}
+
+// Clusterz reads /debug/clusterz: the config cluster first, then every cluster of a remote secret.
+func (i *Istiod) Clusterz(ctx context.Context) ([]ClusterInfo, error) {
+	var out []ClusterInfo
+	if err := i.getDebugJSON(ctx, ClusterzPath, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// getDebugJSON GETs one of istiod's /debug endpoints on its HTTP port and decodes the JSON answer.
+func (i *Istiod) getDebugJSON(ctx context.Context, path string, into any) error {
+	if i.DebugURL == "" {
+		return fmt.Errorf("istiod %s: no debug URL", i.Name)
+	}
+	u := strings.TrimRight(i.DebugURL, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := i.client().Do(req)
+	if err != nil {
+		return fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("istiod %s: GET %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("istiod %s: GET %s: decoding: %w", i.Name, u, err)
+	}
+	return nil
+}
