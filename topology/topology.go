@@ -69,7 +69,12 @@ const SourceGenerated = "generated"
 
 // Generate returns n primaries cluster-1..cluster-n on networks network-1..network-n
 // (multi-primary, multi-network).
-func Generate(n int) (*Topology, error) {
+func Generate(n int) (*Topology, error) { return GenerateNetworks(n, n) }
+
+// GenerateNetworks returns n primaries cluster-1..cluster-n spread round robin over k networks
+// network-1..network-k: cluster i is on network ((i-1) mod k) + 1, so with k < n some clusters
+// share a network (k = 1: single network; k = n: one network each).
+func GenerateNetworks(n, k int) (*Topology, error) {
 	// How many clusters a provider can build is its own capability (topology.Check), not the
 	// generator's.
 	if n < 1 {
@@ -80,14 +85,47 @@ func Generate(n int) (*Topology, error) {
 			Fix:     "pass -clusters=N with N of 1 or more",
 		}
 	}
+	if k < 1 || k > n {
+		return nil, &Error{
+			Source:  SourceGenerated,
+			Field:   "-networks",
+			Problem: fmt.Sprintf("%d networks for %d clusters", k, n),
+			Fix:     fmt.Sprintf("pass -networks=K with K from 1 (one network) to %d (one per cluster, the default)", n),
+		}
+	}
 	t := &Topology{Source: SourceGenerated}
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("cluster-%d", i)
 		t.Clusters = append(t.Clusters, Cluster{
-			Name: name, Network: defaultNetwork(i), Primary: name, Config: name, Index: i,
+			Name: name, Network: defaultNetwork((i-1)%k + 1), Primary: name, Config: name, Index: i,
 		})
 	}
 	return t, nil
+}
+
+// Relation is how two clusters of a topology reach each other's workloads.
+type Relation string
+
+const (
+	// SameCluster: the same cluster.
+	SameCluster Relation = "same-cluster"
+	// SameNetwork: another cluster on the same network; its pods are reached directly (single
+	// HBONE to the pod's node), and istiod sends them as workloads with their own addresses.
+	SameNetwork Relation = "same-network"
+	// OtherNetwork: another network; its pods are reached through its east-west gateway (double
+	// HBONE), and istiod sends one split-horizon workload per service instead.
+	OtherNetwork Relation = "other-network"
+)
+
+// RelationOf says how a reaches b.
+func RelationOf(a, b Cluster) Relation {
+	switch {
+	case a.Name == b.Name:
+		return SameCluster
+	case a.network() == b.network():
+		return SameNetwork
+	}
+	return OtherNetwork
 }
 
 // normalize fills the defaults a file may leave out.

@@ -104,3 +104,25 @@ func TestHandBuiltClusterDefaults(t *testing.T) {
 	assert.NoError(t, topo.Validate())
 	assert.Equal(t, []string{"network-1", "network-2"}, topo.Networks())
 }
+
+func TestGenerateNetworksRoundRobin(t *testing.T) {
+	topo, err := GenerateNetworks(5, 2)
+	require.NoError(t, err)
+	var nets []string
+	for _, c := range topo.Clusters {
+		nets = append(nets, c.Network)
+	}
+	assert.Equal(t, []string{"network-1", "network-2", "network-1", "network-2", "network-1"}, nets)
+	c := topo.Clusters
+	assert.Equal(t, SameCluster, RelationOf(c[0], c[0]))
+	assert.Equal(t, SameNetwork, RelationOf(c[0], c[2]))
+	assert.Equal(t, OtherNetwork, RelationOf(c[0], c[1]))
+	one, err := GenerateNetworks(3, 1)
+	require.NoError(t, err)
+	assert.Len(t, one.Networks(), 1, "-networks=1 is a single network")
+	for _, k := range []int{0, 4} {
+		_, err := GenerateNetworks(3, k)
+		require.Error(t, err, "-networks=%d for 3 clusters", k)
+		assert.Contains(t, err.Error(), "-networks")
+	}
+}

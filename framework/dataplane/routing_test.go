@@ -33,6 +33,7 @@ func echoService(lb *workloadapi.LoadBalancing) *workloadapi.Address {
 
 type pod struct {
 	name, network, node, region, zone string
+	cluster                           string
 	addr                              netip.Addr
 	healthy                           bool
 	capacity                          uint32 // 0: unset
@@ -45,7 +46,7 @@ func (p pod) address() *workloadapi.Address {
 		st = workloadapi.WorkloadStatus_HEALTHY
 	}
 	w := &workloadapi.Workload{Uid: "c//Pod/probe/" + p.name, Name: p.name, Namespace: "probe", ServiceAccount: p.name,
-		Network: p.network, Node: p.node, Status: st, Addresses: [][]byte{p.addr.AsSlice()},
+		Network: p.network, Node: p.node, ClusterId: p.cluster, Status: st, Addresses: [][]byte{p.addr.AsSlice()},
 		Locality: &workloadapi.Locality{Region: p.region, Zone: p.zone}}
 	if p.capacity > 0 {
 		w.Capacity = wrapperspb.UInt32(p.capacity)
@@ -203,4 +204,15 @@ func TestUnknownServiceIsRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "is not this pod")
 	assert.Equal(t, int64(2), z.Stats.InboundRefused.Load())
 	assert.Zero(t, z.Stats.Inbound.Load())
+}
+
+// Two clusters on one network both have a node called n1: each node's ztunnel serves only its own
+// cluster's pods, though istiod sends it the other's with their own addresses too.
+func TestInboundIsThisNodesPodsOfThisCluster(t *testing.T) {
+	mine := pod{name: "mine", cluster: "c1", network: "network-1", node: "n1", addr: netip.MustParseAddr("10.11.0.5"), healthy: true, service: true}
+	peer := pod{name: "peer", cluster: "c2", network: "network-1", node: "n1", addr: netip.MustParseAddr("10.12.0.5"), healthy: true, service: true}
+	other := pod{name: "other", cluster: "c1", network: "network-1", node: "n2", addr: netip.MustParseAddr("10.11.0.6"), healthy: true, service: true}
+	in := inboundFor(view(nil, mine, peer, other), Node{Cluster: "c1", Network: "network-1", Name: "n1"})
+	require.Len(t, in, 1)
+	require.Contains(t, in, mine.addr)
 }

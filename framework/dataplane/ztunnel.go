@@ -136,14 +136,7 @@ func (z *Ztunnel) reconcile(v *View) error {
 			}
 		}
 	}
-	wantIn := map[netip.Addr]*Endpoint{}
-	for _, s := range v.Services() {
-		for _, ep := range v.Endpoints(s) {
-			if ep.Node == z.node.Name && ep.Network == z.node.Network && ep.Addr.IsValid() {
-				wantIn[ep.Addr] = ep
-			}
-		}
-	}
+	wantIn := inboundFor(v, z.node)
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	var errs []error
@@ -188,6 +181,21 @@ func (z *Ztunnel) reconcile(v *View) error {
 		z.inbound[addr] = hbone.Serve(l, pki.ServerConfig(cert, z.node.Roots), z.inboundHandler(addr))
 	}
 	return errors.Join(errs...)
+}
+
+// inboundFor is what node's ztunnel serves inbound: the pods on that node of its own cluster.
+// Node names repeat across clusters, and istiod sends the pods of another cluster on the same
+// network with their own addresses too, so the node name alone would take theirs.
+func inboundFor(v *View, node Node) map[netip.Addr]*Endpoint {
+	in := map[netip.Addr]*Endpoint{}
+	for _, s := range v.Services() {
+		for _, ep := range v.Endpoints(s) {
+			if ep.Node == node.Name && ep.Cluster == node.Cluster && ep.Network == node.Network && ep.Addr.IsValid() {
+				in[ep.Addr] = ep
+			}
+		}
+	}
+	return in
 }
 
 // certLocked returns the certificate for a local workload identity, issued from the cluster's CA

@@ -271,7 +271,11 @@ func (e *Env) checkInput(s Suite) error {
 	if e.Flags.Topology != "" {
 		e.Topology, err = topology.Load(e.Flags.Topology)
 	} else {
-		e.Topology, err = topology.Generate(e.Flags.Clusters)
+		k := e.Flags.Networks
+		if k == 0 {
+			k = e.Flags.Clusters
+		}
+		e.Topology, err = topology.GenerateNetworks(e.Flags.Clusters, k)
 	}
 	if err != nil {
 		return err

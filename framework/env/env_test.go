@@ -52,6 +52,8 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 		{"unknown field", flagsWith(func(f *Flags) { f.Topology = unknownField; f.Provider = "local" }), []string{unknownField, "netwrok"}},
 		{"missing file", flagsWith(func(f *Flags) { f.Topology = filepath.Join(dir, "nope.yaml"); f.Provider = "local" }), []string{"nope.yaml", "-topology"}},
 		{"zero clusters", flagsWith(func(f *Flags) { f.Clusters = 0; f.Provider = "local" }), []string{"-clusters"}},
+		{"more networks than clusters", flagsWith(func(f *Flags) { f.Clusters = 2; f.Networks = 3 }), []string{"-networks", "1 (one network) to 2"}},
+		{"networks with a topology file", flagsWith(func(f *Flags) { f.Topology = bad; f.Networks = 2 }), []string{"-networks=2", "drop -networks"}},
 		{"unknown provider", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "minikube" }), []string{"-provider=minikube", "local, kind, kube"}},
 		{"bad istiods", flagsWith(func(f *Flags) { f.Istiods = "some" }), []string{"-mesh.istiods=some", "all or observed"}},
 		{"remote on local", flagsWith(func(f *Flags) { f.Topology = remote; f.Provider = "local" }), []string{"r", "local provider", "primaryClusterName"}},

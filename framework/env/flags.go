@@ -9,6 +9,7 @@ import (
 // `go test ./suites/multicluster -clusters=10` works as written.
 type Flags struct {
 	Clusters  int
+	Networks  int // generated topologies: clusters spread over this many networks (0: one each)
 	Topology  string
 	Provider  string
 	ReportDir string
@@ -35,6 +36,7 @@ var flags = register(flag.CommandLine)
 func register(fs *flag.FlagSet) *Flags {
 	f := &Flags{}
 	fs.IntVar(&f.Clusters, "clusters", 2, "number of clusters: cluster-1..N, each a primary on its own network (ignored with -topology)")
+	fs.IntVar(&f.Networks, "networks", 0, "spread the -clusters over K networks round robin, so some share one (0: one network per cluster; 1: a single network)")
 	fs.StringVar(&f.Topology, "topology", "", "topology file: ambientmc YAML/JSON or Istio's prow topology JSON (overrides -clusters)")
 	fs.StringVar(&f.Provider, "provider", "local", "where clusters come from: local (embedded kube-apiserver and etcd), kind (kind clusters on Docker) or kube (existing clusters named by -topology)")
 	fs.StringVar(&f.ReportDir, "report-dir", "", "where report.json and friends are written (default: a new directory under the system temp dir)")
@@ -52,6 +54,12 @@ func register(fs *flag.FlagSet) *Flags {
 func (f *Flags) validate() error {
 	if f.Topology == "" && f.Clusters < 1 {
 		return fmt.Errorf("-clusters=%d: need at least 1 cluster", f.Clusters)
+	}
+	if f.Topology != "" && f.Networks != 0 {
+		return fmt.Errorf("-networks=%d with -topology=%s: a topology file names each cluster's network; drop -networks", f.Networks, f.Topology)
+	}
+	if f.Networks < 0 {
+		return fmt.Errorf("-networks=%d: 0 for one network per cluster, or 1 to -clusters", f.Networks)
 	}
 	if f.Istiods != "all" && f.Istiods != "observed" {
 		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)

@@ -9,11 +9,17 @@ import (
 
 // Check names, as the suite's subtests and the report name them.
 const (
-	MemoryComesBack    = "memory comes back"
-	MidSyncDeletion    = "a deletion mid-sync does not wedge"
-	RejoinLongLived    = "a rejoin reaches long-lived streams"
-	istioPinned131     = "v0.0.0-20260827124520-eed52ebb66ad" // release-1.31 of 2026-08-27, go.mod's pin
-	istioRelease130Aug = "v0.0.0-20260826214018-9739e10eb9d7" // release-1.30 of 2026-08-26
+	MemoryComesBack = "memory comes back"
+	MidSyncDeletion = "a deletion mid-sync does not wedge"
+	RejoinLongLived = "a rejoin reaches long-lived streams"
+	// Under events that change a running mesh.
+	RotationNoLeak        = "a remote-secret rotation does not leak"
+	TrafficDuringRotation = "traffic holds while a remote secret rotates"
+	TrafficDuringRestart  = "traffic holds while istiod restarts"
+	RemoteOutage          = "a remote API server outage keeps the last state"
+	SyncStatusTruth       = "sync status tells the truth"
+	istioPinned131        = "v0.0.0-20260827124520-eed52ebb66ad" // release-1.31 of 2026-08-27, go.mod's pin
+	istioRelease130Aug    = "v0.0.0-20260826214018-9739e10eb9d7" // release-1.30 of 2026-08-26
 )
 
 // Known is one upstream fault a check reproduces on the istiod versions listed.

@@ -225,6 +225,9 @@ func (m *Mesh) Join(ctx context.Context, name string) error {
 
 // holds records that primary's istiod now holds remote (m.mu held).
 func (m *Mesh) holds(primary, remote string) {
+	if m.held == nil {
+		m.held = map[string]map[string]bool{}
+	}
 	if m.held[primary] == nil {
 		m.held[primary] = map[string]bool{}
 	}
@@ -259,6 +262,33 @@ func (m *Mesh) RestartIstiod(ctx context.Context, primary string) error {
 		for _, j := range m.joined {
 			if j != primary {
 				m.holds(primary, j)
+			}
+		}
+	}
+	return nil
+}
+
+// RotateSecret writes remote's secret anew, with a fresh token for the same cluster, into every
+// joined primary: an in-place rotation, as a credential rotation does it.
+func (m *Mesh) RotateSecret(ctx context.Context, remote string) error {
+	c := m.Cluster(remote)
+	if c == nil {
+		return fmt.Errorf("rotate: unknown cluster %q", remote)
+	}
+	fresh, err := RemoteSecret(ctx, c)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.secrets[remote] = fresh
+	if !slices.Contains(m.joined, remote) {
+		return nil
+	}
+	for _, j := range m.joined {
+		if into := m.Cluster(j); j != remote && into.IsPrimary() {
+			if err := ApplySecret(ctx, into, fresh); err != nil {
+				return fmt.Errorf("rotate %s: %w", remote, err)
 			}
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"strings"
 )
 
+// RotationSVG charts the rotation check: istiod live heap and goroutines against rotations.
+const RotationSVG = "rotation.svg"
+
 // Results of an istiod property check.
 const (
 	CheckPass       = "pass"
@@ -20,6 +23,60 @@ type IstiodCheck struct {
 	// Reference is the upstream issue a known-issue (or an out-of-date table entry) names.
 	Reference string `json:"reference,omitempty"`
 	Detail    string `json:"detail"`
+	// Istiod is the istiod (and version) the check ran against.
+	IstiodVersion string `json:"istiodVersion,omitempty"`
+
+	// The figures a check measured; absent when it does not measure them.
+	Rotation *RotationFigures `json:"rotation,omitempty"`
+	Traffic  *TrafficFigures  `json:"traffic,omitempty"`
+	// ReconvergeSeconds is how long the ztunnel-like clients took to hold again what they held,
+	// from the moment istiod was ready again (restart) or the remote was reachable again (outage).
+	ReconvergeSeconds *float64 `json:"reconvergeSeconds,omitempty"`
+	// ChangeSeenSeconds is how long after the remote API server came back a change made during
+	// its outage reached the clients.
+	ChangeSeenSeconds *float64 `json:"changeSeenSeconds,omitempty"`
+	// Status is what istiod's sync status said against what the framework knew.
+	Status *StatusFigures `json:"status,omitempty"`
+	// Profiles are the profile files that bear on the check, relative to the report directory.
+	Profiles []string `json:"profiles,omitempty"`
+}
+
+// RotationFigures are istiod's live heap and goroutines against the number of remote-secret
+// rotations, with least-squares slopes per rotation.
+type RotationFigures struct {
+	Points                []RotationPoint `json:"points"`
+	LiveHeapSlopeBytes    *float64        `json:"liveHeapSlopeBytes,omitempty"`
+	LiveHeapSlopeStdErr   *float64        `json:"liveHeapSlopeStdErr,omitempty"`
+	LiveHeapBoundBytes    *float64        `json:"liveHeapBoundBytes,omitempty"`
+	GoroutineSlope        *float64        `json:"goroutineSlope,omitempty"`
+	GoroutineSlopeStdErr  *float64        `json:"goroutineSlopeStdErr,omitempty"`
+	GoroutineBound        *float64        `json:"goroutineBound,omitempty"`
+	RemoteClusterLiveHeap *float64        `json:"remoteClusterLiveHeapBytes,omitempty"`
+}
+
+// RotationPoint is one reading after Rotations rotations (in place, then deleted and recreated).
+type RotationPoint struct {
+	Rotations     int     `json:"rotations"`
+	Mode          string  `json:"mode"`
+	LiveHeapBytes float64 `json:"liveHeapBytes"`
+	Goroutines    float64 `json:"goroutines"`
+}
+
+// TrafficFigures are the requests a check sent through the data plane while it disturbed the mesh.
+type TrafficFigures struct {
+	IntervalSeconds   float64 `json:"intervalSeconds"`
+	Requests          int     `json:"requests"`
+	Succeeded         int     `json:"succeeded"`
+	LongestGapSeconds float64 `json:"longestGapSeconds"`
+}
+
+// StatusFigures compare istiod's sync status (the metric and /debug/clusterz) with what the
+// framework knew, sampled through the check.
+type StatusFigures struct {
+	Samples int `json:"samples"`
+	// Disagreements are stretches where istiod said something else for longer than AllowedSeconds.
+	Disagreements  []string `json:"disagreements,omitempty"`
+	AllowedSeconds float64  `json:"allowedSeconds"`
 }
 
 func validateChecks(cs []IstiodCheck) error {
@@ -43,7 +100,44 @@ func markdownChecks(b *bytes.Buffer, cs []IstiodCheck) {
 	}
 	fmt.Fprintf(b, "## istiod property checks\n\n| Check | Result | Reference | Detail |\n|---|---|---|---|\n")
 	for _, c := range cs {
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", cell(c.Name), c.Result, cell(c.Reference), cell(strings.ReplaceAll(c.Detail, "\n", " ")))
+		detail := c.Detail
+		if len(c.Profiles) > 0 {
+			detail += " Profiles: " + strings.Join(c.Profiles, ", ") + "."
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", cell(c.Name), c.Result, cell(c.Reference), cell(strings.ReplaceAll(detail, "\n", " ")))
 	}
 	b.WriteString("\n")
+	for _, c := range cs {
+		if r := c.Rotation; r != nil && len(r.Points) > 0 {
+			fmt.Fprintf(b, "### %s\n\n| Rotations | Mode | Live heap MB | Goroutines |\n|---|---|---|---|\n", cell(c.Name))
+			for _, p := range r.Points {
+				fmt.Fprintf(b, "| %d | %s | %s | %s |\n", p.Rotations, cell(p.Mode), num(p.LiveHeapBytes/bytesPerMB, 2), num(p.Goroutines, 0))
+			}
+			fmt.Fprintf(b, "\nPer rotation: live heap %s KB (bound %s KB), goroutines %s (bound %s).\n\n",
+				slope(r.LiveHeapSlopeBytes, r.LiveHeapSlopeStdErr, 1e3, 1), opt(r.LiveHeapBoundBytes, 1e3, 1),
+				slope(r.GoroutineSlope, r.GoroutineSlopeStdErr, 1, 2), opt(r.GoroutineBound, 1, 2))
+		}
+	}
+}
+
+// rotationSVG charts live heap and goroutines against rotations, or returns nil without a
+// rotation check.
+func rotationSVG(cs []IstiodCheck) []byte {
+	for _, c := range cs {
+		r := c.Rotation
+		if r == nil || len(r.Points) == 0 {
+			continue
+		}
+		heap, gr := series{name: "live heap"}, series{name: "goroutines"}
+		for _, p := range r.Points {
+			heap.points = append(heap.points, point{float64(p.Rotations), p.LiveHeapBytes / bytesPerMB})
+			gr.points = append(gr.points, point{float64(p.Rotations), p.Goroutines})
+		}
+		const x = "remote-secret rotations"
+		return linePanels([]panel{
+			{title: "istiod live heap against rotations", xLabel: x, yLabel: "MB", series: []series{heap}},
+			{title: "istiod goroutines against rotations", xLabel: x, yLabel: "goroutines", series: []series{gr}},
+		})
+	}
+	return nil
 }

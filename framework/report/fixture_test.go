@@ -32,7 +32,7 @@ func fullReport() *Report {
 		Joins: []Join{
 			{Cluster: "cluster-2", RemoteClusters: 1, SyncSeconds: F(0.61), XDSSeconds: F(2.1), ConvergenceSeconds: F(2.1),
 				JoinCPUSeconds: F(3.1), JoinCPUSecondsResolution: F(1e-9), Sample: sample(0.03, 0.0004, 270e6, 175e6, 92e6)},
-			{Cluster: "cluster-3", RemoteClusters: 2, SyncSeconds: F(0.55), XDSSeconds: F(1.9), ConvergenceSeconds: F(2.0),
+			{Cluster: "cluster-3", RemoteClusters: 2, Criterion: CriterionSplitHorizon, SyncSeconds: F(0.55), XDSSeconds: F(1.9), ConvergenceSeconds: F(2.0),
 				JoinCPUSeconds: F(2.9), JoinCPUSecondsResolution: F(1e-9), Sample: sample(0.02, 0.0006, 390e6, 260e6, 140e6)},
 		},
 		Leaves: []Leave{{Cluster: "cluster-3", RemoteClusters: 1, Seconds: F(1.2), RSSBytes: F(300e6), LiveHeapBytes: F(95e6), ManagedRemoteClusters: 1}},

@@ -173,14 +173,15 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 	}
 
 	p("### Joins\n\n")
-	p("| Remote clusters | Cluster | Sync s | xDS s | Convergence s | Settle s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("Convergence: the remote synced, and a ztunnel-like client holding the cluster's pods: as one split-horizon workload per global service through its east-west gateway (**split-horizon**, another network), or every pod as a workload of its own (**pod-workloads**, the same network).\n\n")
+	p("| Remote clusters | Cluster | Criterion | Sync s | xDS s | Convergence s | Settle s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	sampleCells := func(s Sample) string {
 		return strings.Join([]string{cpu(s.CPUCores, s.CPUCoresResolution, 4), cpu(s.SteadyCPUCores, s.SteadyCPUCoresResolution, 5),
 			opt(s.RSSBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
 	}
 	m := missingCellValue
-	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
+	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
 	prev := cp.Baseline
 	for _, j := range cp.Joins {
 		// A difference of two readings is known to within both their resolutions.
@@ -196,7 +197,7 @@ func markdownControlPlane(b *bytes.Buffer, cp *ControlPlane, scale *Scale, ref R
 		if j.SettleCapped {
 			settled += " (cap)"
 		}
-		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster),
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster), cell(j.Criterion),
 			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), settled, cpu(j.JoinCPUSeconds, j.JoinCPUSecondsResolution, 2),
 			sampleCells(j.Sample), cpu(j.DeltaCPUCores, dres, 4), opt(j.DeltaRSSBytes, bytesPerMB, 1),
 			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1), busy)

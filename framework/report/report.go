@@ -209,10 +209,22 @@ type MeasuredIstiod struct {
 	Note      string `json:"note,omitempty"`
 }
 
+// Join criteria: what a ztunnel-like client of the observed istiod must hold of the joined cluster.
+const (
+	// CriterionSplitHorizon: a cluster on another network; one split-horizon workload per global
+	// service, capacities summing to its pods, via its east-west gateway.
+	CriterionSplitHorizon = "split-horizon"
+	// CriterionPodWorkloads: a cluster on the observed cluster's own network; every scale pod as a
+	// workload with its own address.
+	CriterionPodWorkloads = "pod-workloads"
+)
+
 // Join is one cluster joining; RemoteClusters is the count of remote clusters after it joined.
 type Join struct {
 	Cluster        string `json:"cluster"`
 	RemoteClusters int    `json:"remoteClusters"`
+	// Criterion is what the join waited for (CriterionSplitHorizon or CriterionPodWorkloads).
+	Criterion string `json:"criterion,omitempty"`
 	// SettleSeconds is how long after convergence the memory samples began; SettleCapped says the
 	// settle ended at its cap rather than with istiod's CPU back in its idle band.
 	SettleSeconds      *float64 `json:"settleSeconds,omitempty"`

@@ -58,6 +58,11 @@ func Write(dir string, r *Report) error {
 	} else {
 		stale = append(stale, ChurnSVG)
 	}
+	if svg := rotationSVG(r.IstiodChecks); svg != nil {
+		files[RotationSVG] = svg
+	} else {
+		stale = append(stale, RotationSVG)
+	}
 	var errs []error
 	for name, b := range files {
 		errs = append(errs, writeFile(filepath.Join(dir, name), b))

@@ -183,7 +183,7 @@ func TestMarkdown(t *testing.T) {
 		"2 CPUs",
 		"300 services, 4000 pods per cluster",
 		"| istiod | v0.0.0-20260826214018-9739e10eb9d7 (/cache/pilot-discovery-0123/pilot-discovery, sha256 0123456789ab, go1.26.8); replaced pins: istio.io/api v1.30.4-0.20260824163423-69099aec2678 => v1.30.8 |",
-		"| 2 | cluster-3 | 0.55 |",                    // joins table
+		"| 2 | cluster-3 | split-horizon | 0.55 |",    // joins table
 		"| RSS (MB) | 120.0 ± 0.0 | 180 MB |",         // slope beside the published figure
 		"0.010 cores (1.0% of a core)",                // published CPU
 		"| cluster-3 | 1 | 1.20 | 300.0 | 95.0 | 1 |", // leaves table

@@ -258,6 +258,9 @@ func (w *Watcher) applyLocked(name string, a *workloadapi.Address, at time.Time)
 	w.changed = make(chan struct{})
 }
 
+// Cluster is the cluster ID the watcher presents as its own (Config.Cluster).
+func (w *Watcher) Cluster() string { return w.cfg.Cluster }
+
 // Reconnects is how many times a broken stream was re-established and answered in full.
 func (w *Watcher) Reconnects() int {
 	w.mu.Lock()
@@ -358,6 +361,24 @@ func (w *Watcher) SplitHorizonOf(network string, keep func(service string) bool)
 		}
 	}
 	return sh
+}
+
+// PodWorkloads counts the pod workloads of cluster the watcher holds with an address of their own
+// (how istiod sends the pods of a cluster on the watcher's own network), counting only those of
+// services (keys "ns/hostname") that keep accepts; nil keeps all.
+func (w *Watcher) PodWorkloads(cluster string, keep func(service string) bool) int {
+	n := 0
+	for name, a := range w.Addresses() {
+		wl := a.GetWorkload()
+		if wl == nil || wl.GetClusterId() != cluster || !strings.Contains(name, "/Pod/") || len(wl.GetAddresses()) == 0 {
+			continue
+		}
+		if keep != nil && !slices.ContainsFunc(slices.Collect(maps.Keys(wl.GetServices())), keep) {
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // Changed returns a channel that is closed at the next change of the state.

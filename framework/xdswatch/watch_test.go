@@ -268,6 +268,9 @@ func TestWatcherTracksSplitHorizonWorkloads(t *testing.T) {
 	assert.Equal(t, map[string]bool{"127.202.0.1": true}, sh.Gateways)
 	assert.Equal(t, map[string]bool{svcA: true}, sh.Services)
 	assert.Zero(t, w.SplitHorizonFor("network-1").Workloads, "local workloads are not split-horizon")
+	assert.Equal(t, 1, w.PodWorkloads("cluster-1", nil), "the local pod, with its address")
+	assert.Zero(t, w.PodWorkloads("cluster-1", func(string) bool { return false }), "kept by service")
+	assert.Zero(t, w.PodWorkloads("cluster-2", nil), "no pod of another cluster")
 
 	// A second global service appears in network-2: one more workload, capacities add up.
 	f.push <- f.response(v3.AddressType, []*workloadapi.Address{splitHorizon("network-2", "127.202.0.1", svcB, 4)})

@@ -112,8 +112,12 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 // Restart stops istiod and starts a fresh one with the same options on the same ports. The old
 // process's log is kept beside the new one as istiod.log.<n>. The new process has held nothing yet.
 func (i *Istiod) Restart(ctx context.Context) error {
-	if err := i.Stop(); err != nil {
-		return fmt.Errorf("istiod %s: restart: stopping: %w", i.cluster, err)
+	select {
+	case <-i.Proc.Done(): // already gone (killed): nothing to stop
+	default:
+		if err := i.Stop(); err != nil {
+			return fmt.Errorf("istiod %s: restart: stopping: %w", i.cluster, err)
+		}
 	}
 	i.restarts++
 	if err := os.Rename(i.Proc.LogFile(), fmt.Sprintf("%s.%d", i.Proc.LogFile(), i.restarts)); err != nil {

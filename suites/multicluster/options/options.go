@@ -43,6 +43,9 @@ type Latency struct {
 type Checks struct {
 	// Clusters is how many remote clusters the memory check joins and leaves (0: all).
 	Clusters int
+	// Rotations is how many times the rotation check rotates a remote secret in place, and
+	// again how many times it deletes and recreates it.
+	Rotations int
 }
 
 // Flags holds the values of the suites' flags, registered on the default flag set so that
@@ -63,6 +66,7 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.IntVar(&o.Latency.Connections, "latency.connections", 16, "concurrent connections of each latency run")
 	fs.IntVar(&o.Latency.Payload, "latency.payload", 1024, "response size in bytes")
 	fs.IntVar(&o.Checks.Clusters, "checks.clusters", 2, "remote clusters the istiod memory check joins and leaves (0: every cluster)")
+	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 3, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
 	registerChurn(fs, &o.Churn)
 	return o
 }
@@ -91,6 +95,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("-latency.connections=%d: need at least 1", l.Connections)
 	case l.Payload < 0:
 		return fmt.Errorf("-latency.payload=%d: must be 0 or more bytes", l.Payload)
+	case o.Checks.Rotations < 1:
+		return fmt.Errorf("-checks.rotations=%d: need at least 1", o.Checks.Rotations)
 	case o.Checks.Clusters < 0:
 		return fmt.Errorf("-checks.clusters=%d: 0 for every cluster, or how many remote clusters the memory check joins", o.Checks.Clusters)
 	}

@@ -76,17 +76,25 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 }
 
 // checksItem: the memory check joins and leaves its clusters twice and reads the live heap four
-// times; four attempts of the mid-sync deletion each start a fresh istiod; the rejoin check.
+// times; four attempts of the mid-sync deletion each start a fresh istiod; the rejoin check; the
+// rotation check reads the live heap after every rotation; traffic through rotations and through
+// an istiod restart; a remote outage; a slowed sync's status.
 func (o *Options) checksItem(remotes int, pods float64) plan.Item {
 	c := o.Checks.Clusters
 	if c == 0 || c > remotes {
 		c = remotes
 	}
-	memory := 3 + pods/1000 + float64(2*2*c)*(0.5+pods/4000*2) + 4*2.5 + 3*2.5
+	memory := 3 + pods/1000 + float64(2*2*c)*(0.5+pods/4000*2) + 4*2.5 + 3*1.2
 	midSync := 4 * (3 + 2.5)
 	rejoin := 3 + 4 + pods/4000*4
-	return plan.Item{Name: "TestIstiodProperties", Expected: s(memory + midSync + rejoin),
-		Detail: fmt.Sprintf("memory check over %d remote clusters, 4 mid-sync deletions, a rejoin", c)}
+	rotations := float64(2 * o.Checks.Rotations)
+	rotation := 4 + pods/1000 + (rotations+1)*(0.6+1.2+1.5+pods/4000*4)
+	traffic := 5 + float64(o.Checks.Rotations)*1.6 + 2 + 1
+	restart := 6 + pods/1000*2
+	outage := 2.0 + 4 + 5
+	truth := 2.0 + 5 + 3
+	return plan.Item{Name: "TestIstiodProperties", Expected: s(memory + midSync + rejoin + rotation + traffic + restart + outage + truth),
+		Detail: fmt.Sprintf("memory over %d remote clusters, 4 mid-sync deletions, a rejoin, 2 x %d rotations, traffic through rotations and a restart, an outage, a slowed sync", c, o.Checks.Rotations)}
 }
 
 // latencyItem: the rate search (2 s steps), four runs and two harness-floor runs.
