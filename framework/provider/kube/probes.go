@@ -55,7 +55,8 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		if err != nil {
 			return nil, err
 		}
-		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name]})
+		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name],
+			Platform: p.platformOf(c.Name)})
 		if err != nil {
 			return nil, err
 		}
