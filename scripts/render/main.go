@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,8 @@ type options struct {
 	meshID, platform        string
 	cacerts, probes         bool
 	kindImage, kindSubnet   string
+	kindSubnetSet           bool // -kind.subnet was given
+	createNetwork           bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -56,11 +59,13 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("_output", "render"), "output directory; each cluster gets a subdirectory")
 	fs.BoolVar(&o.cacerts, "cacerts", false, "also write each cluster's istio-system/cacerts Secret, private key included, from a throwaway root CA")
 	fs.StringVar(&o.kindImage, "kind.image", kind.DefaultImage, "kind: node image (its tag's Kubernetes version picks the kubeadm patch API)")
-	fs.StringVar(&o.kindSubnet, "kind.subnet", kind.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (docker network inspect kind)")
+	fs.StringVar(&o.kindSubnet, "kind.subnet", kind.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (default: the live network's, read with docker network inspect kind, else this value)")
+	fs.BoolVar(&o.createNetwork, "kind.create-network", false, "kind: create the kind docker network first if it does not exist, as kind's first create would, so the pools come from the subnet Docker gives it")
 	fs.BoolVar(&o.probes, "probes", true, "also render the probe workloads (fortio client in the first cluster, echo servers in the first two)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.kindSubnetSet = o.kindSubnetSet || f.Name == "kind.subnet" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: every input is a flag (see -help)", fs.Arg(0))
 	}
@@ -126,6 +131,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.platform != "" {
 		fmt.Fprintf(stdout, "istio platform: %s (Istio's platform profile, applied as istioctl install applies it)\n", o.platform)
 	}
+	var pools []netip.Prefix
+	if o.provider == "kind" {
+		net, why, err := kindNetwork(o)
+		if err != nil {
+			return err
+		}
+		if pools, err = kindPools(topo, net); err != nil {
+			return fmt.Errorf("kind network %s (%s): %w", net.Subnet, why, err)
+		}
+		fmt.Fprintf(stdout, "kind network: subnet %s (%s); MetalLB pools cut from it\n", net.Subnet, why)
+	}
 	for _, c := range topo.Clusters {
 		ca, err := root.NewIntermediate(c.Name)
 		if err != nil {
@@ -146,7 +162,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%s  (%d objects)\n", filepath.Join(dir, name), len(m.Components[i].Objects))
 		}
 		if o.provider == "kind" {
-			paths, err := writeKindConfig(topo, c, dir, o.kindImage, o.kindSubnet)
+			paths, err := writeKindConfig(c, dir, o.kindImage, pools[c.Index-1])
 			if err != nil {
 				return fmt.Errorf("cluster %s: kind config: %w", c.Name, err)
 			}

@@ -267,6 +267,9 @@ type fakeDocker struct {
 	present    bool
 	pullErr    error
 	network    Network
+	// ipam is the subnet Docker's IPAM gives a network CreateNetwork creates.
+	ipam    Network
+	created []string
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -282,6 +285,11 @@ func (d *fakeDocker) Network(context.Context, string) (Network, error) {
 		return Network{}, ErrNoNetwork
 	}
 	return d.network, nil
+}
+func (d *fakeDocker) CreateNetwork(_ context.Context, name string) error {
+	d.created = append(d.created, name)
+	d.network = d.ipam
+	return nil
 }
 
 // lbRecorder stands in for the MetalLB install, which needs a cluster that runs pods.

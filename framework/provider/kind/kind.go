@@ -374,9 +374,9 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 
 // loadBalancers cuts one pool per cluster from the kind network and installs MetalLB with it.
 func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) error {
-	net, err := p.docker.Network(ctx, "kind")
+	net, err := p.docker.Network(ctx, NetworkName())
 	if err != nil {
-		return fmt.Errorf("docker network inspect kind: %w", err)
+		return fmt.Errorf("docker network inspect %s: %w", NetworkName(), err)
 	}
 	if err := CheckPlan(net, len(cs)); err != nil {
 		return err
