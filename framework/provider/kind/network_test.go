@@ -12,7 +12,7 @@ import (
 
 // A first run has no kind network yet: preflight creates it as kind would and cuts the pools from
 // the subnet Docker chose, not from the usual 172.18.0.0/16.
-func TestPreflightCreatesTheKindNetworkDockerSeamFaked(t *testing.T) {
+func TestPreflightCreatesTheKindNetworkFakeDocker(t *testing.T) {
 	f := newFixture(t, nil)
 	f.docker.network = Network{}
 	f.docker.ipam = Network{Subnet: netip.MustParsePrefix("172.23.0.0/16")}
@@ -39,7 +39,7 @@ func TestPreflightCreatesTheKindNetworkDockerSeamFaked(t *testing.T) {
 
 // A daemon whose default address pools are /24s gives kind a /24, with room for 3 pools: four
 // clusters fail in preflight, before any cluster exists.
-func TestPreflightRefusesANetworkWithoutRoomDockerSeamFaked(t *testing.T) {
+func TestPreflightRefusesANetworkWithoutRoomFakeDocker(t *testing.T) {
 	f := newFixture(t, nil)
 	f.docker.network = Network{}
 	f.docker.ipam = Network{Subnet: netip.MustParsePrefix("172.18.5.0/24")}
@@ -55,7 +55,7 @@ func TestPreflightRefusesANetworkWithoutRoomDockerSeamFaked(t *testing.T) {
 	}
 }
 
-func TestKindNetworkNameFollowsKindsOverrideDockerSeamFaked(t *testing.T) {
+func TestKindNetworkNameFollowsKindsOverrideFakeDocker(t *testing.T) {
 	t.Setenv("KIND_EXPERIMENTAL_DOCKER_NETWORK", "kind-ambient")
 	d := &fakeDocker{ipam: Network{Subnet: netip.MustParsePrefix("172.30.0.0/16")}}
 	net, created, err := EnsureNetwork(context.Background(), d)
@@ -69,7 +69,7 @@ func TestKindNetworkNameFollowsKindsOverrideDockerSeamFaked(t *testing.T) {
 
 // The real docker CLI path, with a `docker` on PATH that records its arguments: the network is
 // created with kind's own options and the default bridge's MTU, as kind's createNetwork does.
-func TestDockerCLICreatesTheNetworkAsKindDoes(t *testing.T) {
+func TestDockerCLICreatesTheNetworkAsKindDoes_FakeDockerCLI(t *testing.T) {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
 	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\nif [ \"$1 $2 $3\" = \"network inspect bridge\" ]; then echo 1400; fi\n"

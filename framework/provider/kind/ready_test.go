@@ -10,7 +10,7 @@ import (
 
 // kind's own wait for Ready (CreateWithWaitForReady) logs a warning and returns nil on timeout; the
 // provider must then fail the create itself, with the node's conditions and kind's logs.
-func TestKindWaitFailsWhenTheNodeNeverGetsReadyDockerSeamFaked(t *testing.T) {
+func TestKindWaitFailsWhenTheNodeNeverGetsReadyFakeDocker(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Wait = 2 * time.Second })
 	node := KindName("cluster-1") + "-control-plane"
 	f.kind.notReady[node] = -1
@@ -46,7 +46,7 @@ func TestKindWaitFailsWhenTheNodeNeverGetsReadyDockerSeamFaked(t *testing.T) {
 	}
 }
 
-func TestKindWaitPassesOnceTheNodeIsReadyDockerSeamFaked(t *testing.T) {
+func TestKindWaitPassesOnceTheNodeIsReadyFakeDocker(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Wait = time.Minute })
 	f.kind.notReady[KindName("cluster-1")+"-control-plane"] = 2
 	if _, err := f.p.Create(context.Background(), generate(t, 1)); err != nil {
