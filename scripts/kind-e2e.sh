@@ -11,8 +11,9 @@
 # node), KIND_PARALLEL (clusters created at once, default 3), TIMEOUT (go test -timeout), EXTRA
 # (more go test flags, e.g. "-run TestLatency -keep").
 #
-# What it prints: the host checks below, then the render of every cluster's kind config and
-# manifests into _output/kind-e2e/render, then go test -v of ./suites/multicluster: the kind
+# What it prints: the host checks below, the kind network's subnet (created first if missing, as
+# kind would), the render of every cluster's kind config and manifests into
+# _output/kind-e2e/render, then go test -v of ./suites/multicluster: the kind
 # preflight lines, one "kind: cluster-i: creating ..." and "... ready in Ns" line per cluster,
 # "MetalLB pool ... ready", the kube preflight, the install of each component, the suites, and the
 # report directory (report.json with provider: kind, dataPlane: ztunnel, nodeImage). Every cluster
@@ -56,14 +57,16 @@ if [[ "$(uname -s)" != Linux ]]; then
   say "warning: the framework reaches each API server at its node container IP (as Istio's CI does); Docker Desktop does not route those to the host"
 fi
 
-# 3. Render what will be applied (kind configs, MetalLB pools from the live kind network if it
-# exists, Istio manifests), for the record.
-subnet="$(docker network inspect kind --format '{{range .IPAM.Config}}{{.Subnet}} {{end}}' 2>/dev/null | tr ' ' '\n' | grep -m1 '\.' || true)"
-render_flags=(-provider=kind -clusters="${CLUSTERS}" -istio.hub="${ISTIO_HUB}" -istio.tag="${ISTIO_TAG}" -istio.variant="${ISTIO_VARIANT}" -out "${OUT}/render")
-[[ -n "${subnet}" ]] && render_flags+=(-kind.subnet="${subnet}")
+# 3. The kind network, then the render of what will be applied (kind configs, MetalLB pools,
+# Istio manifests), for the record. The pools are cut from the kind network's subnet, which Docker
+# picks when the network is created (kind gives it none): render creates the network first as
+# kind's first create would (-kind.create-network), so the pools it writes are the ones the run
+# uses, and says which subnet that is. The suite's preflight checks it has room for every pool.
+render_flags=(-provider=kind -kind.create-network -clusters="${CLUSTERS}" -istio.hub="${ISTIO_HUB}" -istio.tag="${ISTIO_TAG}" -istio.variant="${ISTIO_VARIANT}" -out "${OUT}/render")
 [[ -n "${KIND_IMAGE:-}" ]] && render_flags+=(-kind.image="${KIND_IMAGE}")
 say "rendering into ${OUT}/render"
-go run ./scripts/render "${render_flags[@]}" >/dev/null
+render_out="$(go run ./scripts/render "${render_flags[@]}")"
+say "$(grep '^kind network:' <<<"${render_out}")"
 
 # 4. The suites.
 test_flags=(-provider=kind -clusters="${CLUSTERS}" -istio.hub="${ISTIO_HUB}" -istio.tag="${ISTIO_TAG}" -istio.variant="${ISTIO_VARIANT}"

@@ -298,7 +298,7 @@ func (e *Env) providerOptions(runDir string) provider.Options {
 	}
 	return provider.Options{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
 		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
-		Kind: e.kindOptions()}
+		IstioPlatform: e.Flags.IstioPlatform, Kind: e.kindOptions()}
 }
 
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.

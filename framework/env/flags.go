@@ -64,5 +64,8 @@ func (f *Flags) validate() error {
 	if f.Istiods != "all" && f.Istiods != "observed" {
 		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)
 	}
-	return f.Istiod.validateFor(f.Provider)
+	if err := f.Istiod.validateFor(f.Provider); err != nil {
+		return err
+	}
+	return f.ProviderFlags.validateFor(f.Provider)
 }

@@ -26,7 +26,7 @@ func registerKind(fs *flag.FlagSet) *KindFlags {
 	fs.IntVar(&f.Parallel, "kind.parallel", kind.DefaultParallel, "kind: clusters created at once (parallel kubeadm inits are CPU- and disk-bound and share the host's inotify budget)")
 	fs.StringVar(&f.Image, "kind.image", kind.DefaultImage, "kind: node image; its tag's Kubernetes version picks the kubeadm patch API (v1beta3 below 1.36, v1beta4 from 1.36)")
 	fs.StringVar(&f.Load, "kind.load", "", "kind: comma-separated image archives (docker image save --platform ..., single-platform) loaded into every node")
-	fs.DurationVar(&f.Wait, "kind.wait", 3*time.Minute, "kind: how long each cluster's control plane may take to become Ready")
+	fs.DurationVar(&f.Wait, "kind.wait", 3*time.Minute, "kind: how long each cluster's control plane may take to become Ready; a node not Ready by then fails the create with its conditions and kubelet log")
 	return f
 }
 

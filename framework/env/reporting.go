@@ -24,6 +24,24 @@ func newReport(provider string, t *topology.Topology) *report.Report {
 	return r
 }
 
+// platformer is implemented by providers that install Istio with platform settings (kube).
+type platformer interface {
+	Platform(cluster string) (platform, from string)
+}
+
+// recordPlatforms puts each cluster's Istio platform, as the provider's preflight chose it, into
+// the report's topology.
+func recordPlatforms(e *Env) {
+	pl, ok := e.Provider.(platformer)
+	if !ok {
+		return
+	}
+	for i := range e.Report.Topology.Clusters {
+		tc := &e.Report.Topology.Clusters[i]
+		tc.Platform, tc.PlatformFrom = pl.Platform(tc.Name)
+	}
+}
+
 // processLister is implemented by providers that run cluster components as local processes.
 type processLister interface {
 	Processes() map[string][]*proc.Process
@@ -40,6 +58,7 @@ type sharedLister interface {
 // a process shared by every cluster is listed once, and each cluster carries its share. Steps may
 // have put figures into the setup section already (e.g. workload throughput): those stay.
 func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup {
+	recordPlatforms(e) // chosen at preflight; the report is written after setup
 	s := &report.Setup{TotalSeconds: total.Seconds()}
 	earlier := map[string]report.ClusterSetup{}
 	if prev := e.Report.Setup; prev != nil {

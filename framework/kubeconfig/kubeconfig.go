@@ -12,8 +12,18 @@ import (
 // Token returns a kubeconfig for server that authenticates with a bearer token. Everything is
 // embedded because istiod rejects kubeconfigs that point at files.
 func Token(name, server string, caData []byte, token string) *api.Config {
+	return TokenFor(name, &api.Cluster{Server: server, CertificateAuthorityData: caData}, token)
+}
+
+// TokenFor returns a kubeconfig for the cluster entry server that authenticates with a bearer
+// token, keeping the entry's TLS and proxy settings (tls-server-name, insecure-skip-tls-verify,
+// proxy-url, ...). server must be flattened (its CA inline: clientcmdapi.FlattenConfig), since
+// the kubeconfig is read far from the files it could name.
+func TokenFor(name string, server *api.Cluster, token string) *api.Config {
+	cl := server.DeepCopy()
+	cl.LocationOfOrigin = ""
 	cfg := api.NewConfig()
-	cfg.Clusters[name] = &api.Cluster{Server: server, CertificateAuthorityData: caData}
+	cfg.Clusters[name] = cl
 	cfg.AuthInfos[name] = &api.AuthInfo{Token: token}
 	cfg.Contexts[name] = &api.Context{Cluster: name, AuthInfo: name}
 	cfg.CurrentContext = name

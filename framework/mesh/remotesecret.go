@@ -100,14 +100,18 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: token for %s: %w", c.Name, constants.DefaultServiceAccountName, err)
 	}
-	data, err := kubeconfig.Bytes(kubeconfig.Token(c.Name, server.Server, server.CertificateAuthorityData, tok.Status.Token))
+	data, err := kubeconfig.Bytes(kubeconfig.TokenFor(c.Name, server, tok.Status.Token))
 	if err != nil {
 		return nil, err
 	}
 	return SecretFor(c.Name, data), nil
 }
 
-// internalServer is the cluster entry of c's internal kubeconfig's current context.
+// internalServer is the cluster entry of c's internal kubeconfig's current context, flattened as
+// `kubectl config view --flatten --minify` flattens it: a CA file it names (relative paths are
+// relative to the kubeconfig) is read into certificate-authority-data, because the remote istiod
+// reads the secret far from that file; tls-server-name, insecure-skip-tls-verify and proxy-url
+// stay as they are.
 func internalServer(c *cluster.Cluster) (*clientcmdapi.Cluster, error) {
 	internal, err := clientcmd.LoadFromFile(c.InternalKubeconfig)
 	if err != nil {
@@ -118,12 +122,21 @@ func internalServer(c *cluster.Cluster) (*clientcmdapi.Cluster, error) {
 		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s has no context %q (its current-context): fix the kubeconfig",
 			c.Name, c.InternalKubeconfig, internal.CurrentContext)
 	}
-	server := internal.Clusters[kctx.Cluster]
-	if server == nil {
+	if internal.Clusters[kctx.Cluster] == nil {
 		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s: context %q names cluster %q, which it does not define",
 			c.Name, c.InternalKubeconfig, internal.CurrentContext, kctx.Cluster)
 	}
-	return server, nil
+	// Only the cluster entry is used (the secret carries the reader's token), so the context's
+	// user does not have to exist or be flattenable.
+	kctx.AuthInfo = ""
+	if err := clientcmdapi.MinifyConfig(internal); err != nil {
+		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s: %w", c.Name, c.InternalKubeconfig, err)
+	}
+	if err := clientcmdapi.FlattenConfig(internal); err != nil {
+		return nil, fmt.Errorf("cluster %s: internal kubeconfig %s: inlining the files it names (as kubectl config view --flatten does): %w; fix the path or embed certificate-authority-data",
+			c.Name, c.InternalKubeconfig, err)
+	}
+	return internal.Clusters[kctx.Cluster], nil
 }
 
 // SecretFor wraps a kubeconfig for cluster into a remote secret as istioctl lays it out: label

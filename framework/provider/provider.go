@@ -21,6 +21,8 @@ type Options struct {
 
 	// Istio images (-istio.hub, -istio.tag, -istio.variant) for providers that install Istio.
 	IstioHub, IstioTag, IstioVariant string
+	// IstioPlatform is -istio.platform (kube).
+	IstioPlatform string
 	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the
 	// scale's pods per cluster, for providers that size the host before starting anything.
 	Istiods, PodsPerCluster int
@@ -39,7 +41,7 @@ func New(name string, opts Options) (cluster.Provider, error) {
 	case "local":
 		return local.New(local.Options{RunDir: opts.RunDir, Log: opts.Log, Istiods: opts.Istiods, PodsPerCluster: opts.PodsPerCluster}), nil
 	case "kube":
-		p, err := kube.New(kube.Options{RunDir: opts.RunDir, Log: opts.Log, ReuseIstio: opts.KubeReuseIstio,
+		p, err := kube.New(kube.Options{RunDir: opts.RunDir, Log: opts.Log, ReuseIstio: opts.KubeReuseIstio, Platform: opts.IstioPlatform,
 			Images: install.Images{Hub: opts.IstioHub, Tag: opts.IstioTag, Variant: opts.IstioVariant}})
 		if err != nil {
 			return nil, err // not a nil *kube.Provider in a non-nil interface

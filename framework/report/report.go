@@ -141,6 +141,10 @@ type TopologyCluster struct {
 	Name    string `json:"name"`
 	Network string `json:"network"`
 	Primary bool   `json:"primary"`
+	// Platform is the Istio platform the cluster was installed with (kube: -istio.platform or
+	// what the cluster showed), PlatformFrom what chose it; absent when none.
+	Platform     string `json:"platform,omitempty"`
+	PlatformFrom string `json:"platformFrom,omitempty"`
 }
 
 // Scale is the scale workload each cluster carried.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -71,4 +74,113 @@ func TestRenderKindRefusesUnknownImageTag(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "-kind.image=kindest/node:latest")
 	assert.NoDirExists(t, out, "nothing written before the error")
+}
+
+// fakeDocker answers the network questions render asks, as the docker CLI would.
+type fakeDocker struct {
+	err     error // every call fails so (no daemon)
+	network kind.Network
+	ipam    kind.Network // what a created network gets
+	created []string
+}
+
+func (d *fakeDocker) ServerVersion(context.Context) (string, error)      { return "28.1.1", d.err }
+func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { return true, d.err }
+func (d *fakeDocker) ImagePullable(context.Context, string) error        { return d.err }
+func (d *fakeDocker) Network(context.Context, string) (kind.Network, error) {
+	if d.err != nil {
+		return kind.Network{}, d.err
+	}
+	if !d.network.Subnet.IsValid() {
+		return kind.Network{}, kind.ErrNoNetwork
+	}
+	return d.network, nil
+}
+func (d *fakeDocker) CreateNetwork(_ context.Context, name string) error {
+	if d.err != nil {
+		return d.err
+	}
+	d.created = append(d.created, name)
+	d.network = d.ipam
+	return nil
+}
+
+// withDocker makes render ask d instead of the docker CLI.
+func withDocker(t *testing.T, d kind.Docker) {
+	old := newDocker
+	newDocker = func() kind.Docker { return d }
+	t.Cleanup(func() { newDocker = old })
+}
+
+func TestMain(m *testing.M) {
+	// No test asks this host's Docker: by default there is none to ask.
+	newDocker = func() kind.Docker { return &fakeDocker{err: errors.New("Cannot connect to the Docker daemon")} }
+	os.Exit(m.Run())
+}
+
+// kindPoolOf reads the pool render wrote for a cluster.
+func kindPoolOf(t *testing.T, dir string) netip.Prefix {
+	t.Helper()
+	for _, o := range decode(t, filepath.Join(dir, "metallb-pool.yaml")) {
+		if o.GetKind() == "IPAddressPool" {
+			addrs, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "addresses")
+			require.Len(t, addrs, 1)
+			return netip.MustParsePrefix(addrs[0])
+		}
+	}
+	t.Fatalf("no IPAddressPool in %s", dir)
+	return netip.Prefix{}
+}
+
+// Render says which kind network subnet it cut the pools from, and how it knows it.
+func TestRenderKindSaysWhichSubnetItUsed(t *testing.T) {
+	render := func(t *testing.T, d kind.Docker, extra ...string) (string, string, error) {
+		withDocker(t, d)
+		out := filepath.Join(t.TempDir(), "out")
+		var stdout bytes.Buffer
+		args := append([]string{"-provider=kind", "-clusters=2", "-istio.hub=example.com/hub", "-istio.tag=t1", "-probes=false", "-out", out}, extra...)
+		err := run(args, &stdout, io.Discard)
+		return out, stdout.String(), err
+	}
+	t.Run("NoDocker", func(t *testing.T) {
+		_, stdout, err := render(t, &fakeDocker{err: errors.New("Cannot connect to the Docker daemon")})
+		require.NoError(t, err)
+		assert.Contains(t, stdout, "kind network: subnet 172.18.0.0/16 (assumed, Docker's usual first address pool: no Docker to ask (Cannot connect to the Docker daemon); the kind provider checks the real subnet in its preflight)")
+	})
+	t.Run("NoNetworkYet", func(t *testing.T) {
+		d := &fakeDocker{}
+		_, stdout, err := render(t, d)
+		require.NoError(t, err)
+		assert.Contains(t, stdout, "kind network: subnet 172.18.0.0/16 (assumed, Docker's usual first address pool: no docker network kind exists yet")
+		assert.Contains(t, stdout, "pass -kind.create-network to create it now")
+		assert.Empty(t, d.created, "render creates nothing unless asked")
+	})
+	t.Run("LiveNetwork", func(t *testing.T) {
+		out, stdout, err := render(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}})
+		require.NoError(t, err)
+		assert.Contains(t, stdout, "kind network: subnet 172.19.0.0/16 (docker network inspect kind)")
+		assert.True(t, netip.MustParsePrefix("172.19.0.0/16").Contains(kindPoolOf(t, filepath.Join(out, "cluster-2")).Addr()))
+	})
+	t.Run("CreateNetwork", func(t *testing.T) {
+		d := &fakeDocker{ipam: kind.Network{Subnet: netip.MustParsePrefix("172.21.0.0/16")}}
+		out, stdout, err := render(t, d, "-kind.create-network")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"kind"}, d.created)
+		assert.Contains(t, stdout, "kind network: subnet 172.21.0.0/16 (docker network kind, created now as kind would create it; Docker chose the subnet)")
+		assert.True(t, d.ipam.Subnet.Contains(kindPoolOf(t, filepath.Join(out, "cluster-1")).Addr()))
+	})
+	t.Run("GivenSubnet", func(t *testing.T) {
+		_, stdout, err := render(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}}, "-kind.subnet=10.200.0.0/16")
+		require.NoError(t, err)
+		assert.Contains(t, stdout, "kind network: subnet 10.200.0.0/16 (given by -kind.subnet)")
+	})
+	t.Run("NoRoomIsRefusedBeforeWriting", func(t *testing.T) {
+		withDocker(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.18.5.0/24")}})
+		out := filepath.Join(t.TempDir(), "out")
+		err := run([]string{"-provider=kind", "-clusters=4", "-istio.hub=h", "-istio.tag=t", "-out", out}, io.Discard, io.Discard)
+		require.Error(t, err)
+		assert.True(t, strings.HasPrefix(err.Error(), "kind network 172.18.5.0/24 (docker network inspect kind): "), err.Error())
+		assert.Contains(t, err.Error(), "holds 3 LoadBalancer pools of 16 addresses, 4 clusters need 4")
+		assert.NoDirExists(t, out, "nothing written before the error")
+	})
 }

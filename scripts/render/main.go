@@ -2,6 +2,7 @@
 // cluster, with the same code (framework/mesh/install.Render):
 //
 //	go run ./scripts/render -provider=kube -clusters=3 -istio.hub=H -istio.tag=T -out D
+//	go run ./scripts/render -provider=kube -clusters=2 -istio.platform=gke -istio.hub=H -istio.tag=T
 //
 // writes D/<cluster>/NN-<component>.yaml and prints one line per file. The CA is a throwaway one
 // made for this run; its key material is written only with -cacerts.
@@ -12,8 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -34,9 +37,11 @@ type options struct {
 	provider, topology, out string
 	clusters                int
 	images                  install.Images
-	meshID                  string
+	meshID, platform        string
 	cacerts, probes         bool
 	kindImage, kindSubnet   string
+	kindSubnetSet           bool // -kind.subnet was given
+	createNetwork           bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -50,14 +55,17 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.images.Tag, "istio.tag", "", "image tag (required), e.g. 1.31-dev or a full commit SHA")
 	fs.StringVar(&o.images.Variant, "istio.variant", "", `image variant: "" for the plain tag, or e.g. distroless`)
 	fs.StringVar(&o.meshID, "mesh.id", install.DefaultMeshID, "mesh ID")
+	fs.StringVar(&o.platform, "istio.platform", "", "kube: Istio's platform settings ("+strings.Join(install.Platforms(), ", ")+"), as istioctl install applies them; empty for none")
 	fs.StringVar(&o.out, "out", filepath.Join("_output", "render"), "output directory; each cluster gets a subdirectory")
 	fs.BoolVar(&o.cacerts, "cacerts", false, "also write each cluster's istio-system/cacerts Secret, private key included, from a throwaway root CA")
 	fs.StringVar(&o.kindImage, "kind.image", kind.DefaultImage, "kind: node image (its tag's Kubernetes version picks the kubeadm patch API)")
-	fs.StringVar(&o.kindSubnet, "kind.subnet", kind.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (docker network inspect kind)")
+	fs.StringVar(&o.kindSubnet, "kind.subnet", kind.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (default: the live network's, read with docker network inspect kind, else this value)")
+	fs.BoolVar(&o.createNetwork, "kind.create-network", false, "kind: create the kind docker network first if it does not exist, as kind's first create would, so the pools come from the subnet Docker gives it")
 	fs.BoolVar(&o.probes, "probes", true, "also render the probe workloads (fortio client in the first cluster, echo servers in the first two)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.kindSubnetSet = o.kindSubnetSet || f.Name == "kind.subnet" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: every input is a flag (see -help)", fs.Arg(0))
 	}
@@ -73,7 +81,13 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	case o.out == "":
 		return nil, errors.New("-out is empty: name the output directory")
 	}
+	if err := install.CheckPlatform(o.platform); err != nil {
+		return nil, err
+	}
 	if o.provider == "kind" {
+		if o.platform != "" {
+			return nil, fmt.Errorf("-istio.platform=%s: kind clusters need no platform settings; drop the flag, or render for -provider=kube", o.platform)
+		}
 		if _, err := kind.KubeadmAPIVersion(o.kindImage); err != nil {
 			return nil, err
 		}
@@ -114,12 +128,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "cacerts: not written (the CA here is throwaway and its keys stay secret): create each cluster's istio-system/cacerts from one shared root, or pass -cacerts\n")
 	}
+	if o.platform != "" {
+		fmt.Fprintf(stdout, "istio platform: %s (Istio's platform profile, applied as istioctl install applies it)\n", o.platform)
+	}
+	var pools []netip.Prefix
+	if o.provider == "kind" {
+		net, why, err := kindNetwork(o)
+		if err != nil {
+			return err
+		}
+		if pools, err = kindPools(topo, net); err != nil {
+			return fmt.Errorf("kind network %s (%s): %w", net.Subnet, why, err)
+		}
+		fmt.Fprintf(stdout, "kind network: subnet %s (%s); MetalLB pools cut from it\n", net.Subnet, why)
+	}
 	for _, c := range topo.Clusters {
 		ca, err := root.NewIntermediate(c.Name)
 		if err != nil {
 			return err
 		}
-		m, err := install.Render(install.Options{Cluster: c, MeshID: o.meshID, Images: o.images, CACerts: ca, Probes: plan[c.Name]})
+		m, err := install.Render(install.Options{Cluster: c, MeshID: o.meshID, Images: o.images, CACerts: ca, Probes: plan[c.Name], Platform: o.platform})
 		if err != nil {
 			return err
 		}
@@ -134,7 +162,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%s  (%d objects)\n", filepath.Join(dir, name), len(m.Components[i].Objects))
 		}
 		if o.provider == "kind" {
-			paths, err := writeKindConfig(topo, c, dir, o.kindImage, o.kindSubnet)
+			paths, err := writeKindConfig(c, dir, o.kindImage, pools[c.Index-1])
 			if err != nil {
 				return fmt.Errorf("cluster %s: kind config: %w", c.Name, err)
 			}

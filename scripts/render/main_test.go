@@ -125,9 +125,39 @@ func TestRenderFlagErrors(t *testing.T) {
 		{[]string{"-clusters=0", "-istio.hub=h", "-istio.tag=t", "-out", t.TempDir()}, "-clusters"},
 		{[]string{"-topology=/nonexistent.yaml", "-istio.hub=h", "-istio.tag=t", "-out", t.TempDir()}, "check the path given to -topology"},
 		{[]string{"-istio.hub=h", "-istio.tag=t", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-istio.hub=h", "-istio.tag=t", "-istio.platform=eks"}, "-istio.platform=eks: not one of Istio's platforms (gke, k3d, k3s, microk8s, minikube, openshift)"},
+		{[]string{"-provider=kind", "-istio.hub=h", "-istio.tag=t", "-istio.platform=gke"}, "-istio.platform=gke: kind clusters need no platform settings"},
 	} {
 		err := run(tc.args, io.Discard, io.Discard)
 		require.Error(t, err, tc.args)
 		assert.Contains(t, err.Error(), tc.want, tc.args)
+	}
+}
+
+// The done-when line: -istio.platform=gke writes istio-cni with GKE's paths, where istioctl on GKE
+// puts it (kube-system).
+func TestRenderGKEPlatform(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	require.NoError(t, run([]string{"-provider=kube", "-clusters=2", "-istio.platform=gke", "-istio.hub=example.com/hub", "-istio.tag=t1", "-out", out}, &stdout, io.Discard))
+	assert.Contains(t, stdout.String(), "istio platform: gke")
+	for _, c := range []string{"cluster-1", "cluster-2"} {
+		var ds *appsv1.DaemonSet
+		for _, o := range decode(t, filepath.Join(out, c, "04-cni.yaml")) {
+			if o.GetKind() == "DaemonSet" && o.GetName() == "istio-cni-node" {
+				ds = &appsv1.DaemonSet{}
+				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ds))
+			}
+		}
+		require.NotNil(t, ds, "%s: istio-cni-node rendered", c)
+		assert.Equal(t, "kube-system", ds.Namespace)
+		paths := map[string]string{}
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.HostPath != nil {
+				paths[v.Name] = v.HostPath.Path
+			}
+		}
+		assert.Equal(t, "/home/kubernetes/bin", paths["cni-bin-dir"], "%s: GKE keeps CNI binaries there", c)
+		assert.Equal(t, "/etc/cni/net.d", paths["cni-net-dir"])
 	}
 }

@@ -166,14 +166,16 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		assert.Contains(t, err.Error(), `Deployment istio-system/istio-eastwestgateway: deployments.apps "istio-eastwestgateway" not found`)
 
 		// The east-west address: none until someone (a LoadBalancer via istiod; here the test,
-		// standing in for both) writes it into the Gateway's status.
+		// standing in for both) writes it into the Gateway's status and marks it Programmed.
 		_, err = EastWestAddress(ctx, c, 2*time.Second)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "cluster cluster-1: east-west gateway istio-system/istio-eastwestgateway has no address: status.addresses is empty")
+		assert.Contains(t, err.Error(), "cluster cluster-1: east-west gateway istio-system/istio-eastwestgateway has no address other clusters reach: Programmed=Unknown: Pending Waiting for controller; status.addresses is empty")
 		gwAPI := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace)
 		gw, err := gwAPI.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NoError(t, unstructured.SetNestedSlice(gw.Object, []any{map[string]any{"type": "IPAddress", "value": "127.201.0.1"}}, "status", "addresses"))
+		require.NoError(t, unstructured.SetNestedSlice(gw.Object, []any{map[string]any{"type": "Programmed", "status": "True", "reason": "Programmed",
+			"message": "written by the test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions"))
 		_, err = gwAPI.UpdateStatus(ctx, gw, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		addr, err := EastWestAddress(ctx, c, 10*time.Second)

@@ -2,14 +2,12 @@ package install
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
 var (
@@ -44,7 +41,7 @@ type check struct {
 
 // checks derives a component's readiness from its objects: Deployments Available, DaemonSets with
 // numberReady == desiredNumberScheduled > 0, Gateways accepted by their class (which istiod
-// creates), Programmed=True with an address, and their Deployment (named as the Gateway: the
+// creates), Programmed=True with an address other clusters reach (eastWestState), and their Deployment (named as the Gateway: the
 // east-west class disables the name suffix) Available.
 func checks(c *cluster.Cluster, comp Component) []check {
 	var out []check
@@ -90,13 +87,11 @@ func checks(c *cluster.Cluster, comp Component) []check {
 					if err != nil {
 						return err.Error()
 					}
-					if miss := conditionMissing(gw, "Programmed"); miss != "" {
-						return miss
+					_, miss, err := eastWestState(ctx, c, gw)
+					if err != nil {
+						return err.Error()
 					}
-					if gatewayAddress(gw) == "" {
-						return "status.addresses is empty"
-					}
-					return ""
+					return miss
 				},
 			}, deploymentCheck(c, ns, name, labels.SelectorFromSet(labels.Set{"gateway.networking.k8s.io/gateway-name": name})))
 		}
@@ -282,48 +277,4 @@ func conditionMissing(obj *unstructured.Unstructured, typ string) string {
 		return fmt.Sprintf("%s=%v: %v %v", typ, m["status"], m["reason"], m["message"])
 	}
 	return "no " + typ + " condition yet"
-}
-
-// gatewayAddress returns the first value of the Gateway's status.addresses, or "".
-func gatewayAddress(gw *unstructured.Unstructured) string {
-	addrs, _, _ := unstructured.NestedSlice(gw.Object, "status", "addresses")
-	for _, a := range addrs {
-		m, _ := a.(map[string]any)
-		if v, _ := m["value"].(string); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// EastWestAddress waits until the cluster's east-west Gateway has an address in status.addresses
-// (what remote istiods consume, whatever its Programmed condition says) and returns it.
-func EastWestAddress(ctx context.Context, c *cluster.Cluster, timeout time.Duration) (string, error) {
-	var addr, last string
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		gw, err := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace).Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			last = "it does not exist"
-			return false, nil
-		case err != nil:
-			if last == "" { // else keep what the API server last said: this may be the deadline
-				last = err.Error()
-			}
-			return false, nil
-		}
-		addr = gatewayAddress(gw)
-		last = "status.addresses is empty"
-		if miss := conditionMissing(gw, "Programmed"); miss != "" {
-			last += " (" + miss + ")"
-		}
-		return addr != "", nil
-	})
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("timed out after %s", timeout)
-		}
-		return "", fmt.Errorf("install: cluster %s: east-west gateway %s/%s has no address: %s: %w", c.Name, mesh.SystemNamespace, mesh.EastWestGateway, last, err)
-	}
-	return addr, nil
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +70,8 @@ type Options struct {
 	FakeNodeLabel string
 	// Probes, when set, adds the "probes" component (fortio echo servers and client).
 	Probes *ProbeOptions
+	// Platform is one of Istio's platform names (Platforms), or "" for none (withPlatform).
+	Platform string
 }
 
 // Component is one install step in Istio's order.
@@ -159,6 +160,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CACerts.Cluster != o.Cluster.Name {
 		return o, fmt.Errorf("install: cluster %s: Options.CACerts is the intermediate of cluster %q: pass this cluster's own intermediate", o.Cluster.Name, o.CACerts.Cluster)
 	}
+	if err := CheckPlatform(o.Platform); err != nil {
+		return o, err
+	}
 	if o.Probes != nil {
 		if err := o.Probes.validate(o.Cluster.Name); err != nil {
 			return o, err
@@ -185,27 +189,25 @@ func operatorConfig(o Options) map[string]any {
 		}},
 	}}
 	clusterName := map[string]any{"clusterName": o.Cluster.Name}
-	return map[string]any{
-		"apiVersion": "install.istio.io/v1alpha1",
-		"kind":       "IstioOperator",
-		"spec": map[string]any{
-			"profile": "ambient",
-			"hub":     o.Images.Hub,
-			"tag":     o.Images.Tag,
-			"values": map[string]any{
-				"global": map[string]any{
-					"variant":      o.Images.Variant, // set even when empty: the ambient profile says distroless
-					"meshID":       o.MeshID,
-					"network":      o.Cluster.Network,
-					"multiCluster": clusterName,
-				},
-				"pilot": map[string]any{"env": map[string]any{"AMBIENT_ENABLE_MULTI_NETWORK": "true"}},
-				// Without its own clusterName, ztunnel's ISTIO_META_CLUSTER_ID silently says "Kubernetes".
-				"ztunnel": map[string]any{"multiCluster": clusterName, "network": o.Cluster.Network, "affinity": awayFromFakeNodes},
-				"cni":     map[string]any{"affinity": awayFromFakeNodes},
+	spec := map[string]any{
+		"profile": "ambient",
+		"hub":     o.Images.Hub,
+		"tag":     o.Images.Tag,
+		"values": map[string]any{
+			"global": map[string]any{
+				"variant":      o.Images.Variant, // set even when empty: the ambient profile says distroless
+				"meshID":       o.MeshID,
+				"network":      o.Cluster.Network,
+				"multiCluster": clusterName,
 			},
+			"pilot": map[string]any{"env": map[string]any{"AMBIENT_ENABLE_MULTI_NETWORK": "true"}},
+			// Without its own clusterName, ztunnel's ISTIO_META_CLUSTER_ID silently says "Kubernetes".
+			"ztunnel": map[string]any{"multiCluster": clusterName, "network": o.Cluster.Network, "affinity": awayFromFakeNodes},
+			"cni":     map[string]any{"affinity": awayFromFakeNodes},
 		},
 	}
+	withPlatform(spec, o.Platform)
+	return map[string]any{"apiVersion": "install.istio.io/v1alpha1", "kind": "IstioOperator", "spec": spec}
 }
 
 // renderIstio runs Istio's own renderer and returns its objects by our component name.
@@ -331,65 +333,4 @@ func kindRank(kind string) int {
 // sortByKind orders objects by kind, keeping the rendered order within a kind.
 func sortByKind(objs []*unstructured.Unstructured) {
 	sort.SliceStable(objs, func(i, j int) bool { return kindRank(objs[i].GetKind()) < kindRank(objs[j].GetKind()) })
-}
-
-// fileName is the YAML file of the i-th component (0-based): 01-gateway-api-crds.yaml, ...
-func fileName(i int, component string) string { return fmt.Sprintf("%02d-%s.yaml", i+1, component) }
-
-// WriteDir writes one multi-document YAML file per component into dir (created if needed), named
-// as FileNames says. A file holding a Secret (base: cacerts, CA key included) is written 0600.
-func (m *Manifests) WriteDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i, c := range m.Components {
-		data, err := c.YAML()
-		if err != nil {
-			return fmt.Errorf("install: cluster %s: %s: %w", m.Cluster, c.Name, err)
-		}
-		mode := os.FileMode(0o644)
-		if c.hasSecret() {
-			mode = 0o600
-		}
-		path := filepath.Join(dir, fileName(i, c.Name))
-		if err := os.WriteFile(path, data, mode); err != nil {
-			return err
-		}
-		if err := os.Chmod(path, mode); err != nil { // WriteFile keeps an existing file's mode
-			return err
-		}
-	}
-	return nil
-}
-
-// FileNames are the files WriteDir writes, in apply order: 01-gateway-api-crds.yaml, ...
-func (m *Manifests) FileNames() []string {
-	out := make([]string, len(m.Components))
-	for i, c := range m.Components {
-		out[i] = fileName(i, c.Name)
-	}
-	return out
-}
-
-// YAML is the component as one multi-document YAML stream, in apply order.
-func (c *Component) YAML() ([]byte, error) {
-	var b strings.Builder
-	for _, o := range c.Objects {
-		data, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		b.WriteString("---\n")
-		b.Write(data)
-	}
-	return []byte(b.String()), nil
-}
-
-func (c *Component) hasSecret() bool {
-	for _, o := range c.Objects {
-		if o.GetKind() == "Secret" {
-			return true
-		}
-	}
-	return false
 }

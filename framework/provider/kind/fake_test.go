@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
@@ -43,21 +46,55 @@ type fakeKind struct {
 	deleteKubeconfigs []string
 	logs              []string
 	nodes             map[string]*fakeNode
+	// notReady: reads of a node (by name) that report it NotReady before Ready; -1 for ever.
+	notReady  map[string]int
+	nodeReads int
 }
 
 func newFakeKind(t *testing.T) *fakeKind {
+	k := &fakeKind{t: t, clusters: map[string]*v1alpha4.Cluster{}, nodes: map[string]*fakeNode{}, failCreate: map[string]bool{}, notReady: map[string]int{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/version" {
-			w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/version":
 			fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.0"}`)
-			return
+		case strings.HasPrefix(r.URL.Path, "/api/v1/nodes/"):
+			k.serveNode(w, strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/"))
+		default:
+			http.NotFound(w, r)
 		}
-		http.NotFound(w, r)
 	}))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &fakeKind{t: t, server: srv, clusters: map[string]*v1alpha4.Cluster{}, nodes: map[string]*fakeNode{}, failCreate: map[string]bool{}}
+	k.server = srv
+	return k
+}
+
+// serveNode answers GET /api/v1/nodes/<name> as the cluster's API server would: Ready once the
+// kubelet posted it, which notReady delays by that many reads (-1: never).
+func (k *fakeKind) serveNode(w http.ResponseWriter, name string) {
+	k.mu.Lock()
+	left := k.notReady[name]
+	if left > 0 {
+		k.notReady[name] = left - 1
+	}
+	k.nodeReads++
+	k.mu.Unlock()
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}
+	if left != 0 {
+		ready = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+			Message: "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"}
+	}
+	node := corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
+			ready,
+		}},
+	}
+	_ = json.NewEncoder(w).Encode(node)
 }
 
 func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, _ time.Duration) error {
@@ -151,6 +188,23 @@ func (k *fakeKind) CollectLogs(name, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	k.mu.Lock()
+	n := k.nodes[name]
+	k.mu.Unlock()
+	if n != nil {
+		// What kind writes per node (journalctl -u kubelet.service into <node>/kubelet.log).
+		nodeDir := filepath.Join(dir, n.name)
+		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
+			return err
+		}
+		var journal strings.Builder
+		for i := range 30 {
+			fmt.Fprintf(&journal, "Dec 01 18:00:%02d %s kubelet[312]: E1201 kubelet.go:3117] \"Container runtime network not ready\" networkReady=\"NetworkReady=false reason:NetworkPluginNotReady\" line=%d\n", i, n.name, i)
+		}
+		if err := os.WriteFile(filepath.Join(nodeDir, "kubelet.log"), []byte(journal.String()), 0o644); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(filepath.Join(dir, "kind-version.txt"), []byte("fake\n"), 0o644)
 }
 
@@ -213,6 +267,9 @@ type fakeDocker struct {
 	present    bool
 	pullErr    error
 	network    Network
+	// ipam is the subnet Docker's IPAM gives a network CreateNetwork creates.
+	ipam    Network
+	created []string
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -228,6 +285,11 @@ func (d *fakeDocker) Network(context.Context, string) (Network, error) {
 		return Network{}, ErrNoNetwork
 	}
 	return d.network, nil
+}
+func (d *fakeDocker) CreateNetwork(_ context.Context, name string) error {
+	d.created = append(d.created, name)
+	d.network = d.ipam
+	return nil
 }
 
 // lbRecorder stands in for the MetalLB install, which needs a cluster that runs pods.

@@ -219,6 +219,9 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 		return out, nil
 	}
 	logs := p.CollectLogs()
+	if nr := (*notReadyError)(nil); errors.As(err, &nr) && logs != "" {
+		err = fmt.Errorf("%w%s", err, kubeletTail(logs, nr))
+	}
 	if p.opts.Keep {
 		p.printKept()
 	} else if derr := p.Destroy(context.Background()); derr != nil {
@@ -333,7 +336,7 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	if err != nil {
 		return nil, fmt.Errorf("nodes of %s: %w", name, err)
 	}
-	ip, err := controlPlaneIP(nodes)
+	ip, cpNode, err := controlPlaneIP(nodes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -359,6 +362,9 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	if err != nil {
 		return nil, err
 	}
+	if err := waitNodeReady(ctx, c, name, cpNode, p.opts.Wait, start.Add(p.opts.Wait)); err != nil {
+		return nil, err
+	}
 	c.StartSeconds = time.Since(start).Seconds()
 	c.ServiceCIDR = netip.MustParsePrefix(cfg.Networking.ServiceSubnet)
 	c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
@@ -368,9 +374,9 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 
 // loadBalancers cuts one pool per cluster from the kind network and installs MetalLB with it.
 func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) error {
-	net, err := p.docker.Network(ctx, "kind")
+	net, err := p.docker.Network(ctx, NetworkName())
 	if err != nil {
-		return fmt.Errorf("docker network inspect kind: %w", err)
+		return fmt.Errorf("docker network inspect %s: %w", NetworkName(), err)
 	}
 	if err := CheckPlan(net, len(cs)); err != nil {
 		return err
@@ -410,8 +416,9 @@ func (p *Provider) installMetalLB(ctx context.Context, c *cluster.Cluster, pool 
 	return InstallMetalLB(ctx, c, manifest, pool, 3*time.Minute)
 }
 
-// controlPlaneIP is the IPv4 address of the cluster's control-plane node container.
-func controlPlaneIP(ns []nodes.Node) (string, error) {
+// controlPlaneIP is the IPv4 address and the name of the cluster's control-plane node container
+// (kind names the Kubernetes node as its container).
+func controlPlaneIP(ns []nodes.Node) (ip, node string, err error) {
 	for _, n := range ns {
 		role, err := n.Role()
 		if err != nil || role != constants.ControlPlaneNodeRoleValue {
@@ -419,14 +426,14 @@ func controlPlaneIP(ns []nodes.Node) (string, error) {
 		}
 		v4, _, err := n.IP()
 		if err != nil {
-			return "", fmt.Errorf("control-plane node %s: reading its IP: %w", n.String(), err)
+			return "", "", fmt.Errorf("control-plane node %s: reading its IP: %w", n.String(), err)
 		}
 		if v4 == "" {
-			return "", fmt.Errorf("control-plane node %s has no IPv4 address", n.String())
+			return "", "", fmt.Errorf("control-plane node %s has no IPv4 address", n.String())
 		}
-		return v4, nil
+		return v4, n.String(), nil
 	}
-	return "", errors.New("no control-plane node")
+	return "", "", errors.New("no control-plane node")
 }
 
 // withServerHost rewrites every server of a kubeconfig to https://ip:<its port>, as Istio's

@@ -41,9 +41,11 @@ type Host struct {
 // RealHost reads /proc.
 var RealHost = Host{MemAvailable: measure.HostMemoryAvailable, Sysctl: sysctl}
 
-// Preflight checks, one clear line each and before anything is created: the topology fits, the
+// Preflight checks, one clear line each and before any cluster is created: the topology fits, the
 // flags are usable, Docker answers, the node image is there (or pullable), the inotify limits and
-// the free memory suffice for the number of clusters, and no cluster of the same name exists.
+// the free memory suffice for the number of clusters, no cluster of the same name exists, and the
+// kind docker network (created here if missing, as kind would) has room for every cluster's
+// LoadBalancer pool.
 // Every failing check is reported; passing checks print a line to the log.
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	if err := t.Check(p.Capabilities()); err != nil {
@@ -146,15 +148,27 @@ func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fa
 			fail("kind: a cluster named %s already exists (an earlier run with -keep?); delete it: kind delete cluster --name %s", name, name)
 		}
 	}
-	if net, err := p.docker.Network(ctx, "kind"); err == nil {
-		if err := CheckPlan(net, len(t.Clusters)); err != nil {
-			fail("%v", err)
-		} else if _, err := Pools(net, len(t.Clusters)); err != nil {
-			fail("%v", err)
-		} else {
-			ok("docker network kind: subnet %s has room for %d LoadBalancer pools", net.Subnet, len(t.Clusters))
-		}
+	// The pools come from the kind network's subnet, which Docker picks when the network is
+	// created: create it now (as kind's first create would), so a network too small for N pools
+	// fails here and not after every cluster was created.
+	net, created, err := EnsureNetwork(ctx, p.docker)
+	if err != nil {
+		fail("docker network %s: %v", NetworkName(), err)
+		return
 	}
+	how := "exists"
+	if created {
+		how = "created now as kind would create it; Docker chose the subnet"
+	}
+	maxIndex := 0
+	for _, c := range t.Clusters {
+		maxIndex = max(maxIndex, c.Index)
+	}
+	if err := checkPools(net, maxIndex); err != nil {
+		fail("%v", err)
+		return
+	}
+	ok("docker network %s (%s): subnet %s has room for the LoadBalancer pools of %d clusters", NetworkName(), how, net.Subnet, len(t.Clusters))
 }
 
 func sysctl(name string) (int, error) {

@@ -51,6 +51,8 @@ type Docker interface {
 	ImagePullable(ctx context.Context, image string) error
 	// Network returns the IPv4 addressing of a docker network; ErrNoNetwork if it does not exist.
 	Network(ctx context.Context, name string) (Network, error)
+	// CreateNetwork creates docker network name as kind's first create would (network.go).
+	CreateNetwork(ctx context.Context, name string) error
 }
 
 // Network is a docker network's IPv4 addressing.

@@ -2,7 +2,10 @@ package kube
 
 import (
 	"context"
+	"net/netip"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
@@ -21,4 +24,22 @@ func (p *Provider) EastWestGateway(ctx context.Context, c *cluster.Cluster, time
 		return "", err
 	}
 	return install.EastWestAddress(ctx, c, timeout)
+}
+
+// serviceRange reads the cluster's ClusterIP range from the ServiceCIDR API (networking.k8s.io/v1,
+// GA in Kubernetes 1.33; the API server creates the default object "kubernetes" from its
+// --service-cluster-ip-range), so that an east-west address inside it is refused. Older servers
+// and credentials without that read give no range: the check then falls back to the gateway
+// Service's own ClusterIP.
+func serviceRange(ctx context.Context, c *cluster.Cluster) netip.Prefix {
+	sc, err := c.Client.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		return netip.Prefix{}
+	}
+	for _, cidr := range sc.Spec.CIDRs {
+		if p, err := netip.ParsePrefix(cidr); err == nil && p.Addr().Is4() {
+			return p.Masked()
+		}
+	}
+	return netip.Prefix{}
 }

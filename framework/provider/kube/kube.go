@@ -40,15 +40,19 @@ type Options struct {
 	MeshID string
 	// InstallTimeout bounds each install component's readiness wait (default 5 minutes).
 	InstallTimeout time.Duration
+	// Platform is one of Istio's platforms (install.Platforms) for every cluster; "" means what
+	// each cluster shows at preflight (platform.go).
+	Platform string
 }
 
 // Provider is the kube provider.
 type Provider struct {
 	opts Options
 
-	mu      sync.Mutex
-	checked *topology.Topology // the topology Preflight passed
-	members map[string]*member
+	mu        sync.Mutex
+	checked   *topology.Topology // the topology Preflight passed
+	members   map[string]*member
+	platforms map[string]platform // by cluster, chosen at preflight
 }
 
 // member is one existing cluster and what this run did to it.
@@ -77,13 +81,16 @@ func New(opts Options) (*Provider, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("-provider=kube installs Istio from images and has no default for them: pass %s", strings.Join(missing, " and "))
 	}
+	if err := install.CheckPlatform(opts.Platform); err != nil {
+		return nil, err
+	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
 	if opts.InstallTimeout <= 0 {
 		opts.InstallTimeout = 5 * time.Minute
 	}
-	return &Provider{opts: opts, members: map[string]*member{}}, nil
+	return &Provider{opts: opts, members: map[string]*member{}, platforms: map[string]platform{}}, nil
 }
 
 func (p *Provider) Name() string      { return "kube" }
@@ -128,6 +135,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 				return err
 			}
 			c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
+			c.ServiceCIDR = serviceRange(gctx, c)
 			before, err := takeInventory(gctx, c)
 			if err != nil {
 				return fmt.Errorf("cluster %s: listing existing objects: %w", tc.Name, err)

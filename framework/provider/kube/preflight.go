@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,8 @@ const preflightTimeout = 15 * time.Second
 //   - the internal API-server address (the same kubeconfig: the topology formats carry one per
 //     cluster) is not a loopback address or localhost, which another cluster's istiod cannot
 //     reach. Whether a remote cluster's pods can route to it cannot be seen from here.
+//
+// It also chooses each cluster's Istio platform (platform.go).
 //
 // It reads only. It returns one error that lists every cluster with all of its problems.
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
@@ -126,7 +129,8 @@ func (p *Provider) checkCluster(ctx context.Context, tc topology.Cluster) []stri
 		}
 	}
 	add(checkVersion(v.GitVersion))
-	add(t.checkPermissions(ctx))
+	p.choosePlatform(ctx, t, v.GitVersion)
+	add(t.checkPermissions(ctx, slices.Concat(permissions, platformPermissions(p.platformOf(tc.Name)))))
 	add(t.checkNodes(ctx))
 	for _, s := range t.checkExistingIstio(ctx, p.opts.ReuseIstio) {
 		add(s)
@@ -203,7 +207,7 @@ var permissions = func() []permission {
 	}
 }()
 
-func (t *target) checkPermissions(ctx context.Context) string {
+func (t *target) checkPermissions(ctx context.Context, permissions []permission) string {
 	var missing []string
 	for _, p := range permissions {
 		r, err := t.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{

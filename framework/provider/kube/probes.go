@@ -55,7 +55,8 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		if err != nil {
 			return nil, err
 		}
-		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name]})
+		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name],
+			Platform: p.platformOf(c.Name)})
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +105,8 @@ type probeEnv struct {
 	setup cluster.ProbeSetup
 	fwd   *forward
 	api   string // the client's fortio server, through the port-forward
+	// adminDump opens the client's ztunnel config dump; nil means a port-forward (forwardAdmin).
+	adminDump dumpOpener
 
 	mu      sync.Mutex
 	echoFwd *forward // to echo-local's fortio server, opened by the first Direct load
@@ -135,9 +138,9 @@ func serviceURL(app string) string {
 	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d/echo", app, workload.ProbeNamespace, workload.ProbePort)
 }
 
-// Ready waits until every app answers through the mesh from the client pod, and echo-remote is
-// served by the remote cluster. (Whether the client's ztunnel also holds echo-failover's remote
-// endpoint is not visible without its admin port; TestFailover shows it.)
+// Ready waits until every app answers through the mesh from the client pod, echo-remote is
+// served by the remote cluster, and the client's ztunnel holds a healthy endpoint of echo-remote
+// and echo-failover in the remote cluster (ztunnelHolds), all within timeout.
 func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -159,7 +162,7 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 			return fmt.Errorf("probes: %s never answered through the mesh from %s within %s: %v", app, e.setup.Local.Name, timeout, last)
 		}
 	}
-	return nil
+	return e.ztunnelHolds(ctx)
 }
 
 // restRunBody turns fortio runner options into the JSON body of fortio's REST run API
@@ -340,12 +343,13 @@ func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
 	pc := cluster.PathCounters{Served: map[string]int64{}, ServedConnections: true, GatewayTunnels: map[string]int64{},
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
 	for _, c := range []*cluster.Cluster{e.setup.Local, e.setup.Remote} {
-		zt, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=ztunnel"})
+		zns := e.p.ztunnelNamespace(c.Name)
+		zt, err := c.Client.CoreV1().Pods(zns).List(ctx, metav1.ListOptions{LabelSelector: "app=ztunnel"})
 		if err != nil {
 			return pc, fmt.Errorf("cluster %s: listing ztunnels: %w", c.Name, err)
 		}
 		for _, z := range zt.Items {
-			data, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).ProxyGet("http", z.Name, ztunnelStatsPort, "/metrics", nil).DoRaw(ctx)
+			data, err := c.Client.CoreV1().Pods(zns).ProxyGet("http", z.Name, ztunnelStatsPort, "/metrics", nil).DoRaw(ctx)
 			if err != nil {
 				return pc, fmt.Errorf("cluster %s: metrics of %s: %w", c.Name, z.Name, err)
 			}

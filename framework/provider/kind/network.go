@@ -1,0 +1,76 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// The LoadBalancer pools are cut from the kind docker network's IPv4 subnet, so that subnet must be
+// known before anything is rendered or created. kind creates the network on its first create
+// (sigs.k8s.io/kind pkg/cluster/internal/providers/docker/network.go ensureNetwork) and gives
+// Docker no IPv4 subnet: Docker's IPAM picks the next free one from its default address pools
+// (172.18.0.0/16 on a default daemon, but a daemon.json with small default-address-pools gives
+// e.g. a /24). A network that already exists is used as it is. EnsureNetwork therefore creates
+// it the same way before the first cluster, and reads what Docker chose.
+
+// NetworkName is the docker network kind puts its nodes on: "kind", or what
+// KIND_EXPERIMENTAL_DOCKER_NETWORK says, as kind's docker provider reads it.
+func NetworkName() string {
+	if n := os.Getenv("KIND_EXPERIMENTAL_DOCKER_NETWORK"); n != "" {
+		return n
+	}
+	return "kind"
+}
+
+// EnsureNetwork returns the IPv4 addressing of the kind docker network, creating the network first
+// (Docker.CreateNetwork) if it does not exist; created says whether it did.
+func EnsureNetwork(ctx context.Context, d Docker) (net Network, created bool, err error) {
+	name := NetworkName()
+	net, err = d.Network(ctx, name)
+	if !errors.Is(err, ErrNoNetwork) {
+		return net, false, err
+	}
+	if err := d.CreateNetwork(ctx, name); err != nil {
+		return Network{}, false, fmt.Errorf("creating docker network %s as kind would: %w", name, err)
+	}
+	net, err = d.Network(ctx, name)
+	return net, err == nil, err
+}
+
+// createNetworkArgs are kind's `docker network create` arguments (createNetwork in kind's
+// network.go) for an IPv4 network: a bridge with IP masquerading and the MTU of Docker's default
+// bridge. kind adds an IPv6 ULA subnet on hosts with IPv6; the framework's clusters are IPv4 only,
+// and kind uses an existing network as it is.
+func createNetworkArgs(name string, mtu int) []string {
+	args := []string{"network", "create", "-d=bridge", "-o", "com.docker.network.bridge.enable_ip_masquerade=true"}
+	if mtu > 0 {
+		args = append(args, "-o", "com.docker.network.driver.mtu="+strconv.Itoa(mtu))
+	}
+	return append(args, name)
+}
+
+func (d dockerCLI) CreateNetwork(ctx context.Context, name string) error {
+	mtu := 0 // as kind: the default bridge's MTU option, if it has one
+	if out, err := d.run(ctx, "network", "inspect", "bridge", "-f", `{{ index .Options "com.docker.network.driver.mtu" }}`); err == nil {
+		mtu, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	}
+	_, err := d.run(ctx, createNetworkArgs(name, mtu)...)
+	if err != nil && strings.Contains(err.Error(), "already exists") {
+		return nil // another process created it meanwhile, as kind tolerates
+	}
+	return err
+}
+
+// checkPools says whether net has room for the pools of every cluster index up to maxIndex, and
+// keeps clear of the clusters' pod and service subnets.
+func checkPools(net Network, maxIndex int) error {
+	if err := CheckPlan(net, maxIndex); err != nil {
+		return err
+	}
+	_, err := Pools(net, maxIndex)
+	return err
+}
