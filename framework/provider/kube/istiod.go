@@ -8,15 +8,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -105,15 +108,24 @@ func (p *Provider) applyWith(ctx context.Context, m *member, wait bool, names ..
 	return err
 }
 
-// Istiod is the in-cluster istiod of one primary as the test process reaches it.
+// Istiod is the in-cluster istiod of one primary as the test process reaches it: through the
+// pod it reaches now (a restart moves it to the next one).
 type Istiod struct {
 	cluster string
 	c       *cluster.Cluster
-	pod     string
-	uid     types.UID
-	fwd     *forward
 	sampler *measure.Istiod
 	logFile string
+	log     io.Writer // port-forward errors
+
+	mu sync.Mutex
+	h  *podHandle
+}
+
+// podHandle is one istiod pod as reached: its port-forwards, log stream and watch.
+type podHandle struct {
+	pod string
+	uid types.UID
+	fwd *forward
 
 	runCtx context.Context // ends (cancel) the log stream and the watch
 	cancel context.CancelFunc
@@ -122,7 +134,19 @@ type Istiod struct {
 	exit   error
 }
 
-var _ cluster.Istiod = (*Istiod)(nil)
+var (
+	_ cluster.Istiod          = (*Istiod)(nil)
+	_ cluster.IstiodRestarter = (*Istiod)(nil)
+)
+
+// istiodPorts are what a handle forwards: metrics, ControlZ and xDS.
+var istiodPorts = []int{istiodMetricsPort, istiodCtrlzPort, istiodXDSPort}
+
+// forwardIstiod reaches an istiod pod's ports, on the given local ports (nil: the kernel picks).
+// Tests on API servers without a kubelet, where no port-forward can work, replace it.
+var forwardIstiod = func(c *cluster.Cluster, pod string, local map[int]int, log io.Writer) (*forward, error) {
+	return forwardPodOn(c, mesh.SystemNamespace, pod, istiodPorts, local, log)
+}
 
 // connectIstiod finds c's ready istiod pod, forwards its metrics, ControlZ and xDS ports, streams
 // its log into dir/istiod.log and watches it for deletion or a restart.
@@ -132,30 +156,98 @@ func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.W
 		return nil, err
 	}
 	i := newIstiodHandle(c, pod, filepath.Join(dir, "istiod.log"))
-	if i.fwd, err = forwardPod(c, mesh.SystemNamespace, pod.Name, []int{istiodMetricsPort, istiodCtrlzPort, istiodXDSPort},
-		lineWriter{prefix: "ambientmc: " + c.Name + ": istiod port-forward: ", w: log}); err != nil {
+	i.log = lineWriter{prefix: "ambientmc: " + c.Name + ": istiod port-forward: ", w: log}
+	if err := i.reach(nil); err != nil {
 		i.closeLocal()
-		return nil, fmt.Errorf("istiod %s: %w", c.Name, err)
+		return nil, err
 	}
 	i.sampler = &measure.Istiod{
 		Name:       c.Name + "/" + pod.Name,
-		MetricsURL: "http://" + i.fwd.addr(istiodMetricsPort) + "/metrics",
-		CtrlzURL:   "http://" + i.fwd.addr(istiodCtrlzPort),
+		MetricsURL: "http://" + i.handle().fwd.addr(istiodMetricsPort) + "/metrics",
+		CtrlzURL:   "http://" + i.handle().fwd.addr(istiodCtrlzPort),
 	}
-	i.streamLogs()
 	return i, nil
+}
+
+// reach forwards the current pod's ports (on local, when given) and streams its log.
+func (i *Istiod) reach(local map[int]int) error {
+	h := i.handle()
+	fwd, err := forwardIstiod(i.c, h.pod, local, i.log)
+	if err != nil {
+		return fmt.Errorf("istiod %s: %w", i.cluster, err)
+	}
+	i.mu.Lock()
+	h.fwd = fwd
+	i.mu.Unlock()
+	i.streamLogs(h)
+	return nil
 }
 
 // newIstiodHandle starts watching pod; the port-forwards and the log stream come separately.
 func newIstiodHandle(c *cluster.Cluster, pod *corev1.Pod, logFile string) *Istiod {
-	ctx, cancel := context.WithCancel(context.Background())
-	i := &Istiod{cluster: c.Name, c: c, pod: pod.Name, uid: pod.UID, logFile: logFile, runCtx: ctx, cancel: cancel, done: make(chan struct{})}
-	i.wg.Add(1)
-	go func() {
-		defer i.wg.Done()
-		i.watch(ctx, restarts(pod))
-	}()
+	i := &Istiod{cluster: c.Name, c: c, logFile: logFile, log: io.Discard}
+	i.h = i.watchPod(pod)
 	return i
+}
+
+// watchPod starts a handle on pod, watching it for deletion, replacement or a restart.
+func (i *Istiod) watchPod(pod *corev1.Pod) *podHandle {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &podHandle{pod: pod.Name, uid: pod.UID, runCtx: ctx, cancel: cancel, done: make(chan struct{})}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		i.watch(ctx, h, restarts(pod))
+	}()
+	return h
+}
+
+func (i *Istiod) handle() *podHandle {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.h
+}
+
+// istiodRestartTimeout bounds how long the Deployment may take to bring up the next pod.
+const istiodRestartTimeout = 5 * time.Minute
+
+// Restart deletes istiod's pod (unless it is gone already, e.g. after Kill), waits until its
+// Deployment's next pod is Ready and points the handle at it: port-forwards on the same local
+// ports, so the sampler and xDS clients reconnect where they were, the log stream (appended to
+// the same file) and the watch.
+func (i *Istiod) Restart(ctx context.Context) error {
+	old := i.handle()
+	select {
+	case <-old.done:
+	default:
+		if err := i.Kill(); err != nil {
+			return err
+		}
+	}
+	var pod *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, time.Second, istiodRestartTimeout, true, func(ctx context.Context) (bool, error) {
+		p, err := readyIstiodPod(ctx, i.c)
+		if err != nil || p.UID == old.uid {
+			return false, nil
+		}
+		pod = p
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("istiod %s: no new ready istiod pod within %s after %s went: %w", i.cluster, istiodRestartTimeout, old.pod, err)
+	}
+	var local map[int]int
+	if old.fwd != nil {
+		local = maps.Clone(old.fwd.local)
+	}
+	old.close()
+	i.mu.Lock()
+	i.h = i.watchPod(pod)
+	i.mu.Unlock()
+	if i.sampler != nil {
+		i.sampler.Name = i.cluster + "/" + pod.Name
+	}
+	return i.reach(local)
 }
 
 func readyIstiodPod(ctx context.Context, c *cluster.Cluster) (*corev1.Pod, error) {
@@ -194,10 +286,10 @@ func restarts(p *corev1.Pod) int32 {
 	return n
 }
 
-// watch closes done when the pod is deleted, replaced (another UID) or a container restarts.
-func (i *Istiod) watch(ctx context.Context, base int32) {
+// watch closes h.done when h's pod is deleted, replaced (another UID) or a container restarts.
+func (i *Istiod) watch(ctx context.Context, h *podHandle, base int32) {
 	pods := i.c.Client.CoreV1().Pods(mesh.SystemNamespace)
-	sel := fields.OneTermEqualSelector("metadata.name", i.pod).String()
+	sel := fields.OneTermEqualSelector("metadata.name", h.pod).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
@@ -210,12 +302,12 @@ func (i *Istiod) watch(ctx context.Context, base int32) {
 	}
 	var exit error
 	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, func(store cache.Store) (bool, error) {
-		obj, ok, err := store.GetByKey(mesh.SystemNamespace + "/" + i.pod)
+		obj, ok, err := store.GetByKey(mesh.SystemNamespace + "/" + h.pod)
 		if err != nil {
 			return false, err
 		}
-		if !ok || obj.(*corev1.Pod).UID != i.uid {
-			exit = fmt.Errorf("istiod pod %s/%s is gone", mesh.SystemNamespace, i.pod)
+		if !ok || obj.(*corev1.Pod).UID != h.uid {
+			exit = fmt.Errorf("istiod pod %s/%s is gone", mesh.SystemNamespace, h.pod)
 			return true, nil
 		}
 		return false, nil
@@ -223,11 +315,11 @@ func (i *Istiod) watch(ctx context.Context, base int32) {
 		p, _ := ev.Object.(*corev1.Pod)
 		switch {
 		case ev.Type == watch.Deleted:
-			exit = fmt.Errorf("istiod pod %s/%s was deleted", mesh.SystemNamespace, i.pod)
-		case p != nil && p.UID != i.uid:
-			exit = fmt.Errorf("istiod pod %s/%s was replaced", mesh.SystemNamespace, i.pod)
+			exit = fmt.Errorf("istiod pod %s/%s was deleted", mesh.SystemNamespace, h.pod)
+		case p != nil && p.UID != h.uid:
+			exit = fmt.Errorf("istiod pod %s/%s was replaced", mesh.SystemNamespace, h.pod)
 		case p != nil && restarts(p) > base:
-			exit = fmt.Errorf("istiod pod %s/%s restarted (%d restarts)", mesh.SystemNamespace, i.pod, restarts(p))
+			exit = fmt.Errorf("istiod pod %s/%s restarted (%d restarts)", mesh.SystemNamespace, h.pod, restarts(p))
 		}
 		return exit != nil, nil
 	})
@@ -235,26 +327,26 @@ func (i *Istiod) watch(ctx context.Context, base int32) {
 		if ctx.Err() != nil {
 			exit = errors.New("istiod handle stopped")
 		} else {
-			exit = fmt.Errorf("watching istiod pod %s/%s: %v", mesh.SystemNamespace, i.pod, err)
+			exit = fmt.Errorf("watching istiod pod %s/%s: %v", mesh.SystemNamespace, h.pod, err)
 		}
 	}
-	i.exit = exit
-	close(i.done)
+	h.exit = exit
+	close(h.done)
 }
 
-// streamLogs follows istiod's log into the log file until the handle stops or the pod goes.
-func (i *Istiod) streamLogs() {
-	i.wg.Add(1)
+// streamLogs follows h's pod's log into the log file until the handle stops or the pod goes.
+func (i *Istiod) streamLogs(h *podHandle) {
+	h.wg.Add(1)
 	go func() {
-		defer i.wg.Done()
+		defer h.wg.Done()
 		f, err := os.OpenFile(i.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return
 		}
 		defer f.Close()
-		stream, err := i.c.Client.CoreV1().Pods(mesh.SystemNamespace).GetLogs(i.pod, &corev1.PodLogOptions{Container: "discovery", Follow: true}).Stream(i.runCtx)
+		stream, err := i.c.Client.CoreV1().Pods(mesh.SystemNamespace).GetLogs(h.pod, &corev1.PodLogOptions{Container: "discovery", Follow: true}).Stream(h.runCtx)
 		if err != nil {
-			fmt.Fprintf(f, "ambientmc: streaming the log of %s: %v\n", i.pod, err)
+			fmt.Fprintf(f, "ambientmc: streaming the log of %s: %v\n", h.pod, err)
 			return
 		}
 		defer stream.Close()
@@ -264,15 +356,16 @@ func (i *Istiod) streamLogs() {
 
 func (i *Istiod) Cluster() string          { return i.cluster }
 func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
-func (i *Istiod) XDSAddress() string       { return i.fwd.addr(istiodXDSPort) }
+func (i *Istiod) XDSAddress() string       { return i.handle().fwd.addr(istiodXDSPort) }
 func (i *Istiod) LogFile() string          { return i.logFile }
-func (i *Istiod) Done() <-chan struct{}    { return i.done }
+func (i *Istiod) Done() <-chan struct{}    { return i.handle().done }
 
 // ExitErr says why Done closed: the pod was deleted, replaced or restarted.
 func (i *Istiod) ExitErr() error {
+	h := i.handle()
 	select {
-	case <-i.done:
-		return i.exit
+	case <-h.done:
+		return h.exit
 	default:
 		return nil
 	}
@@ -294,11 +387,12 @@ func (i *Istiod) Tail(n int) string {
 // Kill deletes the istiod pod with no grace period (its Deployment starts another, which this
 // handle does not follow).
 func (i *Istiod) Kill() error {
-	err := i.c.Client.CoreV1().Pods(mesh.SystemNamespace).Delete(context.Background(), i.pod, metav1.DeleteOptions{
-		GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &i.uid},
+	h := i.handle()
+	err := i.c.Client.CoreV1().Pods(mesh.SystemNamespace).Delete(context.Background(), h.pod, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &h.uid},
 	})
 	if err != nil {
-		return fmt.Errorf("istiod %s: deleting pod %s: %w", i.cluster, i.pod, err)
+		return fmt.Errorf("istiod %s: deleting pod %s: %w", i.cluster, h.pod, err)
 	}
 	return nil
 }
@@ -310,15 +404,17 @@ func (i *Istiod) Stop() error {
 	return nil
 }
 
-func (i *Istiod) closeLocal() {
-	if i.fwd != nil {
-		i.fwd.Close()
+func (i *Istiod) closeLocal() { i.handle().close() }
+
+func (h *podHandle) close() {
+	if h.fwd != nil {
+		h.fwd.Close()
 	}
-	i.cancel()
-	i.wg.Wait()
+	h.cancel()
+	h.wg.Wait()
 }
 
 // String is for logs.
 func (i *Istiod) String() string {
-	return strings.Join([]string{i.cluster, i.pod}, "/")
+	return strings.Join([]string{i.cluster, i.handle().pod}, "/")
 }

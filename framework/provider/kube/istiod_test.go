@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -106,4 +108,57 @@ func TestStartIstiodRefusesASecondIstiod(t *testing.T) {
 	p := newProvider(t, false)
 	_, err := p.StartIstiod(context.Background(), &cluster.Cluster{}, cluster.IstiodOptions{Name: "extra"})
 	assert.ErrorIs(t, err, cluster.ErrUnsupported)
+}
+
+// Restart on a real API server, with the port-forward replaced (there is no kubelet to forward
+// to, so the test stands in for it): the pod is deleted, the handle waits for the Deployment's
+// next Ready pod and reaches it on the same local ports.
+func TestIstiodRestartFollowsTheNextPod_FakePortForward(t *testing.T) {
+	cs := localClusters(t, 1)
+	c := cs[0]
+	ctx := context.Background()
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	_, err := c.Client.CoreV1().ServiceAccounts(mesh.SystemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	type call struct {
+		pod   string
+		local map[int]int
+	}
+	var calls []call
+	old := forwardIstiod
+	t.Cleanup(func() { forwardIstiod = old })
+	forwardIstiod = func(_ *cluster.Cluster, pod string, local map[int]int, _ io.Writer) (*forward, error) {
+		calls = append(calls, call{pod, local})
+		f := &forward{pod: pod, local: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+		for k, p := range istiodPorts {
+			f.local[p] = 40000 + k
+		}
+		go func() { <-f.stop; close(f.done) }()
+		return f, nil
+	}
+	first := istiodPod(t, c, "istiod-a")
+	i := newIstiodHandle(c, first, filepath.Join(t.TempDir(), "istiod.log"))
+	t.Cleanup(i.closeLocal)
+	require.NoError(t, i.reach(nil))
+	xds := i.XDSAddress()
+	firstDone := i.Done()
+
+	go func() {
+		time.Sleep(1100 * time.Millisecond) // the Deployment's next pod, a second later
+		istiodPod(t, c, "istiod-b")
+	}()
+	require.NoError(t, i.Restart(ctx))
+	select {
+	case <-firstDone:
+	default:
+		t.Fatal("the first pod's handle is still open")
+	}
+	_, err = c.Client.CoreV1().Pods(mesh.SystemNamespace).Get(ctx, "istiod-a", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the first pod was deleted: %v", err)
+	assert.Equal(t, "istiod-b", i.handle().pod)
+	notDone(t, i)
+	require.Len(t, calls, 2)
+	assert.Nil(t, calls[0].local, "the first forward takes the ports the kernel picks")
+	assert.Equal(t, map[int]int{istiodMetricsPort: 40000, istiodCtrlzPort: 40001, istiodXDSPort: 40002}, calls[1].local, "the next pod on the same local ports")
+	assert.Equal(t, xds, i.XDSAddress(), "xDS clients reconnect where they were")
 }

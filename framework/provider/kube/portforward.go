@@ -16,7 +16,7 @@ import (
 )
 
 // forward is a port-forward to one pod through the API server (SPDY), listening on 127.0.0.1
-// only, on ports the kernel picks. It ends when the pod goes or Close is called.
+// only. It ends when the pod goes or Close is called.
 type forward struct {
 	pod   string
 	local map[int]int // pod port -> local port
@@ -28,8 +28,13 @@ type forward struct {
 
 const forwardReadyTimeout = 30 * time.Second
 
-// forwardPod forwards the given pod ports of ns/pod; errors go to errOut.
+// forwardPod forwards the given pod ports of ns/pod on ports the kernel picks; errors go to errOut.
 func forwardPod(c *cluster.Cluster, ns, pod string, ports []int, errOut io.Writer) (*forward, error) {
+	return forwardPodOn(c, ns, pod, ports, nil, errOut)
+}
+
+// forwardPodOn is forwardPod on the local ports local names for pod ports (the kernel picks the rest).
+func forwardPodOn(c *cluster.Cluster, ns, pod string, ports []int, local map[int]int, errOut io.Writer) (*forward, error) {
 	transport, upgrader, err := spdy.RoundTripperFor(c.RESTConfig)
 	if err != nil {
 		return nil, err
@@ -38,7 +43,7 @@ func forwardPod(c *cluster.Cluster, ns, pod string, ports []int, errOut io.Write
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
 	specs := make([]string, len(ports))
 	for i, p := range ports {
-		specs[i] = "0:" + strconv.Itoa(p)
+		specs[i] = strconv.Itoa(local[p]) + ":" + strconv.Itoa(p)
 	}
 	f := &forward{pod: pod, local: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan struct{})
