@@ -69,6 +69,12 @@ type Report struct {
 	// IstioImages are the images the Istio components ran, with the digests the nodes resolved
 	// (kind, kube).
 	IstioImages []IstioImage `json:"istioImages,omitempty"`
+
+	// CI verdicts and artifacts (ci.go): the -gates bounds as judged, the istiod profiles kept,
+	// and where the run's other artifacts are.
+	Gates     []Gate     `json:"gates,omitempty"`
+	Profiles  []Profile  `json:"profiles,omitempty"`
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 }
 
 // Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version
@@ -437,7 +443,7 @@ func (r *Report) Validate() error {
 			errs = append(errs, checkConn("latency.harnessFloor", i, run))
 		}
 	}
-	errs = append(errs, validateChecks(r.IstiodChecks))
+	errs = append(errs, validateChecks(r.IstiodChecks), validateGates(r.Gates))
 	if r.Churn != nil {
 		errs = append(errs, validateChurn(r.Churn)...)
 	}
