@@ -42,6 +42,7 @@ func TestControlPlaneJoin(t *testing.T) {
 	mc.Logf("join: baseline of istiod %s (settle %s, steady window %s, CPU from %s)", obs.Name, settle, steady, src.Name())
 	start := readCPU(t, istiod)
 	cp.Baseline = sampleAfter(t, istiod, start, time.Now().Add(settle), steady, samples).Sample
+	mc.Profile(istiod, "baseline")
 
 	var others []string
 	for _, c := range mc.Clusters {
@@ -51,6 +52,10 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	for k, name := range others {
 		c := mc.Cluster(name)
+		cpuProfile := func() {}
+		if k == len(others)-1 { // the last join's burst, profiled for 10 s from just before its secret
+			cpuProfile = mc.ProfileCPU(istiod, "join-"+name)
+		}
 		before := readCPU(t, istiod)
 		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, istiod, w, c)
@@ -74,6 +79,10 @@ func TestControlPlaneJoin(t *testing.T) {
 			HostCPUBusy:              hostBusy,
 		}
 		cp.Joins = append(cp.Joins, j)
+		if k == len(others)-1 {
+			cpuProfile()
+			mc.Profile(istiod, "after-join-"+name)
+		}
 		mc.Logf("join %d/%d: %s: istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.2fs, steady %.4f cores",
 			k+1, len(others), name, *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6, *j.JoinCPUSeconds, *j.SteadyCPUCores)
 	}
@@ -186,6 +195,7 @@ func TestControlPlaneLeave(t *testing.T) {
 			Cluster: name, RemoteClusters: remaining, ManagedRemoteClusters: int(after.ManagedClusters["remote"]),
 			Seconds: report.F(elapsed.Seconds()), RSSBytes: report.F(settled.RSSBytes), LiveHeapBytes: report.F(settled.LiveHeapBytes),
 		})
+		mc.Profile(istiod, "after-leave-"+name)
 		mc.Logf("leave: %s gone in %.2fs; istiod live heap %.0f MB, rss %.0f MB, %d remote clusters left",
 			name, elapsed.Seconds(), settled.LiveHeapBytes/1e6, settled.RSSBytes/1e6, remaining)
 	}

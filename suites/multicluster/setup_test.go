@@ -117,7 +117,7 @@ func startIstiods(ctx context.Context, e *env.Env) error {
 		return err
 	}
 	e.Report.ControlPlane = nil
-	return ambient.StartIstiods(ctx, mesh.Options{
+	err = ambient.StartIstiods(ctx, mesh.Options{
 		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
 		Dir:          filepath.Join(e.RunDir, "istiod"),
 		Log:          e.Log,
@@ -125,4 +125,8 @@ func startIstiods(ctx context.Context, e *env.Env) error {
 			return e.Flags.Istiods == "all" || c.Name == obs.Name
 		},
 	})
+	for _, i := range ambient.Istiods {
+		e.RecordMetrics(i) // every scrape into the report's metrics.csv
+	}
+	return err
 }
