@@ -7,37 +7,31 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/ambientmc/ambientmc/framework/report"
 )
 
-// collectArtifacts runs after teardown. On failure it puts every component's log where CI looks:
-// with $ARTIFACTS, a copy of the run directory in $ARTIFACTS/logs (it holds the providers' cluster
-// dumps too: keepLogs had kind export them there before the clusters went); without, the kept run
-// directory. The report says where.
+// copyLogsToArtifacts is a cleanup registered after the run directory's removal, so it runs
+// after every component stopped and before the directory goes: with $ARTIFACTS, every
+// component's log (and the providers' cluster dumps, which keepLogs had kind export into the run
+// directory while the clusters still ran) is copied to $ARTIFACTS/logs, on pass and failure.
+func (e *Env) copyLogsToArtifacts() error {
+	dst := filepath.Join(e.ReportDir, LogsDir)
+	if err := copyLogs(e.RunDir, dst); err != nil {
+		return err
+	}
+	e.Logf("artifacts: component logs copied to %s", dst)
+	return nil
+}
+
+// collectArtifacts runs after teardown: without $ARTIFACTS, a failed run's report names the run
+// directory it kept (with $ARTIFACTS it names the copy from the start).
 func (e *Env) collectArtifacts(code int) {
 	e.mu.Lock()
 	failed := code != 0 || e.keepRunDir
 	e.mu.Unlock()
-	if !failed || e.RunDir == "" {
+	if !failed || e.RunDir == "" || e.Report == nil || e.Report.Artifacts == nil || e.Report.Artifacts.Logs != "" {
 		return
 	}
-	logs := e.RunDir
-	if os.Getenv(ArtifactsEnv) != "" && e.ReportDir != "" {
-		dst := filepath.Join(e.ReportDir, LogsDir)
-		if err := copyLogs(e.RunDir, dst); err != nil {
-			e.Logf("artifacts: copying %s: %v", e.RunDir, err)
-		}
-		logs = LogsDir
-		e.Logf("artifacts: component logs copied to %s", dst)
-	}
-	if e.Report == nil {
-		return
-	}
-	if e.Report.Artifacts == nil {
-		e.Report.Artifacts = &report.Artifacts{}
-	}
-	e.Report.Artifacts.Logs = logs
+	e.Report.Artifacts.Logs = e.RunDir
 	if err := e.writeReport(); err != nil {
 		e.Logf("writing the report: %v", err)
 	}

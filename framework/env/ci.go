@@ -45,7 +45,7 @@ func registerCI(fs *flag.FlagSet) *CIFlags {
 // ArtifactsEnv is prow's convention for where a job's files go.
 const ArtifactsEnv = "ARTIFACTS"
 
-// LogsDir is where a failed run's component logs are copied inside $ARTIFACTS.
+// LogsDir is where the run's component logs are copied inside $ARTIFACTS.
 const LogsDir = "logs"
 
 // ciRun is the run's CI state.
@@ -180,6 +180,10 @@ func (e *Env) startCI() error {
 		return err
 	}
 	e.Report.Artifacts = &report.Artifacts{Dir: os.Getenv(ArtifactsEnv), MetricsCSV: timeline.File}
+	if e.Report.Artifacts.Dir != "" {
+		e.Report.Artifacts.Logs = LogsDir
+		e.Cleanup("copy component logs to $"+ArtifactsEnv, e.copyLogsToArtifacts)
+	}
 	if testrun.IsChild() {
 		e.Report.Artifacts.JUnit, e.Report.Artifacts.TestOutput = testrun.JUnitFile, testrun.OutputFile
 	}

@@ -180,9 +180,9 @@ func (t *test) testcase(pkg string, exit int) junit.Testcase {
 	tc := junit.Testcase{Name: t.name, Classname: pkg, Time: seconds(t.elapsed)}
 	switch t.result {
 	case "fail":
-		tc.Failure = &junit.Result{Message: clean(failureMessage(log)), Type: "failure", Data: clean(log)}
+		tc.Failure = &junit.Result{Message: clean(failureMessage(log, "failed")), Type: "failure", Data: clean(log)}
 	case "skip":
-		tc.Skipped = &junit.Result{Message: clean(firstLine(log, "skipped")), Data: clean(log)}
+		tc.Skipped = &junit.Result{Message: clean(failureMessage(log, "skipped")), Data: clean(log)}
 	case "pass":
 		if log != "" {
 			tc.SystemOut = &junit.Output{Data: clean(log)}
@@ -219,9 +219,9 @@ var (
 	errorLine = regexp.MustCompile(`^\s*Error:\s+(.*)$`) // testify's block
 )
 
-// failureMessage picks one line that says why a test failed: testify's "Error:" line with its
-// file:line, else the first t.Error line, else the first line of the log.
-func failureMessage(log string) string {
+// failureMessage picks one line that says why a test failed (or skipped): testify's "Error:" line
+// with its file:line, else the first t.Error (t.Skip) line, else the first line of the log.
+func failureMessage(log, fallback string) string {
 	lines := strings.Split(log, "\n")
 	where := ""
 	for i, l := range lines {
@@ -244,7 +244,7 @@ func failureMessage(log string) string {
 			return strings.TrimSpace(msg)
 		}
 	}
-	return firstLine(log, "failed")
+	return firstLine(log, fallback)
 }
 
 func firstLine(log, fallback string) string {

@@ -69,6 +69,8 @@ func TestParentOfFailedSubtestsAndGates(t *testing.T) {
 		`{"Action":"output","Test":"TestChecks/memory","Output":"    checks_test.go:9: live heap kept\n"}`,
 		`{"Action":"fail","Test":"TestChecks/memory"}`,
 		`{"Action":"run","Test":"TestChecks/rejoin"}`,
+		`{"Action":"output","Test":"TestChecks/rejoin","Output":"ambientmc [  85.2s] progress\n"}`,
+		`{"Action":"output","Test":"TestChecks/rejoin","Output":"    checks_test.go:20: known istiod issue reproduced\n"}`,
 		`{"Action":"skip","Test":"TestChecks/rejoin"}`,
 		`{"Action":"fail","Test":"TestChecks"}`,
 	)
@@ -80,6 +82,9 @@ func TestParentOfFailedSubtestsAndGates(t *testing.T) {
 	}
 	if m := s.Testcases[0].Failure.Message; m != "failed subtests: TestChecks/memory" {
 		t.Errorf("parent: %q", m)
+	}
+	if m := s.Testcases[2].Skipped.Message; m != "checks_test.go:20: known istiod issue reproduced" {
+		t.Errorf("skip message: %q", m)
 	}
 	if g := s.Testcases[3]; g.Name != "TestGates/churn.runs[*].lost" || g.Failure == nil || g.Failure.Message != "gate FAIL churn.runs[*].lost: not measured" {
 		t.Errorf("gate case: %+v", g)

@@ -59,14 +59,27 @@ func (s *Set) Snapshot(ctx context.Context, i *measure.Istiod, cluster, when str
 	return nil
 }
 
-// CPU starts a CPU profile of d in the background; wait returns when it is kept.
+// CPU starts a CPU profile of d in the background; wait returns when it is kept, and records how
+// long it waited (the profile's cost in wall time).
 func (s *Set) CPU(ctx context.Context, i *measure.Istiod, cluster, when string, d time.Duration) (wait func() error) {
 	if s == nil {
 		return func() error { return nil }
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.take(ctx, i, cluster, CPU, when, d) }()
-	return func() error { return <-done }
+	return func() error {
+		start := time.Now()
+		err := <-done
+		waited := time.Since(start).Seconds()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k := range s.taken {
+			if p := &s.taken[k]; p.Kind == CPU && p.Istiod == cluster && p.When == when {
+				p.WaitedSeconds = &waited
+			}
+		}
+		return err
+	}
 }
 
 func (s *Set) take(ctx context.Context, i *measure.Istiod, cluster, kind, when string, d time.Duration) error {

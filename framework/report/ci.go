@@ -63,17 +63,37 @@ type Profile struct {
 	Kind   string `json:"kind"`   // heap, goroutine, cpu
 	When   string `json:"when"`   // e.g. baseline, after-join-cluster-3, after-leave-cluster-2
 	File   string `json:"file"`   // relative to the report directory
-	// Seconds is how long taking it took (for a CPU profile, its duration): the run's cost of it.
-	Seconds float64 `json:"seconds"`
-	Bytes   int64   `json:"bytes"`
+	// Seconds is how long taking it took (for a CPU profile, its duration, spent in the
+	// background). WaitedSeconds is how long the suite then waited for a CPU profile to end.
+	// The run's wall-time cost of its profiles is the heap and goroutine profiles' seconds plus
+	// the CPU profiles' waited seconds.
+	Seconds       float64  `json:"seconds"`
+	WaitedSeconds *float64 `json:"waitedSeconds,omitempty"`
+	Bytes         int64    `json:"bytes"`
+}
+
+// ProfilesCost is the wall time the profiles cost a run (see Profile).
+func ProfilesCost(ps []Profile) float64 {
+	var s float64
+	for _, p := range ps {
+		if p.Kind == "cpu" {
+			if p.WaitedSeconds != nil {
+				s += *p.WaitedSeconds
+			}
+			continue
+		}
+		s += p.Seconds
+	}
+	return s
 }
 
 // Artifacts says where a run left what a CI job uploads besides the report.
 type Artifacts struct {
 	// Dir is $ARTIFACTS, when the report directory defaulted to it.
 	Dir string `json:"dir,omitempty"`
-	// Logs is where every component's log of a failed run is: a copy of the run directory (and
-	// the providers' cluster dumps) under the report directory, or the kept run directory.
+	// Logs is where every component's log is: "logs" (inside the report directory: a copy of the
+	// run directory with the providers' cluster dumps, made by every run under $ARTIFACTS), or
+	// the run directory a failed run kept.
 	Logs string `json:"logs,omitempty"`
 	// JUnit, MetricsCSV and TestOutput are files in the report directory, where written.
 	JUnit      string `json:"junit,omitempty"`
@@ -142,9 +162,15 @@ func markdownProfiles(b *bytes.Buffer, ps []Profile) {
 	if len(ps) == 0 {
 		return
 	}
-	b.WriteString("## istiod profiles\n\n`go tool pprof -http=: FILE`; two heap profiles side by side: `go tool pprof -diff_base=BASE FILE`.\n\n| istiod | Kind | When | File | Seconds |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "## istiod profiles\n\n`go tool pprof -http=: FILE`; two heap profiles side by side: `go tool pprof -diff_base=BASE FILE`. "+
+		"They cost this run %.2f s of wall time (taking the heap and goroutine profiles, and waiting for CPU profiles to end; -profiles=false turns them off).\n\n"+
+		"| istiod | Kind | When | File | Seconds | Waited s |\n|---|---|---|---|---|---|\n", ProfilesCost(ps))
 	for _, p := range ps {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", cell(p.Istiod), p.Kind, cell(p.When), cell(p.File), num(p.Seconds, 2))
+		waited := missingCellValue
+		if p.WaitedSeconds != nil {
+			waited = num(*p.WaitedSeconds, 2)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", cell(p.Istiod), p.Kind, cell(p.When), cell(p.File), num(p.Seconds, 2), waited)
 	}
 	b.WriteString("\n")
 }

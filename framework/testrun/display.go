@@ -41,9 +41,28 @@ func (d *display) line(raw, plain []byte) {
 	switch {
 	case d.mode == "test2json":
 		d.w.Write(raw)
+	case d.mode == "true" && len(raw) > 0 && raw[0] == 0x16:
+		d.w.Write(verboseFrame(plain))
 	case d.mode == "true" || d.plain:
 		d.w.Write(plain)
 	}
+}
+
+// verboseFrame turns a framing line of -test.v=test2json into what -test.v prints: no "=== NAME"
+// lines (test2json needs them to attribute output, -v prints them only between parallel tests),
+// and a subtest's result indented by its depth.
+func verboseFrame(line []byte) []byte {
+	s := string(line)
+	if strings.HasPrefix(s, "=== NAME") {
+		return nil
+	}
+	for _, r := range []string{"--- PASS: ", "--- FAIL: ", "--- SKIP: "} {
+		if name, ok := strings.CutPrefix(s, r); ok {
+			test, _, _ := strings.Cut(name, " ")
+			return []byte(strings.Repeat("    ", strings.Count(test, "/")) + s)
+		}
+	}
+	return line
 }
 
 // fallback switches a quiet display to plain lines, saying why.

@@ -160,7 +160,7 @@ func start(o Options, goBin string) (*run, error) {
 		return nil, fmt.Errorf("starting the test binary: %w", err)
 	}
 	pw.Close()
-	r.stopSigs = forwardSignals(r.child.Process)
+	r.stopSigs = forwardSignals(r.child.Process, o.Stderr)
 	go func() {
 		r.copy(pr, out)
 		out.Close()
@@ -237,7 +237,7 @@ func (r *run) events(b *junit.Builder) error {
 
 // forwardSignals sends every interrupt, termination, quit (go test's timeout) and hangup this
 // process gets to p, as often as it comes (a second Ctrl-C means "now").
-func forwardSignals(p *os.Process) (stop func()) {
+func forwardSignals(p *os.Process, log io.Writer) (stop func()) {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -245,6 +245,7 @@ func forwardSignals(p *os.Process) (stop func()) {
 		for {
 			select {
 			case s := <-ch:
+				fmt.Fprintf(log, "ambientmc: %s: passing it to the test binary (pid %d)\n", s, p.Pid)
 				_ = p.Signal(s)
 			case <-done:
 				return

@@ -227,6 +227,12 @@ func TestVerboseRunShowsEverything(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "=== RUN   TestFixturePass\n") || !strings.Contains(r.stdout, "passing log line") || strings.ContainsRune(r.stdout, 0x16) {
 		t.Errorf("exit %d, -v output:\n%q", r.code, r.stdout)
 	}
+	// Subtests' results are indented as go test -v indents them, and test2json's "=== NAME" lines
+	// are not shown.
+	r = runParent(t, nil, "-test.v=true", "-test.run=^TestFixtureFail$")
+	if !strings.Contains(r.stdout, "\n    --- PASS: TestFixtureFail/ok (") || !strings.Contains(r.stdout, "\n--- FAIL: TestFixtureFail (") || strings.Contains(r.stdout, "=== NAME") {
+		t.Errorf("-v output of subtests:\n%s", r.stdout)
+	}
 	// go test -json hands the binary -test.v=test2json and converts the framed stream itself.
 	r = runParent(t, nil, "-test.v=test2json", "-test.run=^TestFixturePass$")
 	if !strings.Contains(r.stdout, "\x16=== RUN   TestFixturePass\n") {
