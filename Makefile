@@ -55,11 +55,15 @@ bench-scale: bins
 report:
 	@cat $(REPORT_DIR)/report.md
 
-## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds
+## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds;
+## FAIL_ON (a PR-versus-base job: A the base, B the change) fails it when B regresses significantly beyond a
+## bound: FAIL_ON='Join/perRemote:live-heap-B+10%,Join/growth:join-cpu-s-first+20%' or a gates file's
+## baseline: section (FAIL_ON=gates/compare.yaml); it needs ROUNDS>=4 and writes junit.xml beside compare.md
 ROUNDS ?= 3
 SUITE_FLAGS ?= -clusters=3 -run 'TestControlPlaneJoin|TestControlPlaneLeave'
+FAIL_ON ?=
 compare:
-	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
+	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -fail-on='$(FAIL_ON)' -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
 
 clean:
 	rm -rf _output

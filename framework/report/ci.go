@@ -112,6 +112,13 @@ func validateGates(gs []Gate) error {
 	return nil
 }
 
+// GatesMarkdown is the report.md section on gates alone (make compare's FAIL_ON uses it).
+func GatesMarkdown(gs []Gate) []byte {
+	var b bytes.Buffer
+	markdownGates(&b, gs)
+	return b.Bytes()
+}
+
 func markdownGates(b *bytes.Buffer, gs []Gate) {
 	if len(gs) == 0 {
 		return
