@@ -85,12 +85,12 @@ func TestEveryReportValueHasAPath(t *testing.T) {
 // Bad input is refused before anything starts, with the field and the fix.
 func TestBadGatesFilesAreRefused(t *testing.T) {
 	for _, c := range []struct{ name, file, want string }{
-		{"unknown key", "gates:\n  controlPlane.perRemoteCluster.liveHeap: {max: 1}\n", `line 2: gates.controlPlane.perRemoteCluster.liveHeap: controlPlane.perRemoteCluster.liveHeap: no key "liveHeap" here in the report schema (framework/report); known keys: cpuCores,`},
-		{"growth has no b", "gates:\n  controlPlane.joinGrowth.convergenceSeconds.b: {max: 0.05}\n", `no key "b" here in the report schema (framework/report); known keys: intercept, n, slope, slopeStdErr`},
-		{"unknown top key", "gates:\n  controlplane.joins[*].syncSeconds: {max: 1}\n", `no key "controlplane"`},
+		{"unknown key", "gates:\n  controlPlane.perRemoteCluster.liveHeap: {max: 1}\n", `line 2: gates.controlPlane.perRemoteCluster.liveHeap: no key "liveHeap" under controlPlane.perRemoteCluster in the report schema (framework/report); known keys: cpuCores,`},
+		{"growth has no b", "gates:\n  controlPlane.joinGrowth.convergenceSeconds.b: {max: 0.05}\n", `gates.controlPlane.joinGrowth.convergenceSeconds.b: no key "b" under controlPlane.joinGrowth.convergenceSeconds in the report schema (framework/report); known keys: intercept, n, slope, slopeStdErr`},
+		{"unknown top key", "gates:\n  controlplane.joins[*].syncSeconds: {max: 1}\n", `no key "controlplane" at the top`},
 		{"list without index", "gates:\n  churn.runs.lost: {max: 0}\n", "churn.runs is a list: write churn.runs[*] (every element) or churn.runs[0] (the first)"},
-		{"index on a value", "gates:\n  latency.overhead[0].new.deltaMs: {max: 1}\n", "overhead is not a list"},
-		{"section", "gates:\n  controlPlane.perRemoteCluster: {max: 1}\n", "controlPlane.perRemoteCluster is a section, not a value: name one of its keys (cpuCores,"},
+		{"index on a value", "gates:\n  latency.overhead[0].new.deltaMs: {max: 1}\n", "latency.overhead is not a list, so it takes no index"},
+		{"section", "gates:\n  controlPlane.perRemoteCluster: {max: 1}\n", "gates.controlPlane.perRemoteCluster: a section, not a value: name one of its keys (cpuCores,"},
 		{"below a value", "gates:\n  latency.overhead.new.deltaMs.x: {max: 1}\n", `latency.overhead.new.deltaMs is a value, it has no key "x"`},
 		{"max on text", "gates:\n  istiodChecks[*].result: {max: 1}\n", "max: the value is text, so it takes in: [...], not max"},
 		{"in on a number", "gates:\n  churn.runs[*].lost: {in: [0]}\n", "in: the value is a number: bound it with min and max"},

@@ -95,10 +95,14 @@ func resolve(p path) (leaf, error) {
 		case reflect.Struct:
 			f, ok := field(t, s.key)
 			if !ok {
-				return 0, fmt.Errorf("%s: no key %q here in the report schema (framework/report); known keys: %s", here, s.key, strings.Join(keys(t), ", "))
+				where := "at the top"
+				if i > 0 {
+					where = "under " + p[:i].String()
+				}
+				return 0, fmt.Errorf("no key %q %s in the report schema (framework/report); known keys: %s", s.key, where, strings.Join(keys(t), ", "))
 			}
-			if p[:i].String() == "" && s.key == "gates" {
-				return 0, fmt.Errorf("%s: a gate cannot bound the gates", here)
+			if i == 0 && s.key == "gates" {
+				return 0, fmt.Errorf("a gate cannot bound the gates")
 			}
 			t = f.Type
 		case reflect.Map:
@@ -107,7 +111,7 @@ func resolve(p path) (leaf, error) {
 			}
 			t = t.Elem() // any key: which keys a run has is data, not schema
 		default:
-			return 0, fmt.Errorf("%s: %s is a value, it has no key %q", here, p[:i], s.key)
+			return 0, fmt.Errorf("%s is a value, it has no key %q", p[:i], s.key)
 		}
 		t = deref(t)
 		isList := t.Kind() == reflect.Slice || t.Kind() == reflect.Array
@@ -115,7 +119,7 @@ func resolve(p path) (leaf, error) {
 		case isList && s.index == -1:
 			return 0, fmt.Errorf("%s is a list: write %s[*] (every element) or %s[0] (the first)", here, here, here)
 		case !isList && s.index != -1:
-			return 0, fmt.Errorf("%s: %s is not a list, so it takes no index", here, s.key)
+			return 0, fmt.Errorf("%s is not a list, so it takes no index", append(p[:i:i], segment{key: s.key, index: -1}))
 		case isList:
 			t = t.Elem()
 		}
@@ -130,9 +134,9 @@ func resolve(p path) (leaf, error) {
 	case reflect.Bool:
 		return leafBool, nil
 	case reflect.Struct:
-		return 0, fmt.Errorf("%s is a section, not a value: name one of its keys (%s)", p, strings.Join(keys(t), ", "))
+		return 0, fmt.Errorf("a section, not a value: name one of its keys (%s)", strings.Join(keys(t), ", "))
 	}
-	return 0, fmt.Errorf("%s is a %s, not a number, text or true/false", p, t.Kind())
+	return 0, fmt.Errorf("a %s, not a number, text or true/false", t.Kind())
 }
 
 func deref(t reflect.Type) reflect.Type {

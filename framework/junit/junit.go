@@ -103,6 +103,16 @@ func (b *Builder) Add(ev Event) {
 	}
 }
 
+// unfinished says whether a test was still running when the stream ended.
+func (b *Builder) unfinished() bool {
+	for _, t := range b.tests {
+		if t.result == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // failedSubtests names the direct subtests of name that failed.
 func (b *Builder) failedSubtests(name string) []string {
 	var out []string
@@ -134,7 +144,7 @@ func (b *Builder) Failed() bool {
 }
 
 // Suites is the junit document. exit is the test binary's exit status: a binary that failed
-// without any failing test (setup in TestMain, a crash, a timeout) gets a failing "TestMain" case
+// without any failing or unfinished test (setup in TestMain, say) gets a failing "TestMain" case
 // with the package's output, so a CI never reads such a run as green.
 func (b *Builder) Suites(exit int, hostname string) junit.Testsuites {
 	s := junit.Testsuite{Name: b.pkg, Hostname: hostname, Package: b.pkg}
@@ -162,7 +172,7 @@ func (b *Builder) Suites(exit int, hostname string) junit.Testsuites {
 		}
 		s.AddTestcase(tc)
 	}
-	if exit != 0 && !b.Failed() {
+	if exit != 0 && !b.Failed() && !b.unfinished() {
 		s.AddTestcase(junit.Testcase{Name: "TestMain", Classname: b.pkg, Time: seconds(0),
 			Error: &junit.Result{Message: fmt.Sprintf("the test binary exited with status %d", exit), Type: "error", Data: clean(b.out.String())}})
 	}

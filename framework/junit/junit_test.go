@@ -111,7 +111,11 @@ func TestExitWithoutFailingTest(t *testing.T) {
 func TestUnfinishedTest(t *testing.T) {
 	b := NewBuilder("p")
 	events(t, b, `{"Action":"run","Test":"TestX"}`, `{"Action":"output","Test":"TestX","Output":"panic: test timed out after 10m0s\n"}`)
-	tc := b.Suites(2, "").Suites[0].Testcases[0]
+	cases := b.Suites(2, "").Suites[0].Testcases
+	if len(cases) != 1 {
+		t.Errorf("the unfinished test explains the exit status; no TestMain case: %+v", cases)
+	}
+	tc := cases[0]
 	if tc.Error == nil || tc.Error.Message != "did not finish (the test binary exited with status 2): panic: test timed out after 10m0s" {
 		t.Fatalf("%+v", tc.Error)
 	}
