@@ -279,8 +279,9 @@ func interrupt(t *testing.T, group bool) {
 		t.Fatal(err)
 	}
 	pw.Close()
-	waiting := make(chan struct{})
+	waiting, read := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(read)
 		buf := make([]byte, 4096)
 		for {
 			n, err := pr.Read(buf)
@@ -301,6 +302,7 @@ func interrupt(t *testing.T, group bool) {
 	case <-waiting:
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
+		<-read
 		t.Fatalf("the child never started waiting:\n%s", out.String())
 	}
 	if group {
@@ -309,6 +311,7 @@ func interrupt(t *testing.T, group bool) {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 	}
 	code := exitCode(cmd.Wait())
+	<-read // the parent's output is all read once the pipe closes
 	if code != 3 || !strings.Contains(out.String(), "got 1 interrupt(s), cleaning up") {
 		t.Errorf("exit %d, want the child's 3:\n%s", code, out.String())
 	}
