@@ -3,7 +3,7 @@ GO        ?= go
 # Unit tests: everything but the suites, which build real clusters.
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /suites/)
 SUITE      = ./suites/multicluster
-REPORT_DIR ?= $(CURDIR)/_output/report
+REPORT_DIR ?= $(if $(ARTIFACTS),$(ARTIFACTS),$(CURDIR)/_output/report)
 E2E_FLAGS ?= -clusters=10
 
 .PHONY: all bins test e2e ci ci-suite lint bench bench-scale report compare clean
@@ -25,9 +25,12 @@ e2e: bins
 ## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites
 ci: lint bins test ci-suite
 
-# Every suite on 3 clusters at small scale, with short latency runs.
+# Every suite on 3 clusters at small scale, with short latency runs, judged by the project's own
+# gates (gates/ci.yaml); report, junit.xml, profiles and metrics.csv in REPORT_DIR ($ARTIFACTS
+# when a CI sets it).
+CI_GATES ?= $(CURDIR)/gates/ci.yaml
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -churn.rates=5 -churn.duration=5s -report-dir=$(REPORT_DIR)
+	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 
 ## lint: formatting and vet
 lint:
@@ -52,11 +55,15 @@ bench-scale: bins
 report:
 	@cat $(REPORT_DIR)/report.md
 
-## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds
+## compare: the same experiment against istiod A and B (versions or binaries), alternating for ROUNDS rounds;
+## FAIL_ON (a PR-versus-base job: A the base, B the change) fails it when B regresses significantly beyond a
+## bound: FAIL_ON='Join/perRemote:live-heap-B+10%,Join/growth:join-cpu-s-first+20%' or a gates file's
+## baseline: section (FAIL_ON=gates/compare.yaml); it needs ROUNDS>=4 and writes junit.xml beside compare.md
 ROUNDS ?= 3
 SUITE_FLAGS ?= -clusters=3 -run 'TestControlPlaneJoin|TestControlPlaneLeave'
+FAIL_ON ?=
 compare:
-	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
+	$(GO) run ./scripts/compare -a='$(A)' -b='$(B)' -rounds=$(ROUNDS) -fail-on='$(FAIL_ON)' -out=$(CURDIR)/_output/compare -- $(SUITE_FLAGS)
 
 clean:
 	rm -rf _output

@@ -66,6 +66,8 @@ type Env struct {
 	crds crds.Set
 	// setupTimes are measured from the start of cluster creation (for the report's setup section).
 	setupTimes struct{ created, apiServersReady, crdsEstablished time.Time }
+	// ci holds the gates, profiles and metrics timeline (ci.go).
+	ci *ciRun
 }
 
 type cleanup struct {
@@ -143,6 +145,9 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
+	if code, done := runAsParent(); done { // CI hook (ci.go): junit.xml from a child run
+		return code
+	}
 	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second),
 		run: newRunState(), setupTook: map[string]time.Duration{}}
 	// Published before setup: the suite's steps reach the environment through it too.
@@ -152,6 +157,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.cutRun(fmt.Sprintf("interrupted by %s", sig), e.plan)
 		e.Logf("%s: stopping everything", sig)
 		e.teardown()
+		e.collectArtifacts(1) // CI hook (artifacts.go)
 	})
 	defer release()
 	defer func() {
@@ -168,6 +174,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.Logf("setup failed: %v", err)
 		e.keepLogs()
 		e.teardown()
+		e.collectArtifacts(1) // CI hook (artifacts.go)
 		return 1
 	}
 	e.setReady()
@@ -180,6 +187,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		code = 1
 	}
 	e.Report.Plan = e.planReport(e.plan)
+	code = e.judgeGates(code) // CI hook (ci.go): gates after every test
 	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
 		e.Logf("writing the report: %v", err)
@@ -193,6 +201,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.keepLogs()
 	}
 	e.teardown()
+	e.collectArtifacts(code) // CI hook (artifacts.go)
 	return code
 }
 
@@ -321,6 +330,9 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if err := e.checkInput(suite); err != nil {
 		return err
 	}
+	if err := e.loadGates(); err != nil { // CI hook (ci.go): -gates, -baseline before anything starts
+		return err
+	}
 	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {
 		return err
 	}
@@ -332,15 +344,8 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if e.Provider, err = provider.New(e.Flags.Provider, e.providerOptions(filepath.Join(e.RunDir, "clusters"))); err != nil {
 		return err
 	}
-	if e.ReportDir = e.Flags.ReportDir; e.ReportDir == "" {
-		// Unique per run: two runs started in the same second must not share a directory.
-		base := filepath.Join(os.TempDir(), "ambientmc-reports")
-		if err := os.MkdirAll(base, 0o755); err != nil {
-			return err
-		}
-		if e.ReportDir, err = os.MkdirTemp(base, time.Now().Format("20060102-150405")+"-"); err != nil {
-			return err
-		}
+	if e.ReportDir, err = reportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
+		return err
 	}
 	if err := e.planRun(suite); err != nil {
 		return err
@@ -351,6 +356,9 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	defer e.armDeadline(e.plan, time.Time{}, setupDone)()
 	e.Report = newReport(e.Provider.Name(), e.Topology)
 	e.Report.Warnings = append(e.Report.Warnings, e.plan.Warnings...)
+	if err := e.startCI(); err != nil { // CI hook (ci.go): metrics.csv, profiles
+		return err
+	}
 	if ni, ok := e.Provider.(interface{ NodeImage() string }); ok {
 		e.Report.NodeImage = ni.NodeImage()
 	}

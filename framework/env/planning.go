@@ -1,7 +1,6 @@
 package env
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -85,11 +84,4 @@ func (e *Env) clusterItems() []plan.Item {
 		return sp.PlanSetup(e.Topology, e.Scale.Pods)
 	}
 	return []plan.Item{{Name: "clusters", Expected: 2 * time.Minute, Detail: "no estimate from the provider"}}
-}
-
-func flagValue(name string) string {
-	if f := flag.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
 }

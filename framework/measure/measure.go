@@ -1,6 +1,7 @@
 // Package measure samples one istiod (pilot-discovery) process over loopback and decides when a
 // remote-cluster join or leave has converged. It reads istiod's Prometheus endpoint (the
-// monitoring port) and its ControlZ endpoint (the ctrlz port) and nothing else.
+// monitoring port), its ControlZ endpoint (the ctrlz port) and, on the HTTP debug port,
+// /debug/krtz and /debug/pprof, and nothing else.
 //
 // Metric and label names are those of istio.io/istio@v0.0.0-20260827124520-eed52ebb66ad:
 //   - process_cpu_seconds_total, process_resident_memory_bytes, go_memstats_heap_inuse_bytes,
@@ -25,6 +26,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -77,7 +79,14 @@ type Istiod struct {
 	// CPU reads istiod's CPU time finer than process_cpu_seconds_total's 10 ms (e.g. Schedstat
 	// for a local process); nil means that metric (MetricCPU).
 	CPU CPUSource
+
+	// onScrape receives every successful scrape (the run's metrics timeline); see OnScrape.
+	onScrape atomic.Pointer[func(*Metrics)]
 }
+
+// OnScrape hands every later successful scrape to f, which must be safe for concurrent calls
+// (waits and samplers scrape at once).
+func (i *Istiod) OnScrape(f func(*Metrics)) { i.onScrape.Store(&f) }
 
 // defaultClient never consults proxy variables: everything here is loopback.
 var defaultClient = &http.Client{
@@ -156,6 +165,9 @@ func (i *Istiod) Scrape(ctx context.Context) (*Metrics, error) {
 	m, err := ParseMetrics(bytes.NewReader(body), start.Add(end.Sub(start)/2))
 	if err != nil {
 		return nil, fmt.Errorf("istiod %s: scrape %s: %w", i.Name, i.MetricsURL, err)
+	}
+	if f := i.onScrape.Load(); f != nil {
+		(*f)(m)
 	}
 	return m, nil
 }

@@ -120,6 +120,10 @@ func joinPath(path []string) string {
 	return b.String()
 }
 
+// JSON is report.json's content for r, as Write writes it (non-finite values left out, with a
+// warning in r).
+func JSON(r *Report) ([]byte, error) { return marshalReport(r) }
+
 // marshalReport is indented JSON of r with non-finite values left out (see dropNonFinite).
 func marshalReport(r *Report) ([]byte, error) {
 	plain := dropNonFinite(r)

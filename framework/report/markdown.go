@@ -51,6 +51,7 @@ func Markdown(r *Report) []byte {
 		p("\n")
 	}
 
+	markdownGates(&b, r.Gates)
 	if cp := r.ControlPlane; cp != nil {
 		markdownControlPlane(&b, cp, r.Scale, r.Reference)
 	}
@@ -70,6 +71,7 @@ func Markdown(r *Report) []byte {
 		b.WriteString("\n")
 	}
 	markdownChecks(&b, r.IstiodChecks)
+	markdownProfiles(&b, r.Profiles)
 	if r.Churn != nil {
 		markdownChurn(&b, r.Churn)
 	}

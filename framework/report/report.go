@@ -70,6 +70,12 @@ type Report struct {
 	// IstioImages are the images the Istio components ran, with the digests the nodes resolved
 	// (kind, kube).
 	IstioImages []IstioImage `json:"istioImages,omitempty"`
+
+	// CI verdicts and artifacts (ci.go): the -gates bounds as judged, the istiod profiles kept,
+	// and where the run's other artifacts are.
+	Gates     []Gate     `json:"gates,omitempty"`
+	Profiles  []Profile  `json:"profiles,omitempty"`
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 }
 
 // Plan is the run's time plan, worked out before anything started, beside what each part took.
@@ -497,7 +503,7 @@ func (r *Report) Validate() error {
 			errs = append(errs, checkConn("latency.harnessFloor", i, run))
 		}
 	}
-	errs = append(errs, validateChecks(r.IstiodChecks))
+	errs = append(errs, validateChecks(r.IstiodChecks), validateGates(r.Gates))
 	if r.Churn != nil {
 		errs = append(errs, validateChurn(r.Churn)...)
 	}

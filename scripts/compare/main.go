@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/scripts/internal/suiterun"
 )
 
@@ -39,10 +40,15 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs the suite once against A, then once against B")
 	out := flag.String("out", "_output/compare", "output directory (emptied first)")
 	timeout := flag.Duration("timeout", 60*time.Minute, "go test -timeout of each run")
+	failOnFlag := flag.String("fail-on", "", "what may regress from A (the base) to B (the change): NAME:UNIT+PCT%,... or a gates file's baseline: section; a significant regression beyond it fails (FAIL_ON)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *a, *b, *rounds, *out, *timeout, flag.Args()); err != nil {
+	fo, err := parseFailOn(*failOnFlag, *rounds)
+	if err == nil {
+		err = run(ctx, *a, *b, *rounds, *out, *timeout, flag.Args(), fo)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
@@ -59,7 +65,7 @@ func specOf(flagName, arg string) (bins.IstiodSpec, error) {
 	}
 }
 
-func run(ctx context.Context, a, b string, rounds int, out string, timeout time.Duration, suiteFlags []string) error {
+func run(ctx context.Context, a, b string, rounds int, out string, timeout time.Duration, suiteFlags []string, fo *failOn) error {
 	if rounds < 1 {
 		return fmt.Errorf("-rounds=%d (ROUNDS): need at least 1", rounds)
 	}
@@ -126,11 +132,22 @@ func run(ctx context.Context, a, b string, rounds int, out string, timeout time.
 	if err != nil {
 		return err
 	}
+	var broken int
+	if fo != nil {
+		var gs []report.Gate
+		if gs, broken, err = fo.judge(out, filepath.Join(out, "a.bench.txt"), filepath.Join(out, "b.bench.txt")); err != nil {
+			return err
+		}
+		md = append(md, gatesMarkdown(gs)...)
+	}
 	if err := os.WriteFile(filepath.Join(out, "compare.md"), md, 0o644); err != nil {
 		return err
 	}
 	os.Stdout.Write(md)
 	fmt.Printf("\ncompare: wrote %s/{compare.md,benchstat.txt,a.bench.txt,b.bench.txt} and one report dir per run\n", out)
+	if broken > 0 {
+		return fmt.Errorf("FAIL_ON: %d gates broken: B regressed significantly against A (junit.xml in %s)", broken, out)
+	}
 	return nil
 }
 

@@ -55,10 +55,15 @@ func TestControlPlaneJoin(t *testing.T) {
 	cp.Baseline.SetCPU(base.blended, base.steady)
 	cp.SettleRule = s.rule()
 	mc.Logf("join: settle rule: %s", cp.SettleRule)
+	mc.Profile(istiod, "baseline")
 
 	others := everyCluster()[1:]
 	for k, name := range others {
 		c := mc.Cluster(name)
+		cpuProfile := func() {}
+		if k == len(others)-1 { // the last join's burst, profiled for 10 s from just before its secret
+			cpuProfile = mc.ProfileCPU(istiod, "join-"+name)
+		}
 		before := readCPU(t, ctx, istiod)
 		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, ctx, istiod, w, c)
@@ -85,6 +90,10 @@ func TestControlPlaneJoin(t *testing.T) {
 		}
 		j.SetCPU(st.blended, st.steady)
 		cp.Joins = append(cp.Joins, j)
+		if k == len(others)-1 {
+			cpuProfile()
+			mc.Profile(istiod, "after-join-"+name)
+		}
 		mc.Logf("join %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.3fs, steady %.4f cores",
 			k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
@@ -160,6 +169,7 @@ func TestControlPlaneLeave(t *testing.T) {
 			Cluster: name, RemoteClusters: remaining, ManagedRemoteClusters: int(after.ManagedClusters["remote"]),
 			Seconds: report.F(elapsed.Seconds()), RSSBytes: report.F(settled.RSSBytes), LiveHeapBytes: report.F(settled.LiveHeapBytes),
 		})
+		mc.Profile(istiod, "after-leave-"+name)
 		mc.Logf("leave: %s gone in %.2fs; istiod live heap %.0f MB, rss %.0f MB, %d remote clusters left",
 			name, elapsed.Seconds(), settled.LiveHeapBytes/1e6, settled.RSSBytes/1e6, remaining)
 	}

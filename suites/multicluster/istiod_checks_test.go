@@ -70,6 +70,9 @@ func verdict(t *testing.T, name string, passed bool, detail string) {
 	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, report.IstiodCheck{
 		Name: name, Result: string(v.Result), Reference: v.Reference, Detail: detail,
 	})
+	if ps := mc.ProfilesBearingOn("istiodChecks"); v.Result != istiodcheck.Pass && len(ps) > 0 {
+		v.Message += "; profiles of this istiod from the join and leave suites: " + strings.Join(ps, ", ")
+	}
 	mc.Logf("istiod check %q: %s: %s", name, v.Result, v.Message)
 	switch v.Result {
 	case istiodcheck.Fail:

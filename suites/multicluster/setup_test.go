@@ -106,7 +106,7 @@ func processCPU() time.Duration {
 
 func startIstiods(ctx context.Context, e *env.Env) error {
 	obs := mc.observed()
-	return mc.mesh.StartIstiods(ctx, mesh.Options{
+	err := mc.mesh.StartIstiods(ctx, mesh.Options{
 		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
 		Dir:          filepath.Join(e.RunDir, "istiod"),
 		Log:          e.Log,
@@ -114,4 +114,8 @@ func startIstiods(ctx context.Context, e *env.Env) error {
 			return e.Flags.Istiods == "all" || c.Name == obs.Name
 		},
 	})
+	for _, i := range mc.mesh.Istiods {
+		e.RecordMetrics(i) // every scrape into the report's metrics.csv
+	}
+	return err
 }

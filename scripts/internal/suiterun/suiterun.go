@@ -12,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/baseline"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
-// Benchstat is pinned so tables read the same on every machine (the module proxy serves it).
-const Benchstat = "golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"
+// Benchstat is pinned so tables read the same on every machine (the module proxy serves it), at
+// the version whose statistics the gates judge with.
+const Benchstat = baseline.Benchstat
 
 // Run runs the suite once from the source root with flags, its report into dir and its output
 // into dir.log, and checks that it wrote its bench lines.
