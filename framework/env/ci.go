@@ -204,14 +204,17 @@ func (e *Env) RecordMetrics(i cluster.Istiod) {
 }
 
 // Profile keeps i's heap and goroutine profiles, named for when (e.g. "baseline",
-// "after-join-cluster-3"). A profile that cannot be had is a warning, not a failure.
-func (e *Env) Profile(i cluster.Istiod, when string) {
+// "after-join-cluster-3"), and returns their files relative to the report directory. A profile
+// that cannot be had is a warning, not a failure.
+func (e *Env) Profile(i cluster.Istiod, when string) []string {
 	if e.ci == nil {
-		return
+		return nil
 	}
-	if err := e.ci.profiles.Snapshot(context.Background(), i.Sampler(), i.Cluster(), when); err != nil {
+	files, err := e.ci.profiles.Snapshot(context.Background(), i.Sampler(), i.Cluster(), when)
+	if err != nil {
 		e.warnProfile(err)
 	}
+	return files
 }
 
 // ProfileCPU starts a 10 s CPU profile of i in the background; wait returns once it is kept.

@@ -41,22 +41,26 @@ func New(reportDir string, enabled bool) *Set {
 	return &Set{reportDir: reportDir}
 }
 
-// Snapshot takes istiod's heap and goroutine profiles now. The heap profile is as of istiod's
-// last GC (no extra one is forced: the samplers just forced one).
-func (s *Set) Snapshot(ctx context.Context, i *measure.Istiod, cluster, when string) error {
+// Snapshot takes istiod's heap and goroutine profiles now and returns the files kept, relative to
+// the report directory. The heap profile is as of istiod's last GC (no extra one is forced: the
+// samplers just forced one).
+func (s *Set) Snapshot(ctx context.Context, i *measure.Istiod, cluster, when string) ([]string, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
-	var errs []string
+	var errs, files []string
 	for _, kind := range []string{Heap, Goroutine} {
-		if err := s.take(ctx, i, cluster, kind, when, 0); err != nil {
+		f, err := s.take(ctx, i, cluster, kind, when, 0)
+		if err != nil {
 			errs = append(errs, err.Error())
+			continue
 		}
+		files = append(files, f)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("profiles: %s", strings.Join(errs, "; "))
+		return files, fmt.Errorf("profiles: %s", strings.Join(errs, "; "))
 	}
-	return nil
+	return files, nil
 }
 
 // CPU starts a CPU profile of d in the background; wait returns when it is kept, and records how
@@ -66,7 +70,10 @@ func (s *Set) CPU(ctx context.Context, i *measure.Istiod, cluster, when string, 
 		return func() error { return nil }
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.take(ctx, i, cluster, CPU, when, d) }()
+	go func() {
+		_, err := s.take(ctx, i, cluster, CPU, when, d)
+		done <- err
+	}()
 	return func() error {
 		start := time.Now()
 		err := <-done
@@ -82,7 +89,7 @@ func (s *Set) CPU(ctx context.Context, i *measure.Istiod, cluster, when string, 
 	}
 }
 
-func (s *Set) take(ctx context.Context, i *measure.Istiod, cluster, kind, when string, d time.Duration) error {
+func (s *Set) take(ctx context.Context, i *measure.Istiod, cluster, kind, when string, d time.Duration) (string, error) {
 	name := kind
 	if kind == CPU {
 		name = "profile"
@@ -90,21 +97,21 @@ func (s *Set) take(ctx context.Context, i *measure.Istiod, cluster, kind, when s
 	start := time.Now()
 	data, err := i.Profile(ctx, name, int(d.Seconds()))
 	if err != nil {
-		return err
+		return "", err
 	}
 	rel := filepath.Join(Dir, fmt.Sprintf("istiod-%s-%s-%s.pb.gz", cluster, kind, when))
 	path := filepath.Join(s.reportDir, rel)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return "", err
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return err
+		return "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.taken = append(s.taken, report.Profile{Istiod: cluster, Kind: kind, When: when, File: rel,
 		Seconds: time.Since(start).Seconds(), Bytes: int64(len(data))})
-	return nil
+	return rel, nil
 }
 
 // Taken lists the profiles kept so far, in the order they were taken.

@@ -32,13 +32,13 @@ func TestProfilesAreKeptUnderNamesThatSayWhen(t *testing.T) {
 	i := debugServer(t)
 	ctx := context.Background()
 	wait := s.CPU(ctx, i, "cluster-1", "join-cluster-3", time.Second)
-	if err := s.Snapshot(ctx, i, "cluster-1", "baseline"); err != nil {
+	if _, err := s.Snapshot(ctx, i, "cluster-1", "baseline"); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Snapshot(ctx, i, "cluster-1", "after-leave-cluster-3"); err != nil {
+	if _, err := s.Snapshot(ctx, i, "cluster-1", "after-leave-cluster-3"); err != nil {
 		t.Fatal(err)
 	}
 	var files []string
@@ -72,7 +72,7 @@ func TestBearingOn(t *testing.T) {
 	s := New(t.TempDir(), true)
 	i := debugServer(t)
 	ctx := context.Background()
-	if err := s.Snapshot(ctx, i, "cluster-1", "baseline"); err != nil {
+	if _, err := s.Snapshot(ctx, i, "cluster-1", "baseline"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CPU(ctx, i, "cluster-1", "join-cluster-2", time.Second)(); err != nil {
@@ -102,17 +102,17 @@ func TestBearingOn(t *testing.T) {
 
 func TestDisabledAndUnreachable(t *testing.T) {
 	var off *Set = New(t.TempDir(), false)
-	if err := off.Snapshot(context.Background(), &measure.Istiod{}, "c", "w"); err != nil || off.Taken() != nil || off.BearingOn("controlPlane.x") != nil {
+	if _, err := off.Snapshot(context.Background(), &measure.Istiod{}, "c", "w"); err != nil || off.Taken() != nil || off.BearingOn("controlPlane.x") != nil {
 		t.Error("-profiles=false takes nothing")
 	}
 	s := New(t.TempDir(), true)
-	err := s.Snapshot(context.Background(), &measure.Istiod{Name: "cluster-1/istiod"}, "cluster-1", "baseline")
+	_, err := s.Snapshot(context.Background(), &measure.Istiod{Name: "cluster-1/istiod"}, "cluster-1", "baseline")
 	if err == nil || !strings.Contains(err.Error(), "istiod cluster-1/istiod: the provider does not reach its debug port, so it has no profiles") {
 		t.Errorf("no debug URL: %v", err)
 	}
 	notPprof := httptest.NewServer(http.NotFoundHandler())
 	defer notPprof.Close()
-	err = s.Snapshot(context.Background(), &measure.Istiod{Name: "x", DebugURL: notPprof.URL}, "cluster-1", "baseline")
+	_, err = s.Snapshot(context.Background(), &measure.Istiod{Name: "x", DebugURL: notPprof.URL}, "cluster-1", "baseline")
 	if err == nil || !strings.Contains(err.Error(), "HTTP 404 Not Found") || len(s.Taken()) != 0 {
 		t.Errorf("404: %v", err)
 	}

@@ -67,8 +67,8 @@ func TestControlPlaneJoin(t *testing.T) {
 		before := readCPU(t, ctx, istiod)
 		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, ctx, istiod, w, c)
-		mc.Logf("join %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs)", k+1, len(others), name,
-			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds())
+		mc.Logf("join %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs, %s)", k+1, len(others), name,
+			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds(), criterion(obs, c))
 		st := s.after(ctx, t, istiod, before, joinedAt.Add(conv.Total))
 		var hostBusy *float64
 		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
@@ -77,6 +77,7 @@ func TestControlPlaneJoin(t *testing.T) {
 		j := report.Join{
 			Cluster:            name,
 			RemoteClusters:     k + 1,
+			Criterion:          criterion(obs, c),
 			SyncSeconds:        report.F(conv.Sync.Seconds()),
 			XDSSeconds:         report.F(conv.XDS.Seconds()),
 			ConvergenceSeconds: report.F(conv.Total.Seconds()),

@@ -45,6 +45,11 @@ func TestIstiodProperties(t *testing.T) {
 	t.Run(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
 	t.Run(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) })
 	t.Run(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) })
+	t.Run(istiodcheck.RotationNoLeak, func(t *testing.T) { checkRotation(t, ctx, obs, other) })
+	t.Run(istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) })
+	t.Run(istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) })
+	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
+	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
 }
 
 // istiodVersion is the istio.io/istio module version of the istiod under test (-istiod.version,
@@ -64,16 +69,16 @@ func otherCluster(c *cluster.Cluster) *cluster.Cluster {
 
 // verdict records a check's outcome in the report after the known-issues table, logs it, and
 // fails or skips the test as the table decides.
-func verdict(t *testing.T, name string, passed bool, detail string) {
+// row carries the check's name, detail and figures.
+func verdict(t *testing.T, row report.IstiodCheck, passed bool) {
 	t.Helper()
-	v := istiodcheck.Judge(istiodcheck.Table, name, istiodVersion(), passed, detail)
-	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, report.IstiodCheck{
-		Name: name, Result: string(v.Result), Reference: v.Reference, Detail: detail,
-	})
-	if ps := mc.ProfilesBearingOn("istiodChecks"); v.Result != istiodcheck.Pass && len(ps) > 0 {
-		v.Message += "; profiles of this istiod from the join and leave suites: " + strings.Join(ps, ", ")
+	v := istiodcheck.Judge(istiodcheck.Table, row.Name, istiodVersion(), passed, row.Detail)
+	row.Result, row.Reference, row.IstiodVersion = string(v.Result), v.Reference, istiodVersion()
+	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, row)
+	if v.Result != istiodcheck.Pass && len(row.Profiles) > 0 {
+		v.Message += "; its istiod's profiles: " + strings.Join(row.Profiles, ", ")
 	}
-	mc.Logf("istiod check %q: %s: %s", name, v.Result, v.Message)
+	mc.Logf("istiod check %q: %s: %s", row.Name, v.Result, v.Message)
 	switch v.Result {
 	case istiodcheck.Fail:
 		t.Error(v.Message)
@@ -107,8 +112,8 @@ func liveHeap(t *testing.T, ctx context.Context, i cluster.Istiod, n int) (least
 	return slices.Min(got), slices.Max(got) - slices.Min(got)
 }
 
-// waitQuiet waits until istiod's CPU stayed under the provisional limit for a steady window, at
-// most settleCap: what a check waits for after a change instead of a fixed sleep.
+// waitQuiet waits until istiod's CPU stayed under the provisional limit for a second, at most
+// settleCap: what a check waits for after a change instead of a fixed sleep.
 func waitQuiet(t *testing.T, ctx context.Context, i cluster.Istiod) {
 	t.Helper()
 	s := newSettler(i)
@@ -116,7 +121,7 @@ func waitQuiet(t *testing.T, ctx context.Context, i cluster.Istiod) {
 		sleepUntil(ctx, time.Now().Add(s.settle))
 		return
 	}
-	_, err := i.Sampler().WaitQuiet(ctx, s.band, s.ticks, s.limit)
+	_, err := i.Sampler().WaitQuiet(ctx, s.band, int(time.Second/quietTick), settleCap())
 	require.NoError(t, err)
 }
 
@@ -220,7 +225,7 @@ func checkMemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cluste
 		}
 		passed = passed && afterKrt <= beforeKrt
 	}
-	verdict(t, istiodcheck.MemoryComesBack, passed, detail)
+	verdict(t, report.IstiodCheck{Name: istiodcheck.MemoryComesBack, Detail: detail}, passed)
 }
 
 // memoryCheckRemotes are the remote clusters the memory check joins: -checks.clusters of them
@@ -407,7 +412,7 @@ func checkMidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluste
 	if len(lines) < 4 {
 		broken(t, istiodcheck.MidSyncDeletion, fmt.Sprintf("only %d of 4 attempts ran to a verdict: %s", len(lines), strings.Join(lines, "; ")))
 	}
-	verdict(t, istiodcheck.MidSyncDeletion, passed, strings.Join(lines, "; "))
+	verdict(t, report.IstiodCheck{Name: istiodcheck.MidSyncDeletion, Detail: strings.Join(lines, "; ")}, passed)
 }
 
 func lastLine(s string) string {
@@ -422,21 +427,14 @@ func lastLine(s string) string {
 // stream: a join converges in ~2 s even at published mc.scale.
 const rejoinWithin = 30 * time.Second
 
-// coversNetwork says whether a watcher holds at least the scale workload of c's network via its
-// gateway. Probe services of the data-plane suites, when deployed, add to it, so what a stream
-// must hold after the rejoin is what a fresh stream holds, not a fixed count.
-func coversNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
-	gw := mc.mesh.GatewayAddress(c.Name)
+// sameAs says whether w holds what ref holds of c: for another network its split-horizon
+// workloads, capacity and gateways; for the same network its pod workloads.
+func sameAs(ref *xdswatch.Watcher, c *cluster.Cluster) func(*xdswatch.Watcher) bool {
 	return func(w *xdswatch.Watcher) bool {
-		sh := w.SplitHorizonFor(c.Network)
-		return sh.Workloads >= mc.scale.Services && sh.Capacity >= uint64(mc.scale.Pods) && sh.Gateways[gw]
-	}
-}
-
-// sameNetwork says whether w holds what ref holds of network: workloads, capacity, gateways.
-func sameNetwork(ref *xdswatch.Watcher, network string) func(*xdswatch.Watcher) bool {
-	return func(w *xdswatch.Watcher) bool {
-		a, b := w.SplitHorizonFor(network), ref.SplitHorizonFor(network)
+		if relationTo(w, c) == topology.SameNetwork {
+			return w.PodWorkloads(c.Name, nil) == ref.PodWorkloads(c.Name, nil)
+		}
+		a, b := w.SplitHorizonFor(c.Network), ref.SplitHorizonFor(c.Network)
 		return a.Workloads == b.Workloads && a.Capacity == b.Capacity && maps.Equal(a.Gateways, b.Gateways)
 	}
 }
@@ -448,11 +446,11 @@ func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster
 	createSecret(t, obs, secret)
 	wctx, cancel := context.WithTimeout(ctx, mc.opts.Join.Timeout)
 	defer cancel()
-	require.NoError(t, old.WaitFor(wctx, coversNetwork(remote)), "the stream gets %s before the leave", remote.Name)
+	require.NoError(t, old.WaitFor(wctx, coversCluster(remote)), "the stream gets %s before the leave", remote.Name)
 	require.NoError(t, deleteSecret(obs, secret))
 	_, err := istiod.Sampler().WaitRemoteGone(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
-	require.NoError(t, old.WaitFor(wctx, lacksNetwork(remote)), "the stream loses %s after the leave", remote.Name)
+	require.NoError(t, old.WaitFor(wctx, lacksCluster(remote)), "the stream loses %s after the leave", remote.Name)
 
 	start := time.Now()
 	createSecret(t, obs, directRemote(t, remote, remote.Name))
@@ -462,9 +460,9 @@ func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster
 
 	wctx, cancel = context.WithTimeout(ctx, rejoinWithin)
 	defer cancel()
-	freshErr := fresh.WaitFor(wctx, coversNetwork(remote))
+	freshErr := fresh.WaitFor(wctx, coversCluster(remote))
 	freshAt := time.Since(start)
-	oldErr := old.WaitFor(wctx, sameNetwork(fresh, remote.Network))
+	oldErr := old.WaitFor(wctx, sameAs(fresh, remote))
 	oldAt := time.Since(start)
 	if freshErr != nil {
 		broken(t, istiodcheck.RejoinLongLived, fmt.Sprintf("a stream opened after the rejoin did not get %s within %s either (%v): not a long-lived stream's fault", remote.Name, rejoinWithin, freshErr))
@@ -477,8 +475,8 @@ func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster
 		broken(t, istiodcheck.RejoinLongLived, "a local pod did not reach a fresh stream within 10 s: the diagnostic cannot tell anything")
 	}
 	if oldErr == nil {
-		verdict(t, istiodcheck.RejoinLongLived, true, fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs)",
-			remote.Name, old.SplitHorizonFor(remote.Network).Workloads, oldAt.Seconds(), freshAt.Seconds()))
+		verdict(t, report.IstiodCheck{Name: istiodcheck.RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs)",
+			remote.Name, old.SplitHorizonFor(remote.Network).Workloads, oldAt.Seconds(), freshAt.Seconds())}, true)
 		return
 	}
 	sh, want := old.SplitHorizonFor(remote.Network), fresh.SplitHorizonFor(remote.Network)
@@ -489,8 +487,8 @@ func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster
 	case !reached[1]:
 		why = "the stream stalled (it gets no local change either)"
 	}
-	verdict(t, istiodcheck.RejoinLongLived, false, fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin, a fresh stream all of them in %.1fs: %s",
-		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, rejoinWithin, freshAt.Seconds(), why))
+	verdict(t, report.IstiodCheck{Name: istiodcheck.RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin, a fresh stream all of them in %.1fs: %s",
+		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, rejoinWithin, freshAt.Seconds(), why)}, false)
 }
 
 // localPodReaches adds a ready pod of a global service in c and says, per watcher, whether it

@@ -15,6 +15,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/topology"
@@ -199,34 +200,79 @@ func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i clust
 	return w
 }
 
-// holdsNetwork says whether the watcher has everything a ztunnel needs to reach c's network: one
-// split-horizon workload per global service, capacities summing to c's pods, via c's gateway.
-func holdsNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
-	gw := mc.mesh.GatewayAddress(c.Name)
-	return func(w *xdswatch.Watcher) bool {
-		sh := w.SplitHorizonOf(c.Network, isScaleService)
-		return sh.Workloads == mc.scale.Services && sh.Capacity == uint64(mc.scale.Pods) && sh.Gateways[gw] && len(sh.Gateways) == 1
+// relationTo is how the watcher's cluster reaches c: the join criterion and the data path follow it.
+func relationTo(w *xdswatch.Watcher, c *cluster.Cluster) topology.Relation {
+	return topology.RelationOf(mc.Cluster(w.Cluster()).Cluster, c.Cluster)
+}
+
+// criterion names in the report what a join of c waits for on a client of from's istiod.
+func criterion(from, c *cluster.Cluster) string {
+	if topology.RelationOf(from.Cluster, c.Cluster) == topology.SameNetwork {
+		return report.CriterionPodWorkloads
 	}
+	return report.CriterionSplitHorizon
+}
+
+// holdsCluster says whether the watcher has everything a ztunnel needs to reach c's scale pods,
+// and nothing more: for a cluster on another network one split-horizon workload per global
+// service, capacities summing to c's pods, via c's gateway; for one on the watcher's own network
+// every scale pod as a workload with its own address, reached directly.
+func holdsCluster(c *cluster.Cluster) func(*xdswatch.Watcher) bool { return reaches(c, true) }
+
+// coversCluster is holdsCluster allowing more: the probe services the data-plane suites add.
+func coversCluster(c *cluster.Cluster) func(*xdswatch.Watcher) bool { return reaches(c, false) }
+
+// reaches counts the scale services only and wants their counts exactly when exact, else counts
+// every service and wants at least the scale's.
+func reaches(c *cluster.Cluster, exact bool) func(*xdswatch.Watcher) bool {
+	gw := mc.mesh.GatewayAddress(c.Name)
+	keep := isScaleService
+	enough := func(have, want int) bool { return have == want }
+	if !exact {
+		keep, enough = nil, func(have, want int) bool { return have >= want }
+	}
+	return func(w *xdswatch.Watcher) bool {
+		if relationTo(w, c) == topology.SameNetwork {
+			return enough(w.PodWorkloads(c.Name, keep), mc.scale.Pods)
+		}
+		sh := w.SplitHorizonOf(c.Network, keep)
+		return enough(sh.Workloads, mc.scale.Services) && enough(int(sh.Capacity), mc.scale.Pods) && sh.Gateways[gw] && (!exact || len(sh.Gateways) == 1)
+	}
+}
+
+// heldOf describes what the watcher holds of c, for failure messages.
+func heldOf(w *xdswatch.Watcher, c *cluster.Cluster) string {
+	if relationTo(w, c) == topology.SameNetwork {
+		return fmt.Sprintf("%d of %d pod workloads of %s (same network)", w.PodWorkloads(c.Name, isScaleService), mc.scale.Pods, c.Name)
+	}
+	sh := w.SplitHorizonOf(c.Network, isScaleService)
+	return fmt.Sprintf("%d split-horizon workloads (capacity %d) for %s, want %d (capacity %d)",
+		sh.Workloads, sh.Capacity, c.Network, mc.scale.Services, mc.scale.Pods)
 }
 
 // isScaleService keeps the scale workloads' services (not the probe services the data-plane
 // suites add), by their "ns/hostname" key.
 func isScaleService(key string) bool { return !strings.HasPrefix(key, workload.ProbeNamespace+"/") }
 
-// waitHolds waits until the watcher holds the network of every named cluster.
+// waitHolds waits until the watcher holds every named cluster.
 func waitHolds(t *testing.T, ctx context.Context, w *xdswatch.Watcher, names ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, mc.opts.Join.Timeout)
 	defer cancel()
 	for _, name := range names {
 		c := mc.Cluster(name)
-		require.NoError(t, w.WaitFor(ctx, holdsNetwork(c)), "watcher holds %s's network", name)
+		require.NoError(t, w.WaitFor(ctx, holdsCluster(c)), "watcher holds %s: has %s", name, heldOf(w, c))
 	}
 }
 
-// lacksNetwork says whether the watcher no longer holds anything of c's network.
-func lacksNetwork(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
-	return func(w *xdswatch.Watcher) bool { return w.SplitHorizonFor(c.Network).Workloads == 0 }
+// lacksCluster says whether the watcher no longer holds anything of c's pods.
+func lacksCluster(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
+	return func(w *xdswatch.Watcher) bool {
+		if relationTo(w, c) == topology.SameNetwork {
+			return w.PodWorkloads(c.Name, nil) == 0
+		}
+		return w.SplitHorizonFor(c.Network).Workloads == 0
+	}
 }
 
 // convergence is how long a join took to show, measured from the moment its secrets were written.
@@ -273,10 +319,8 @@ func waitJoined(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *c
 	})
 	if w != nil {
 		g.Go(func() error {
-			if err := w.WaitFor(gctx, holdsNetwork(c)); err != nil {
-				sh := w.SplitHorizonOf(c.Network, isScaleService)
-				return fmt.Errorf("xDS: have %d split-horizon workloads (capacity %d) for %s, want %d (capacity %d): %w",
-					sh.Workloads, sh.Capacity, c.Network, mc.scale.Services, mc.scale.Pods, err)
+			if err := w.WaitFor(gctx, holdsCluster(c)); err != nil {
+				return fmt.Errorf("xDS: have %s: %w", heldOf(w, c), err)
 			}
 			conv.XDS = time.Since(start)
 			return nil
@@ -306,7 +350,7 @@ func waitLeft(ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *clu
 	defer cancel()
 	_, err := i.Sampler().WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
 	if err == nil && w != nil {
-		err = w.WaitFor(ctx, lacksNetwork(c))
+		err = w.WaitFor(ctx, lacksCluster(c))
 	}
 	if err != nil {
 		return failure(i, "leave of "+c.Name, timeout, ctx, err)

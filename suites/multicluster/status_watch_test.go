@@ -1,0 +1,135 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/report"
+)
+
+// statusPoll spaces the status samples.
+const statusPoll = 200 * time.Millisecond
+
+// statusWatch samples what istiod says of one remote cluster's sync, through its metric and its
+// /debug/clusterz, beside what the framework knows it must be (expect), until stopped. A stretch
+// where istiod said otherwise for longer than allowed (one sync period) is a disagreement.
+type statusWatch struct {
+	i       cluster.Istiod
+	id      string
+	start   time.Time
+	allowed time.Duration
+	stopped chan struct{}
+	done    chan struct{}
+
+	mu      sync.Mutex
+	want    []string // statuses that are true now; nil: a change is under way, anything goes
+	why     string   // what the framework knows, for the disagreement text
+	samples []statusSample
+}
+
+type statusSample struct {
+	at               time.Duration // since start
+	metric, clusterz string
+	want             []string
+	why              string
+}
+
+// Statuses as istiod spells them (pkg/kube/multicluster: SyncStatus*), and "gone" for a cluster
+// istiod no longer lists.
+const (
+	statusGone = "gone"
+)
+
+// watchStatus starts sampling istiod i's status of cluster id; allowed is how long a disagreement
+// may last (one sync period). It expects nothing until expect is called.
+func watchStatus(ctx context.Context, i cluster.Istiod, id string, allowed time.Duration) *statusWatch {
+	w := &statusWatch{i: i, id: id, start: time.Now(), allowed: allowed, stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(statusPoll)
+		defer t.Stop()
+		for {
+			w.sample(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.stopped:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+// expect says which statuses are true from now on, and why (what the framework knows); no
+// statuses means a change is under way.
+func (w *statusWatch) expect(why string, statuses ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.want, w.why = statuses, why
+}
+
+func (w *statusWatch) sample(ctx context.Context) {
+	m, err := w.i.Sampler().Scrape(ctx)
+	if err != nil {
+		return // istiod away (a restart): nothing said, nothing to compare
+	}
+	metric := m.RemoteStatus[w.id]
+	if metric == "" {
+		metric = statusGone
+	}
+	clusterz := "unread"
+	if cs, err := w.i.Sampler().Clusterz(ctx); err == nil {
+		clusterz = statusGone
+		for _, c := range cs {
+			if c.ID == w.id {
+				clusterz = c.SyncStatus
+			}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.samples = append(w.samples, statusSample{at: time.Since(w.start), metric: metric, clusterz: clusterz, want: w.want, why: w.why})
+}
+
+// stop ends the sampling and judges it.
+func (w *statusWatch) stop() *report.StatusFigures {
+	close(w.stopped)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := &report.StatusFigures{Samples: len(w.samples), AllowedSeconds: w.allowed.Seconds()}
+	var run []statusSample
+	flush := func() {
+		if len(run) > 0 && run[len(run)-1].at-run[0].at >= w.allowed {
+			f, l := run[0], run[len(run)-1]
+			out.Disagreements = append(out.Disagreements, fmt.Sprintf("%.1f-%.1fs: istiod said %s (clusterz %s) while the framework knew %s (%s)",
+				f.at.Seconds(), l.at.Seconds(), f.metric, f.clusterz, strings.Join(f.want, " or "), f.why))
+		}
+		run = nil
+	}
+	for _, s := range w.samples {
+		wrong := s.want != nil && !slices.Contains(s.want, s.metric)
+		split := s.clusterz != "unread" && s.clusterz != s.metric
+		if !wrong && !split {
+			flush()
+			continue
+		}
+		if len(run) > 0 && (run[0].metric != s.metric || run[0].clusterz != s.clusterz) {
+			flush()
+		}
+		run = append(run, s)
+	}
+	flush()
+	return out
+}
+
+// syncPeriod is how long a disagreement may last: the remote's own sync time as measured, at
+// least a second (two status polls and istiod's debounce).
+func syncPeriod(measured time.Duration) time.Duration { return max(time.Second, measured) }
