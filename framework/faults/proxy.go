@@ -39,6 +39,23 @@ type Proxy struct {
 	once  sync.Once
 }
 
+// SetDelay changes the delay of connections made from now on.
+func (p *Proxy) SetDelay(d Delay) {
+	if d.ChunkSize <= 0 {
+		d.ChunkSize = 16 << 10
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// delayNow is the delay for a new connection.
+func (p *Proxy) delayNow() Delay {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
+}
+
 // SetDown takes the upstream away (true) or brings it back (false): while down, every proxied
 // connection is closed and new ones are closed as soon as they are accepted, as when the API
 // server behind the proxy is gone.
@@ -151,7 +168,8 @@ func (p *Proxy) sleep(d time.Duration) bool {
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(client)
-	if !p.sleep(p.delay.Setup) {
+	d := p.delayNow()
+	if !p.sleep(d.Setup) {
 		return
 	}
 	up, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
@@ -169,7 +187,7 @@ func (p *Proxy) serve(client net.Conn) {
 		done <- struct{}{}
 	}()
 	go func() { // upstream to client: each chunk late
-		p.copyDelayed(client, up)
+		p.copyDelayed(client, up, d)
 		closeWrite(client)
 		done <- struct{}{}
 	}()
@@ -177,12 +195,12 @@ func (p *Proxy) serve(client net.Conn) {
 	<-done
 }
 
-func (p *Proxy) copyDelayed(dst, src net.Conn) {
-	buf := make([]byte, p.delay.ChunkSize)
+func (p *Proxy) copyDelayed(dst, src net.Conn, d Delay) {
+	buf := make([]byte, d.ChunkSize)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.sleep(p.delay.PerChunk) {
+			if !p.sleep(d.PerChunk) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // ClusterzPath lists the clusters istiod reads, with each one's sync status as its secret
@@ -52,4 +53,35 @@ func (i *Istiod) getDebugJSON(ctx context.Context, path string, into any) error 
 		return fmt.Errorf("istiod %s: GET %s: decoding: %w", i.Name, u, err)
 	}
 	return nil
+}
+
+// WaitClusterzSynced polls /debug/clusterz until it lists cluster as synced: the status of the
+// cluster istiod serves now. After an in-place secret rotation the metric can say otherwise (the
+// replaced cluster's "closed" lands on the shared cluster ID), so waits on a rotation read this.
+// Without a debug URL it falls back to the metric.
+func (i *Istiod) WaitClusterzSynced(ctx context.Context, cluster string, poll time.Duration) error {
+	if i.DebugURL == "" {
+		_, err := i.WaitRemoteSynced(ctx, cluster, poll)
+		return err
+	}
+	last := "never read"
+	for {
+		cs, err := i.Clusterz(ctx)
+		if err == nil {
+			last = "not listed"
+			for _, c := range cs {
+				if c.ID == cluster {
+					last = c.SyncStatus
+				}
+			}
+			if last == StatusSynced {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("istiod %s: %s not synced in %s (%s): %w", i.Name, cluster, ClusterzPath, last, context.Cause(ctx))
+		case <-time.After(poll):
+		}
+	}
 }

@@ -288,14 +288,44 @@ func slowRemote(t *testing.T, c *cluster.Cluster, id string, d faults.Delay) (*c
 		p, err = faults.Listen(u.Host, d)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Close() })
+	}
+	out, err := throughProxy(s, c, id, p)
+	require.NoError(t, err)
+	return out, p
+}
+
+// remoteThrough is a remote secret for c under cluster ID id, in checkNamespace, with a fresh
+// token, whose server is the proxy p (a rotation of a secret slowRemote made).
+func remoteThrough(c *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
+	s, err := mesh.RemoteSecret(mc.RunContext(), c)
+	if err != nil {
+		return nil, err
+	}
+	return throughProxy(s, c, id, p)
+}
+
+// throughProxy rewrites c's remote secret s to reach c through p, under cluster ID id, in
+// checkNamespace.
+func throughProxy(s *corev1.Secret, c *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
+	cfg, err := clientcmd.Load(s.Data[c.Name])
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range cfg.Clusters {
+		u, err := url.Parse(cl.Server)
+		if err != nil {
+			return nil, err
+		}
 		u.Host = p.Addr()
 		cl.Server = u.String()
 	}
 	data, err := clientcmd.Write(*cfg)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	out := mesh.SecretFor(id, data)
 	out.Namespace = checkNamespace
-	return out, p
+	return out, nil
 }
 
 // directRemote is a remote secret for c under cluster ID id, in checkNamespace, with no proxy.

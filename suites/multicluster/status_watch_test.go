@@ -98,6 +98,13 @@ func (w *statusWatch) sample(ctx context.Context) {
 	w.samples = append(w.samples, statusSample{at: time.Since(w.start), metric: metric, clusterz: clusterz, want: w.want, why: w.why})
 }
 
+// saw says whether istiod's metric said status in any sample so far.
+func (w *statusWatch) saw(status string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.samples, func(s statusSample) bool { return s.metric == status })
+}
+
 // stop ends the sampling and judges it.
 func (w *statusWatch) stop() *report.StatusFigures {
 	close(w.stopped)
