@@ -1,4 +1,5 @@
-// Command bins pre-builds the binaries the local provider runs (kube-apiserver, etcd,
+// Command bins pre-builds the binaries the local provider runs (kube-apiserver,
+// kube-controller-manager, etcd,
 // pilot-discovery) into the ambientmc cache, so that suites start without a cold build.
 //
 //	go run ./scripts/bins                          # the pinned versions
