@@ -1,6 +1,6 @@
 // Command bins pre-builds the binaries the local provider runs (kube-apiserver,
-// kube-controller-manager, etcd,
-// pilot-discovery) into the ambientmc cache, so that suites start without a cold build.
+// kube-controller-manager, etcd, pilot-discovery) into the ambientmc cache, so that suites start
+// without a cold build.
 //
 //	go run ./scripts/bins                          # the pinned versions
 //	go run ./scripts/bins -istiod.version=VERSION  # also pilot-discovery of another istio.io/istio
