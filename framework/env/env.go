@@ -263,6 +263,9 @@ func (e *Env) checkInput() error {
 			return err
 		}
 	}
+	if err := localFlags.validate(); err != nil {
+		return err
+	}
 	var err error
 	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
 		return err
@@ -293,7 +296,7 @@ func (e *Env) providerOptions(runDir string) provider.Options {
 	}
 	return provider.Options{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
 		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
-		Kind: e.kindOptions()}
+		Kind: e.kindOptions(), Local: localOptions()}
 }
 
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.

@@ -18,7 +18,7 @@ func TestSetupSharedProcessesAndBreakdown(t *testing.T) {
 	md := string(Markdown(r))
 	for _, want := range []string{
 		"every API server ready in 12.5 s, every CRD Established in every cluster in 21.2 s",
-		"API server and etcd per cluster: 230.0 MB RSS (shared processes counted by their share), 160.0 MB with each binary's shared pages counted once.",
+		"Cluster processes per cluster: 230.0 MB RSS (shared processes counted by their share), 160.0 MB with each binary's shared pages counted once.",
 		"| etcd | 3 | 150.0 | 50.0 | 30.0 |",
 		"etcd-share 50.0, kube-apiserver 180.0",
 	} {
