@@ -121,5 +121,9 @@ func TestDeployRejectsBeforeTouchingTheCluster(t *testing.T) {
 
 type noRoom struct{}
 
-func (noRoom) PodIP(n int) (netip.Addr, error)  { return netip.Addr{}, fmt.Errorf("no room for pod %d", n) }
-func (noRoom) NodeIP(k int) (netip.Addr, error) { return netip.Addr{}, fmt.Errorf("no room for node %d", k) }
+func (noRoom) PodIP(n int) (netip.Addr, error) {
+	return netip.Addr{}, fmt.Errorf("no room for pod %d", n)
+}
+func (noRoom) NodeIP(k int) (netip.Addr, error) {
+	return netip.Addr{}, fmt.Errorf("no room for node %d", k)
+}

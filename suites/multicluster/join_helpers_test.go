@@ -16,7 +16,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // windows returns how long to wait after convergence before sampling, and the steady-CPU window
@@ -74,7 +73,7 @@ func startWatcher(t *testing.T, c *cluster.Cluster, i cluster.Istiod) *xdswatch.
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "ztunnel-cert")
 	require.NoError(t, cert.WriteDir(dir))
-	ip, err := topology.NodeIP(c.Index, 0)
+	ip, err := workload.InternalIP(context.Background(), c, workload.NodeName(0))
 	require.NoError(t, err)
 	w, err := xdswatch.Start(context.Background(), xdswatch.Config{
 		Address: i.XDSAddress(), CertDir: dir, IP: ip.String(),
