@@ -19,14 +19,14 @@ var localFlags = registerLocal(flag.CommandLine)
 func registerLocal(fs *flag.FlagSet) *LocalFlags {
 	f := &LocalFlags{}
 	fs.BoolVar(&f.Controllers, "local.controllers", true, "local: run kube-controller-manager in every cluster (EndpointSlices, namespaces, garbage collection, service accounts, node IPAM and lifecycle, workload controllers); false only to compare with clusters that have none")
-	fs.IntVar(&f.Wave, "local.wave", 0, fmt.Sprintf("local: clusters that start at once, so the API servers initialising together and the shared etcd keep up (0: one per CPU, 2 to 4: %d here)", local.DefaultWave()))
+	fs.IntVar(&f.Wave, "local.wave", 0, fmt.Sprintf("local: clusters that start at once, so the API servers initialising together and the shared etcd keep up (0: two per CPU, 2 to 4: %d here)", local.DefaultWave()))
 	return f
 }
 
 // validate reports -local.* values that cannot work, naming the flag and the fix.
 func (f *LocalFlags) validate() error {
 	if f.Wave < 0 {
-		return fmt.Errorf("-local.wave=%d: must be 0 (one per CPU) or a positive number of clusters", f.Wave)
+		return fmt.Errorf("-local.wave=%d: must be 0 (two per CPU, at most 4) or a positive number of clusters", f.Wave)
 	}
 	return nil
 }

@@ -104,12 +104,18 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 			"--profiling=false",
 		},
 		LogFile: filepath.Join(m.dir, "kube-controller-manager.log"),
+		Env:     kcmGCEnv(),
 	}, &m.kcm)
 	if err != nil {
 		return err
 	}
 	return m.waitReady(ctx, p, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""))
 }
+
+// kcmGCEnv keeps the controller-manager's heap at 1.5 times its live size rather than twice:
+// with 4000 pods in one cluster (2 cores) its RSS is 151 MB instead of 173 MB, of which 75 MB are
+// the binary's pages, shared by every controller-manager; its CPU does not change measurably.
+func kcmGCEnv() []string { return []string{"GOGC=50"} }
 
 func (m *member) kcmPortCollision() bool {
 	m.mu.Lock()
