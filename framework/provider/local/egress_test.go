@@ -93,4 +93,3 @@ func localNonLoopback() (netip.Addr, bool) {
 	}
 	return netip.Addr{}, false
 }
-
