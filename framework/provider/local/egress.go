@@ -2,7 +2,6 @@ package local
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -149,7 +148,7 @@ func (e *egressProxy) handle(c net.Conn) {
 
 // close stops listening, ends open tunnels and removes the socket.
 func (e *egressProxy) close() {
-	err := e.l.Close()
+	_ = e.l.Close()
 	e.mu.Lock()
 	for c := range e.conns {
 		c.Close()
@@ -157,7 +156,5 @@ func (e *egressProxy) close() {
 	e.conns = nil
 	e.mu.Unlock()
 	e.wg.Wait()
-	if err == nil || !errors.Is(err, net.ErrClosed) {
-		os.RemoveAll(e.dir)
-	}
+	_ = os.RemoveAll(e.dir)
 }
