@@ -22,7 +22,7 @@ import (
 // is neither loopback nor a pod address of the plan is refused.
 type egressProxy struct {
 	cluster string
-	dir     string
+	dir     string // a temporary directory to remove, if the socket is in one
 	sock    string
 	l       net.Listener
 	log     io.Writer
@@ -34,17 +34,25 @@ type egressProxy struct {
 	wg    sync.WaitGroup
 }
 
-// startEgressProxy listens on a unix socket in a private temporary directory (a socket path must
-// stay under about 100 bytes, which run directories can exceed).
-func startEgressProxy(cluster string, log io.Writer) (*egressProxy, error) {
-	dir, err := os.MkdirTemp("", "ambientmc-egress-")
-	if err != nil {
-		return nil, err
+// maxSocketPath is the longest unix socket path Linux accepts (sun_path holds 108 bytes).
+const maxSocketPath = 107
+
+// startEgressProxy listens on a unix socket in the cluster's directory, or in a private temporary
+// directory when that path would be too long for a socket (deep test directories).
+func startEgressProxy(clusterDir, cluster string, log io.Writer) (*egressProxy, error) {
+	dir, sock := "", filepath.Join(clusterDir, "egress.sock")
+	if len(sock) > maxSocketPath {
+		var err error
+		if dir, err = os.MkdirTemp("", "ambientmc-egress-"); err != nil {
+			return nil, err
+		}
+		sock = filepath.Join(dir, cluster+".sock")
 	}
-	sock := filepath.Join(dir, cluster+".sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
-		os.RemoveAll(dir)
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	e := &egressProxy{cluster: cluster, dir: dir, sock: sock, l: l, log: log, conns: map[net.Conn]struct{}{}}
@@ -156,5 +164,8 @@ func (e *egressProxy) close() {
 	e.conns = nil
 	e.mu.Unlock()
 	e.wg.Wait()
-	_ = os.RemoveAll(e.dir)
+	_ = os.Remove(e.sock)
+	if e.dir != "" {
+		_ = os.RemoveAll(e.dir)
+	}
 }

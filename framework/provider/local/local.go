@@ -202,7 +202,7 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return nil, err
 	}
-	egress, err := startEgressProxy(tc.Name, p.opts.Log)
+	egress, err := startEgressProxy(m.dir, tc.Name, p.opts.Log)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
