@@ -5,18 +5,23 @@ import (
 	"net/netip"
 )
 
-// The local provider's address plan. Everything sits in 127.0.0.0/8 so all traffic stays on
-// loopback; the second octet encodes the cluster index, so ranges of different clusters never overlap.
+// The local provider's address plan; the second octet encodes the cluster index, so ranges of
+// different clusters never overlap. Pod addresses are 10.(10+i).a.b, which the API server accepts
+// in EndpointSlices (it refuses loopback ones); they are API data only. The emulated data plane
+// serves each on the loopback address with the same low octets, 127.(10+i).a.b (LoopbackOf), so
+// all traffic stays on loopback. Nodes, ClusterIPs and gateways are loopback addresses.
 
 // MaxClusters is the most clusters the address plan has room for (second octets 11..60, 101..150, 201..250).
 const MaxClusters = 50
 
 const (
-	podOctetBase     = 10  // pods and nodes: 127.(10+i).0.0/16
+	podOctetBase     = 10  // pods: 10.(10+i).0.0/16, served on 127.(10+i).0.0/16; nodes 127.(10+i).255.0/24
 	serviceOctetBase = 100 // ClusterIPs: 127.(100+i).0.0/16
 	gatewayOctetBase = 200 // east-west gateway: 127.(200+i).0.1
 
-	nodeOctet = 255 // 127.(10+i).255.0/24 holds node addresses, not pods
+	// nodeOctet: 127.(10+i).255.0/24 holds node addresses, so no pod takes 10.(10+i).255.x, whose
+	// loopback socket would be a node's.
+	nodeOctet = 255
 	// MaxNodes is how many node addresses one cluster has (127.(10+i).255.1 to .254).
 	MaxNodes = 254
 	// MaxPods is how many pod addresses one cluster has: 255 /24s of 254 hosts (.0 and .255 skipped).
@@ -34,12 +39,39 @@ func loopback(b, c, d int) netip.Addr {
 	return netip.AddrFrom4([4]byte{127, byte(b), byte(c), byte(d)})
 }
 
-// PodCIDR is cluster i's pod range, 127.(10+i).0.0/16 (its last /24 holds node addresses).
+func podAddr(b, c, d int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(b), byte(c), byte(d)})
+}
+
+// PodCIDR is cluster i's pod range, 10.(10+i).0.0/16 (kube-controller-manager --cluster-cidr).
 func PodCIDR(i int) (netip.Prefix, error) {
 	if err := checkIndex(i); err != nil {
 		return netip.Prefix{}, err
 	}
-	return netip.PrefixFrom(loopback(podOctetBase+i, 0, 0), 16), nil
+	return netip.PrefixFrom(podAddr(podOctetBase+i, 0, 0), 16), nil
+}
+
+// NodeCIDR is where cluster i's node addresses are, 127.(10+i).255.0/24.
+func NodeCIDR(i int) (netip.Prefix, error) {
+	if err := checkIndex(i); err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(loopback(podOctetBase+i, nodeOctet, 0), 24), nil
+}
+
+// LoopbackOf is the loopback address a pod address of the plan is served on: 10.(10+i).a.b maps
+// to 127.(10+i).a.b. ok is false for any other address, including 10.(10+i).255.x, which no pod
+// has (its loopback twin is a node's).
+func LoopbackOf(pod netip.Addr) (netip.Addr, bool) {
+	if !pod.Is4() {
+		return netip.Addr{}, false
+	}
+	b := pod.As4()
+	i := int(b[1]) - podOctetBase
+	if b[0] != 10 || checkIndex(i) != nil || b[2] == nodeOctet {
+		return netip.Addr{}, false
+	}
+	return loopback(int(b[1]), int(b[2]), int(b[3])), true
 }
 
 // ServiceCIDR is cluster i's ClusterIP range, 127.(100+i).0.0/16 (kube-apiserver --service-cluster-ip-range).
@@ -67,7 +99,7 @@ func PodIP(i, n int) (netip.Addr, error) {
 	if n < 0 || n >= MaxPods {
 		return netip.Addr{}, fmt.Errorf("address plan: pod %d of cluster %d out of range: %d pods fit per cluster (0..%d)", n, i, MaxPods, MaxPods-1)
 	}
-	return loopback(podOctetBase+i, n/254, n%254+1), nil
+	return podAddr(podOctetBase+i, n/254, n%254+1), nil
 }
 
 // NodeIP is the address of node number node (from 0) of cluster i, 127.(10+i).255.(node+1).

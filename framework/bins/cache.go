@@ -20,17 +20,18 @@ import (
 type Binary string
 
 const (
-	KubeAPIServer  Binary = "kube-apiserver"
-	Etcd           Binary = "etcd"
-	PilotDiscovery Binary = "pilot-discovery"
+	KubeAPIServer         Binary = "kube-apiserver"
+	KubeControllerManager Binary = "kube-controller-manager"
+	Etcd                  Binary = "etcd"
+	PilotDiscovery        Binary = "pilot-discovery"
 )
 
 // All lists every binary the local provider needs.
-var All = []Binary{Etcd, KubeAPIServer, PilotDiscovery}
+var All = []Binary{Etcd, KubeAPIServer, KubeControllerManager, PilotDiscovery}
 
 // ClusterBinaries are what the local provider's clusters run; the istiod under test is chosen
 // separately (-istiod.version, -istiod.binary), so a run never builds an istiod it won't use.
-var ClusterBinaries = []Binary{Etcd, KubeAPIServer}
+var ClusterBinaries = []Binary{Etcd, KubeAPIServer, KubeControllerManager}
 
 // recipe says where a binary's source lives: a Go package built inside a module directory.
 type recipe struct {
@@ -42,8 +43,9 @@ type recipe struct {
 }
 
 var recipes = map[Binary]recipe{
-	KubeAPIServer: {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes"},
-	Etcd:          {"scripts/kubebin", "./etcd", time.Minute, ""},
+	KubeAPIServer:         {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes"},
+	KubeControllerManager: {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-controller-manager", 4 * time.Minute, "k8s.io/kubernetes"},
+	Etcd:                  {"scripts/kubebin", "./etcd", time.Minute, ""},
 	// The default istiod is built like any other version: through its wrapper module (istiod.go).
 	PilotDiscovery: {"", pilotDiscoveryPkg, 5 * time.Minute, istioModule},
 }

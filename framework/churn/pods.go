@@ -17,7 +17,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/workload"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Modes of a run.
@@ -50,7 +49,12 @@ type Pods struct {
 	busySvc  map[int]bool
 	inflight map[*Pod]bool // picked pods whose job has not finished
 	usedIPs  map[netip.Addr]bool
-	nextIP   int
+	// nodes and hostIPs are the scale nodes as the API has them; nextOn is each node's next
+	// address slot for a new pod, from firstOn (past the scale pods) on, wrapping around.
+	nodes    []*corev1.Node
+	hostIPs  []netip.Addr
+	nextOn   []int
+	firstOn  int
 	gen      int
 	touched  map[string]bool // local keys any change wrote
 	nodeNext int
@@ -71,7 +75,21 @@ type Pod struct {
 func NewPods(ctx context.Context, c *cluster.Cluster, s workload.Scale, shKeys map[int]string, limit time.Duration) (*Pods, error) {
 	p := &Pods{c: c, scale: s, remote: shKeys != nil, shKeys: shKeys, limit: limit,
 		services: make([][]*Pod, s.Services), busySvc: map[int]bool{}, inflight: map[*Pod]bool{}, usedIPs: map[netip.Addr]bool{},
-		nextIP: workload.ReservedPodIPs + s.Pods, touched: map[string]bool{}}
+		firstOn: (s.Pods + s.Nodes - 1) / s.Nodes, nextOn: make([]int, s.Nodes), touched: map[string]bool{}}
+	// New pods take addresses the way the scale pods did (the cluster's plan, or their node's
+	// podCIDR) and their node's address as host IP.
+	for k := range s.Nodes {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, workload.NodeName(k), metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: reading scale node %d: %w", c.Name, k, err)
+		}
+		ip, err := workload.InternalIP(ctx, c, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		p.nodes, p.hostIPs = append(p.nodes, n), append(p.hostIPs, ip)
+		p.nextOn[k] = p.firstOn
+	}
 	for k := range s.Namespaces {
 		ns := workload.NamespaceName(k)
 		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -288,37 +306,17 @@ func (p *Pods) forget(i int, victim *Pod) {
 
 // newPod names and places a replacement for service svc and counts it live. Caller holds p.mu.
 func (p *Pods) newPod(svc int) (*Pod, error) {
-	ip, err := p.allocIP()
+	node := p.nodeNext % p.scale.Nodes
+	ip, err := p.allocIP(node)
 	if err != nil {
 		return nil, err
 	}
 	p.gen++
-	pd := &Pod{svc: svc, name: fmt.Sprintf("%s-c%d", workload.ServiceName(svc), p.gen), ip: ip,
-		node: p.nodeNext % p.scale.Nodes, ready: true}
+	pd := &Pod{svc: svc, name: fmt.Sprintf("%s-c%d", workload.ServiceName(svc), p.gen), ip: ip, node: node, ready: true}
 	p.nodeNext++
 	p.services[svc] = append(p.services[svc], pd)
 	p.order = append(p.order, pd)
 	return pd, nil
-}
-
-// allocIP takes the next free address after the scale pods' range, wrapping around.
-func (p *Pods) allocIP() (netip.Addr, error) {
-	first := workload.ReservedPodIPs + p.scale.Pods
-	for range topology.MaxPods - first {
-		if p.nextIP >= topology.MaxPods {
-			p.nextIP = first
-		}
-		ip, err := topology.PodIP(p.c.Index, p.nextIP)
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		p.nextIP++
-		if !p.usedIPs[ip] {
-			p.usedIPs[ip] = true
-			return ip, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("cluster %s: no free pod address for a replacement", p.c.Name)
 }
 
 func (p *Pods) delete(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
@@ -365,11 +363,7 @@ func (p *Pods) touch(key string) {
 
 func (p *Pods) writeStatus(ctx context.Context, pd *Pod, ready bool) error {
 	ns := p.scale.ServiceNamespace(pd.svc)
-	host, err := topology.NodeIP(p.c.Index, pd.node)
-	if err != nil {
-		return err
-	}
-	body, err := json.Marshal(map[string]any{"status": workload.RunningStatus(pd.ip, host, ready)})
+	body, err := json.Marshal(map[string]any{"status": workload.RunningStatus(pd.ip, p.hostIPs[pd.node], ready)})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package churn
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -20,7 +21,16 @@ import (
 func fakeCluster(t *testing.T, s workload.Scale) *cluster.Cluster {
 	t.Helper()
 	client := fake.NewClientset()
-	c := &cluster.Cluster{Cluster: topology.Cluster{Name: "c1", Network: "network-1", Index: 1}, Client: client}
+	c := &cluster.Cluster{Cluster: topology.Cluster{Name: "c1", Network: "network-1", Index: 1}, Client: client,
+		Addresses: cluster.Addresses{Plan: plan1{}}}
+	for k := range s.Nodes {
+		host, err := topology.NodeIP(1, k)
+		require.NoError(t, err)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: workload.NodeName(k)}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: host.String()}}
+		_, err = client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 	m := 0
 	for n := range s.Services {
 		ns, svc := s.ServiceNamespace(n), workload.ServiceName(n)
@@ -38,6 +48,12 @@ func fakeCluster(t *testing.T, s workload.Scale) *cluster.Cluster {
 	}
 	return c
 }
+
+// plan1 is the local provider's plan for cluster index 1.
+type plan1 struct{}
+
+func (plan1) PodIP(n int) (netip.Addr, error)  { return topology.PodIP(1, n) }
+func (plan1) NodeIP(k int) (netip.Addr, error) { return topology.NodeIP(1, k) }
 
 var smallScale = workload.Scale{Name: "test", Services: 2, Pods: 4, Namespaces: 1, Nodes: 2}
 

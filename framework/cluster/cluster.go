@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -31,8 +30,12 @@ type Cluster struct {
 	KubernetesVersion string
 	// StartSeconds is how long the provider took to bring this cluster's API server up.
 	StartSeconds float64
-	// ServiceCIDR is the range ClusterIPs come from, where the provider knows it.
-	ServiceCIDR netip.Prefix
+	// Addresses are the cluster's pod, node and service ranges, and how fake nodes and pods get
+	// their addresses.
+	Addresses Addresses
+	// WithoutControllers says no kube-controller-manager runs (-local.controllers=false): nothing
+	// publishes EndpointSlices, among others. Every real cluster has one.
+	WithoutControllers bool
 	// FakeNodes says how scale workloads' fake nodes must be set up in this cluster.
 	FakeNodes FakeNodes
 	// ClientWaits counts the client-side rate limiter's waits of Client and Dynamic.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
@@ -44,7 +45,7 @@ func StartGateway(ctx context.Context, n Node, addr netip.Addr) (*Gateway, error
 		w.Close()
 		return nil, err
 	}
-	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
+	l, err := addrmap.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
@@ -81,8 +82,7 @@ func (g *Gateway) route(ctx context.Context, r *http.Request, _ string) (net.Con
 	g.mu.Lock()
 	ep := local[g.rand.IntN(len(local))]
 	g.mu.Unlock()
-	var d net.Dialer
-	up, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(ep.Addr, HBONEPort).String())
+	up, err := addrmap.Dial(ctx, "tcp", netip.AddrPortFrom(ep.Addr, HBONEPort).String())
 	if err != nil {
 		g.Refused.Add(1)
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("endpoint %s: %v", ep.Addr, err)

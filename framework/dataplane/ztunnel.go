@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
@@ -87,7 +88,7 @@ func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, err
 	if err != nil {
 		return nil, fmt.Errorf("ztunnel %s/%s: %w", n.Cluster, n.Name, err)
 	}
-	z := &Ztunnel{node: n, watcher: w, client: hbone.NewClient(), source: source, certs: map[string]*pki.Cert{},
+	z := &Ztunnel{node: n, watcher: w, client: hbone.NewClient(hbone.WithDialer(addrmap.Dial)), source: source, certs: map[string]*pki.Cert{},
 		outbound: map[netip.AddrPort]net.Listener{}, inbound: map[netip.Addr]*hbone.Server{},
 		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 	var first error
@@ -150,7 +151,7 @@ func (z *Ztunnel) reconcile(v *View) error {
 		if _, ok := z.outbound[ap]; ok {
 			continue
 		}
-		l, err := net.Listen("tcp", ap.String())
+		l, err := addrmap.Listen("tcp", ap.String())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("outbound listener %s: %w", ap, err))
 			continue
@@ -173,7 +174,8 @@ func (z *Ztunnel) reconcile(v *View) error {
 			errs = append(errs, err)
 			continue
 		}
-		l, err := net.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
+		// Pod addresses are API data: the listener is on the pod address's loopback twin.
+		l, err := addrmap.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("inbound listener %s:%d: %w", addr, HBONEPort, err))
 			continue
@@ -340,8 +342,7 @@ func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 			target = netip.AddrPortFrom(addr, uint16(svc.TargetPort(ep, uint32(port))))
 			z.Stats.InboundViaGateway.Add(1)
 		}
-		var d net.Dialer
-		app, err := d.DialContext(ctx, "tcp", target.String())
+		app, err := addrmap.Dial(ctx, "tcp", target.String())
 		if err != nil {
 			z.Stats.InboundRefused.Add(1)
 			return nil, http.StatusServiceUnavailable, fmt.Errorf("application %s: %v", target, err)

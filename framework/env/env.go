@@ -60,6 +60,8 @@ type Env struct {
 	run       *runState
 	plan      *plan.Plan
 	setupTook map[string]time.Duration
+	// connWatch watches every socket of the run's processes (loopback.go).
+	connWatch *proc.ConnWatch
 	// peakMemory samples host memory in use over the whole run.
 	peakMemory *measure.PeakMemory
 	// crds is what installCRDs applies, loaded before the clusters are created.
@@ -175,7 +177,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.keepLogs()
 		e.teardown()
 		e.collectArtifacts(1) // CI hook (artifacts.go)
-		return 1
+		return e.checkLoopback(1)
 	}
 	e.setReady()
 	testsDone := make(chan struct{})
@@ -201,6 +203,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.keepLogs()
 	}
 	e.teardown()
+	code = e.checkLoopback(code)
 	e.collectArtifacts(code) // CI hook (artifacts.go)
 	return code
 }
@@ -273,6 +276,9 @@ func (e *Env) checkInput(s Suite) error {
 			return err
 		}
 	}
+	if err := localFlags.validate(); err != nil {
+		return err
+	}
 	var err error
 	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
 		return err
@@ -307,7 +313,7 @@ func (e *Env) providerOptions(runDir string) provider.Options {
 	}
 	return provider.Options{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
 		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
-		IstioPlatform: e.Flags.IstioPlatform, Kind: e.kindOptions()}
+		IstioPlatform: e.Flags.IstioPlatform, Kind: e.kindOptions(), Local: localOptions()}
 }
 
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.
@@ -350,6 +356,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if err := e.planRun(suite); err != nil {
 		return err
 	}
+	e.watchLoopback()
 	// Setup counts against go test's kill, a minute after -timeout from the process start.
 	setupDone := make(chan struct{})
 	defer close(setupDone)

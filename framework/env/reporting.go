@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/provider/local"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -54,7 +55,13 @@ type sharedLister interface {
 	DatabaseBytes(ctx context.Context) (int64, error)
 }
 
-// setupReport records how long each cluster took to start and, for local processes, their RSS;
+// waveLister is implemented by providers that start clusters in waves (local).
+type waveLister interface {
+	StartWaves() []local.Wave
+}
+
+// setupReport records how long each cluster took to start and, for local processes, their RSS
+// and CPU time and the start waves;
 // a process shared by every cluster is listed once, and each cluster carries its share. Steps may
 // have put figures into the setup section already (e.g. workload throughput): those stay.
 func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup {
@@ -97,7 +104,9 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 	var sum, unique float64
 	fileMax := map[string]float64{}
 	for _, c := range e.Clusters {
-		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds, PodsPerSecond: earlier[c.Name].PodsPerSecond}
+		prev := earlier[c.Name]
+		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds, PodsPerSecond: prev.PodsPerSecond,
+			EndpointSlices: prev.EndpointSlices, Endpoints: prev.Endpoints}
 		add := func(k string, v float64) {
 			if cs.RSSBytes == nil {
 				cs.RSSBytes = map[string]float64{}
@@ -111,6 +120,12 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 				continue
 			}
 			add(componentOf(p.Name()), float64(rss))
+			if cpu, err := p.CPUSeconds(); err == nil {
+				if cs.CPUSeconds == nil {
+					cs.CPUSeconds = map[string]float64{}
+				}
+				cs.CPUSeconds[componentOf(p.Name())] = cpu
+			}
 			file, err := p.RSSFileBytes()
 			if err != nil {
 				file = 0
@@ -122,6 +137,11 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 			add(k, v)
 		}
 		s.Clusters = append(s.Clusters, cs)
+	}
+	if wl, ok := e.Provider.(waveLister); ok {
+		for _, w := range wl.StartWaves() {
+			s.StartWaves = append(s.StartWaves, report.StartWave{Clusters: w.Clusters, StartSeconds: w.Start.Seconds(), ReadySeconds: w.Ready.Seconds()})
+		}
 	}
 	if len(e.Clusters) > 0 && sum > 0 {
 		s.PerClusterRSSBytes = report.F(sum / float64(len(e.Clusters)))

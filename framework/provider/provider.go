@@ -30,6 +30,8 @@ type Options struct {
 	KubeReuseIstio bool
 	// Kind carries the -kind.* flags and -keep; RunDir, Log and the Istio images are set here.
 	Kind kind.Options
+	// Local carries the -local.* flags; RunDir, Log, Istiods and PodsPerCluster are set here.
+	Local local.Options
 }
 
 // Names lists every provider name the framework knows.
@@ -39,7 +41,9 @@ var Names = []string{"local", "kind", "kube"}
 func New(name string, opts Options) (cluster.Provider, error) {
 	switch name {
 	case "local":
-		return local.New(local.Options{RunDir: opts.RunDir, Log: opts.Log, Istiods: opts.Istiods, PodsPerCluster: opts.PodsPerCluster}), nil
+		o := opts.Local
+		o.RunDir, o.Log, o.Istiods, o.PodsPerCluster = opts.RunDir, opts.Log, opts.Istiods, opts.PodsPerCluster
+		return local.New(o), nil
 	case "kube":
 		p, err := kube.New(kube.Options{RunDir: opts.RunDir, Log: opts.Log, ReuseIstio: opts.KubeReuseIstio, Platform: opts.IstioPlatform,
 			Images: install.Images{Hub: opts.IstioHub, Tag: opts.IstioTag, Variant: opts.IstioVariant}})

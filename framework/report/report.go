@@ -392,64 +392,6 @@ func Published() Reference {
 	}
 }
 
-// Setup holds environment start-up timings; not in DESIGN.md's schema (an extra section).
-type Setup struct {
-	Clusters     []ClusterSetup `json:"clusters,omitempty"`
-	TotalSeconds float64        `json:"totalSeconds"`
-	// PeakHostMemoryBytes is the most host memory in use (MemTotal - MemAvailable) seen during
-	// the run, sampled every second.
-	PeakHostMemoryBytes *float64 `json:"peakHostMemoryBytes,omitempty"`
-	// TestProcessPeakRSSBytes is the test process's own peak RSS (its xDS clients, informers and
-	// load generators), part of the host peak above.
-	TestProcessPeakRSSBytes *float64 `json:"testProcessPeakRSSBytes,omitempty"`
-	// Workloads is how fast the scale workloads were created.
-	Workloads *WorkloadSetup `json:"workloads,omitempty"`
-	// APIServersReadySeconds and CRDsEstablishedSeconds count from the start of cluster creation
-	// until every API server was ready, and until every CRD was Established in every cluster.
-	APIServersReadySeconds *float64 `json:"apiServersReadySeconds,omitempty"`
-	CRDsEstablishedSeconds *float64 `json:"crdsEstablishedSeconds,omitempty"`
-	// Shared lists processes that serve every cluster (e.g. one etcd), each once; every cluster's
-	// RSSBytes holds its share (RSS / clusters) under the process name + "-share".
-	Shared []SharedProcess `json:"shared,omitempty"`
-	// PerClusterRSSBytes is the mean over clusters of their RSSBytes sums (own processes plus
-	// shares) at the end of setup.
-	PerClusterRSSBytes *float64 `json:"perClusterRSSBytes,omitempty"`
-	// PerClusterUniqueBytes is the same memory with the binary's file pages, which every process
-	// of one binary shares through the page cache, counted once per binary rather than per process.
-	PerClusterUniqueBytes *float64 `json:"perClusterUniqueBytes,omitempty"`
-}
-
-// WorkloadSetup says whether creating the scale workloads was limited by the API servers (as it
-// should be) or by the test process.
-type WorkloadSetup struct {
-	Seconds       float64 `json:"seconds"`
-	PodsPerSecond float64 `json:"podsPerSecond"` // all clusters together
-	// ClientWaits and ClientWaitSeconds count the client-side rate limiter's waits (0: it never throttled).
-	ClientWaits       int64   `json:"clientWaits"`
-	ClientWaitSeconds float64 `json:"clientWaitSeconds"`
-	// TestProcessCPUCores is the test process's own CPU use while creating them.
-	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
-}
-
-// SharedProcess is one process that serves several clusters.
-type SharedProcess struct {
-	Name     string  `json:"name"`
-	RSSBytes float64 `json:"rssBytes"`
-	Clusters int     `json:"clusters"`
-	// DatabaseBytes is an etcd's database file size, where known.
-	DatabaseBytes *float64 `json:"databaseBytes,omitempty"`
-}
-
-// ClusterSetup is one cluster's start-up: seconds until ready and the RSS of each process kind
-// (e.g. "etcd", "kube-apiserver", "istiod").
-type ClusterSetup struct {
-	Name         string             `json:"name"`
-	ReadySeconds float64            `json:"readySeconds"`
-	RSSBytes     map[string]float64 `json:"rssBytes,omitempty"`
-	// PodsPerSecond is how fast this cluster's scale pods were created.
-	PodsPerSecond *float64 `json:"podsPerSecond,omitempty"`
-}
-
 // F returns a pointer to v, for the optional numbers.
 func F(v float64) *float64 { return &v }
 

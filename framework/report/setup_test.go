@@ -18,7 +18,7 @@ func TestSetupSharedProcessesAndBreakdown(t *testing.T) {
 	md := string(Markdown(r))
 	for _, want := range []string{
 		"every API server ready in 12.5 s, every CRD Established in every cluster in 21.2 s",
-		"API server and etcd per cluster: 230.0 MB RSS (shared processes counted by their share), 160.0 MB with each binary's shared pages counted once.",
+		"Cluster processes per cluster: 230.0 MB RSS (shared processes counted by their share), 160.0 MB with each binary's shared pages counted once.",
 		"| etcd | 3 | 150.0 | 50.0 | 30.0 |",
 		"etcd-share 50.0, kube-apiserver 180.0",
 	} {
@@ -42,6 +42,46 @@ func TestSetupSharedProcessesAndBreakdown(t *testing.T) {
 	for _, key := range []string{`"apiServersReadySeconds":12.5`, `"crdsEstablishedSeconds":21.25`, `"shared":[{"name":"etcd"`, `"databaseBytes":30000000`, `"perClusterRSSBytes":230000000`, `"perClusterUniqueBytes":160000000`} {
 		if !strings.Contains(string(raw), key) {
 			t.Errorf("setup JSON lacks %s: %s", key, raw)
+		}
+	}
+}
+
+// Start waves, CPU per process and the published EndpointSlices reach the JSON and report.md, and
+// are absent where a run did not measure them.
+func TestSetupWavesCPUAndEndpointSlices(t *testing.T) {
+	r := fullReport()
+	r.Setup = &Setup{TotalSeconds: 40,
+		StartWaves: []StartWave{{Clusters: []string{"cluster-1", "cluster-2"}, StartSeconds: 0, ReadySeconds: 4.5}, {Clusters: []string{"cluster-3"}, StartSeconds: 4.5, ReadySeconds: 7.25}},
+		Clusters: []ClusterSetup{{Name: "cluster-1", ReadySeconds: 4, CPUSeconds: map[string]float64{"kube-apiserver": 24.5, "kube-controller-manager": 3.75},
+			EndpointSlices: new(300), Endpoints: new(4000)}}}
+	md := string(Markdown(r))
+	for _, want := range []string{
+		"| 1 | cluster-1, cluster-2 | 0.0 | 4.5 |",
+		"| 2 | cluster-3 | 4.5 | 7.2 |",
+		"kube-apiserver 24.5, kube-controller-manager 3.8 |",
+		"| 300 | 4000 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	raw, err := json.Marshal(r.Setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"startWaves":[{"clusters":["cluster-1","cluster-2"],"startSeconds":0,"readySeconds":4.5}`,
+		`"cpuSeconds":{"kube-apiserver":24.5,"kube-controller-manager":3.75}`, `"endpointSlices":300`, `"endpoints":4000`} {
+		if !strings.Contains(string(raw), key) {
+			t.Errorf("setup JSON lacks %s: %s", key, raw)
+		}
+	}
+	raw, err = json.Marshal(&Setup{TotalSeconds: 1, Clusters: []ClusterSetup{{Name: "c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"startWaves", "cpuSeconds", "endpointSlices", "endpoints"} {
+		if strings.Contains(string(raw), `"`+key+`"`) {
+			t.Errorf("setup JSON has %s although nothing was measured: %s", key, raw)
 		}
 	}
 }

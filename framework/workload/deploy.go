@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Labels and annotations istiod reads from scale objects (notes/istio-embedded.md sections 4 and 9).
@@ -76,11 +75,14 @@ func Deploy(ctx context.Context, c *cluster.Cluster, s Scale, progress Progress,
 	if err := s.validate(); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
-	// Check the whole address range up front so a bad index fails before anything is created.
-	if _, err := topology.PodIP(c.Index, ReservedPodIPs+s.Pods-1); err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+	// Check the plan's room up front so a bad index fails before anything is created (with node
+	// IPAM each node's podCIDR is checked as its pods are placed).
+	if p := c.Addresses.Plan; p != nil {
+		if _, err := p.PodIP(ReservedPodIPs + s.Pods - 1); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
 	}
-	d := &deployer{c: c, s: s, o: o}
+	d := &deployer{c: c, s: s, o: o, nodes: make([]*corev1.Node, s.Nodes), nodeIPs: make([]netip.Addr, s.Nodes)}
 	start := time.Now()
 	out := &Deployed{Cluster: c.Name, Pods: s.Pods}
 	for k := range s.Namespaces {
@@ -117,6 +119,10 @@ type deployer struct {
 	s    Scale
 	o    options
 	done atomic.Int64 // pods Running so far
+	// nodes and nodeIPs are the fake nodes as stored (with their podCIDRs) and their addresses;
+	// each is written once, before any pod.
+	nodes   []*corev1.Node
+	nodeIPs []netip.Addr
 }
 
 // parallel runs fn(0..n-1) with at most o.inFlight calls at once and returns the first error.
@@ -149,14 +155,11 @@ func (d *deployer) fail(verb, kind, name string, err error) error {
 	return fmt.Errorf("cluster %s: %s %s %s: %w", d.c.Name, verb, kind, name, err)
 }
 
+// node creates fake node k and writes its status as a kubelet does on registration. Where the
+// provider leaves addresses to node IPAM, it first waits for the node's podCIDR.
 func (d *deployer) node(ctx context.Context, k int) error {
 	name := NodeName(k)
-	ip, err := topology.NodeIP(d.c.Index, k)
-	if err != nil {
-		return d.fail("address", "Node", name, err)
-	}
-	nodes := d.c.Client.CoreV1().Nodes()
-	n, err := nodes.Create(ctx, FakeNode(d.c, name, map[string]string{
+	n, err := d.c.Client.CoreV1().Nodes().Create(ctx, FakeNode(d.c, name, map[string]string{
 		RegionLabel: fmt.Sprintf("region-%d", d.c.Index),
 		ZoneLabel:   fmt.Sprintf("zone-%d", k%3),
 	}), metav1.CreateOptions{})
@@ -168,21 +171,17 @@ func (d *deployer) node(ctx context.Context, k int) error {
 			return d.fail("create lease of", "Node", name, err)
 		}
 	}
-	// Status is the kubelet's to write; Ready and an address keep kubectl and any reader sane.
-	now := metav1.Now()
-	n.Status = corev1.NodeStatus{
-		Conditions: []corev1.NodeCondition{{
-			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now,
-		}},
-		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: ip.String()},
-			{Type: corev1.NodeHostName, Address: name},
-		},
+	if n, err = waitPodCIDR(ctx, d.c, n); err != nil {
+		return fmt.Errorf("cluster %s: %w", d.c.Name, err)
 	}
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return d.fail("update status of", "Node", name, err)
+	ip, err := NodeIP(d.c, n, k)
+	if err != nil {
+		return d.fail("address", "Node", name, err)
 	}
+	if n, err = PatchNodeStatus(d.c, n, ReadyNodeStatus(d.c, name, ip)); err != nil {
+		return d.fail("write status of", "Node", name, err)
+	}
+	d.nodes[k], d.nodeIPs[k] = n, ip
 	return nil
 }
 
@@ -198,7 +197,7 @@ func (d *deployer) namespace(ctx context.Context, k int) error {
 	return nil
 }
 
-// service creates service n's ServiceAccount (no controller-manager makes any) and the Service.
+// service creates service n's ServiceAccount (each service runs as its own identity) and the Service.
 func (d *deployer) service(ctx context.Context, n int) error {
 	ns, name := d.s.ServiceNamespace(n), ServiceName(n)
 	core := d.c.Client.CoreV1()
@@ -262,22 +261,16 @@ func (d *deployer) pod(ctx context.Context, r podRef) error {
 	svc := ServiceName(r.service)
 	ns, name := d.s.ServiceNamespace(r.service), fmt.Sprintf("%s-%d", svc, r.k)
 	node := r.m % d.s.Nodes
-	podIP, err := topology.PodIP(d.c.Index, ReservedPodIPs+r.m)
+	podIP, err := PodIP(d.c, d.nodes[node], node, r.m/d.s.Nodes, d.s.Nodes)
 	if err != nil {
 		return d.fail("address", "Pod", ns+"/"+name, err)
 	}
-	hostIP, err := topology.NodeIP(d.c.Index, node)
-	if err != nil {
-		return d.fail("address", "Pod", ns+"/"+name, err)
-	}
-	pods := d.c.Client.CoreV1().Pods(ns)
-	p, err := pods.Create(ctx, NewPod(ns, name, svc, svc, NodeName(node)), metav1.CreateOptions{})
+	p, err := d.c.Client.CoreV1().Pods(ns).Create(ctx, NewPod(ns, name, svc, svc, NodeName(node)), metav1.CreateOptions{})
 	if err != nil {
 		return d.fail("create", "Pod", ns+"/"+name, err)
 	}
-	p.Status = RunningStatus(podIP, hostIP, true)
-	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		return d.fail("update status of", "Pod", ns+"/"+name, err)
+	if err := PatchPodStatus(ctx, d.c, p, RunningStatus(podIP, d.nodeIPs[node], true)); err != nil {
+		return fmt.Errorf("cluster %s: %w", d.c.Name, err)
 	}
 	d.done.Add(1)
 	return nil
@@ -302,42 +295,12 @@ func NewPod(ns, name, app, serviceAccount, node string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeName:                     node,
 			ServiceAccountName:           serviceAccount,
-			AutomountServiceAccountToken: new(false), // no token controller signs one here
+			AutomountServiceAccountToken: new(false), // no kubelet mounts one
 			Containers: []corev1.Container{{
 				Name:  AppContainer,
 				Image: AppImage,
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
 			}},
 		},
-	}
-}
-
-// RunningStatus is the status a kubelet would write for a running pod: istiod makes a workload
-// only of a pod with an IP and a non-terminal phase, and marks it healthy only when Ready.
-func RunningStatus(podIP, hostIP netip.Addr, ready bool) corev1.PodStatus {
-	now := metav1.Now()
-	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
-		st := corev1.ConditionTrue
-		if !ok {
-			st = corev1.ConditionFalse
-		}
-		return corev1.PodCondition{Type: t, Status: st, LastTransitionTime: now}
-	}
-	// Container statuses make `kubectl get pods` show 1/1 and Running.
-	container := corev1.ContainerStatus{
-		Name: AppContainer, Image: AppImage, Ready: ready, Started: new(true),
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-	}
-	return corev1.PodStatus{
-		ContainerStatuses: []corev1.ContainerStatus{container},
-		Phase:             corev1.PodRunning,
-		Conditions: []corev1.PodCondition{
-			cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true), cond(corev1.ContainersReady, ready), cond(corev1.PodReady, ready),
-		},
-		HostIP:    hostIP.String(),
-		HostIPs:   []corev1.HostIP{{IP: hostIP.String()}},
-		PodIP:     podIP.String(),
-		PodIPs:    []corev1.PodIP{{IP: podIP.String()}},
-		StartTime: &now,
 	}
 }

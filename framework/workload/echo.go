@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"fortio.org/fortio/fhttp"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 )
 
-// Echo is a probe pod's application: fortio's echo handler on the pod's own IP, served by an
-// http.Server we own (fortio's Serve helpers cannot be shut down).
+// Echo is a probe pod's application: fortio's echo handler on the pod's own IP (its loopback
+// twin, addrmap), served by an http.Server we own (fortio's Serve helpers cannot be shut down).
 type Echo struct {
-	Addr     netip.AddrPort
+	Addr     netip.AddrPort // the pod's address and port, as the API and xDS have them
 	Requests atomic.Int64
 	srv      *http.Server
 	done     chan struct{}
@@ -28,7 +30,8 @@ const ServedByHeader = "X-Served-By"
 
 // ServeEcho listens on ip:EchoPort; every response says it was served by cluster.
 func ServeEcho(ip netip.Addr, cluster string) (*Echo, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(EchoPort)))
+	// The pod address is API data: the server listens on its loopback twin.
+	l, err := addrmap.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(EchoPort)))
 	if err != nil {
 		return nil, err
 	}

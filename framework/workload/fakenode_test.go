@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -41,10 +40,8 @@ func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
 	assert.Equal(t, NodeName(0), *first.Spec.HolderIdentity)
 	assert.Equal(t, n.UID, first.OwnerReferences[0].UID, "owned by its node")
 
-	// The node lifecycle controller would set Ready to Unknown when heartbeats stop.
-	n.Status.Conditions[0].Status = corev1.ConditionUnknown
-	_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The node lifecycle controller sets Ready to Unknown when heartbeats stop.
+	setReady(t, c, n, corev1.ConditionUnknown)
 
 	stop := KeepNodesReady(ctx, c, 100*time.Millisecond, nil)
 	require.Eventually(t, func() bool {
@@ -57,7 +54,7 @@ func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
-		return err == nil && n.Status.Conditions[0].Status == corev1.ConditionTrue
+		return err == nil && nodeCondition(*n, corev1.NodeReady) == corev1.ConditionTrue
 	}, 10*time.Second, 50*time.Millisecond, "Ready is put back")
 	stop()
 	after, err := leases.Get(ctx, NodeName(0), metav1.GetOptions{})
@@ -79,8 +76,9 @@ func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
 	}
 }
 
-// The local provider's clusters keep what they had: the label (every provider), no taint, no lease.
-func TestFakeNodesOnLocalClustersAreLabelledOnly(t *testing.T) {
+// The local provider's nodes are labelled (every provider) and untainted (nothing real schedules
+// there), and hold a lease: its node lifecycle controller needs the heartbeat as any does.
+func TestFakeNodesOnLocalClustersAreLabelledAndLeased(t *testing.T) {
 	_, cs := realClusters(t, 1)
 	c := cs[0]
 	ctx := context.Background()
@@ -92,17 +90,32 @@ func TestFakeNodesOnLocalClustersAreLabelledOnly(t *testing.T) {
 	for _, taint := range n.Spec.Taints {
 		assert.NotEqual(t, cluster.FakeNodeLabel, taint.Key)
 	}
+	assert.True(t, c.FakeNodes.KeepReady, "the provider keeps them ready")
 	_, err = c.Client.CoordinationV1().Leases(NodeLeaseNamespace).Get(ctx, NodeName(0), metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err), "no lease: %v", err)
+	assert.NoError(t, err, "a lease")
 
 	// An unready pod shows 0/1.
 	pods, err := c.Client.CoreV1().Pods(NamespaceName(0)).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	p := &pods.Items[0]
-	p.Status = RunningStatus(netipMust(p.Status.PodIP), netipMust(p.Status.HostIP), false)
-	p, err = c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, PatchPodStatus(ctx, c, p, RunningStatus(netipMust(p.Status.PodIP), netipMust(p.Status.HostIP), false)))
+	p, err = c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.False(t, p.Status.ContainerStatuses[0].Ready)
+}
+
+// setReady writes node n's Ready condition as another writer would (the node lifecycle
+// controller), with the kubelet's patch.
+func setReady(t *testing.T, c *cluster.Cluster, n *corev1.Node, st corev1.ConditionStatus) {
+	t.Helper()
+	status := n.Status.DeepCopy()
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == corev1.NodeReady {
+			status.Conditions[i].Status = st
+		}
+	}
+	_, err := PatchNodeStatus(c, n, *status)
+	require.NoError(t, err)
 }
 
 func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -69,12 +69,17 @@ const (
 	serverNodeIndex = topology.MaxNodes - 1
 )
 
-// ProbeNodeIP returns the address of a probe node (what its ztunnel uses as its own IP).
+// ProbeNodeIP returns the address of a probe node (what its ztunnel uses as its own IP). Probe
+// pods run only where the provider plans addresses (the local provider's emulated data plane).
 func ProbeNodeIP(c *cluster.Cluster, node string) (netip.Addr, error) {
-	if node == ProbeClientNode {
-		return topology.NodeIP(c.Index, clientNodeIndex)
+	p := c.Addresses.Plan
+	if p == nil {
+		return netip.Addr{}, fmt.Errorf("cluster %s: probe pods need a provider that plans addresses", c.Name)
 	}
-	return topology.NodeIP(c.Index, serverNodeIndex)
+	if node == ProbeClientNode {
+		return p.NodeIP(clientNodeIndex)
+	}
+	return p.NodeIP(serverNodeIndex)
 }
 
 // DeployProbes creates the probe services in every cluster, the client and echo-local in local,
@@ -118,9 +123,22 @@ func probeBase(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}
 	for _, node := range []string{ProbeClientNode, ProbeServerNode} {
-		if _, err := cs.Nodes().Create(ctx, FakeNode(c, node, map[string]string{
+		n, err := cs.Nodes().Create(ctx, FakeNode(c, node, map[string]string{
 			RegionLabel: fmt.Sprintf("region-%d", c.Index), ZoneLabel: "zone-probe",
-		}), metav1.CreateOptions{}); err != nil {
+		}), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if c.FakeNodes.KeepReady {
+			if err := RenewLease(ctx, c, n); err != nil {
+				return err
+			}
+		}
+		ip, err := ProbeNodeIP(c, node)
+		if err != nil {
+			return err
+		}
+		if _, err := PatchNodeStatus(c, n, ReadyNodeStatus(c, node, ip)); err != nil {
 			return err
 		}
 	}
@@ -145,7 +163,10 @@ func probeBase(ctx context.Context, c *cluster.Cluster) error {
 }
 
 func createProbePod(ctx context.Context, c *cluster.Cluster, name, app, sa, node string, slot int) (ProbePod, error) {
-	ip, err := topology.PodIP(c.Index, slot)
+	if c.Addresses.Plan == nil {
+		return ProbePod{}, fmt.Errorf("cluster %s: probe pods need a provider that plans addresses", c.Name)
+	}
+	ip, err := c.Addresses.Plan.PodIP(slot)
 	if err != nil {
 		return ProbePod{}, err
 	}
@@ -158,9 +179,8 @@ func createProbePod(ctx context.Context, c *cluster.Cluster, name, app, sa, node
 	if err != nil {
 		return ProbePod{}, fmt.Errorf("cluster %s: probe pod %s: %w", c.Name, name, err)
 	}
-	pod.Status = RunningStatus(ip, hostIP, true)
-	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		return ProbePod{}, fmt.Errorf("cluster %s: probe pod %s status: %w", c.Name, name, err)
+	if err := PatchPodStatus(ctx, c, pod, RunningStatus(ip, hostIP, true)); err != nil {
+		return ProbePod{}, fmt.Errorf("cluster %s: probe pod: %w", c.Name, err)
 	}
 	return ProbePod{Cluster: c, Name: name, App: app, Node: node, IP: ip}, nil
 }
@@ -176,7 +196,5 @@ func SetReady(ctx context.Context, p ProbePod, ready bool) error {
 	if err != nil {
 		return err
 	}
-	pod.Status = RunningStatus(p.IP, hostIP, ready)
-	_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return err
+	return PatchPodStatus(ctx, p.Cluster, pod, RunningStatus(p.IP, hostIP, ready))
 }

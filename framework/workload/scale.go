@@ -12,7 +12,8 @@ import (
 )
 
 // ReservedPodIPs is how many pod addresses at the start of each cluster's plan
-// (topology.PodIP(i, 0..255)) are left to probe workloads; scale pods start after them.
+// (slots 0..255 of a provider's plan, cluster.AddressPlan) are left to probe workloads; scale pods
+// start after them.
 const ReservedPodIPs = 256
 
 // MaxScalePods is how many scale pods fit in one cluster's address plan.

@@ -2,6 +2,8 @@ package workload
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -109,8 +111,19 @@ func TestDeployRejectsBeforeTouchingTheCluster(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 	}
 
-	bad := &cluster.Cluster{Cluster: topology.Cluster{Name: "c0", Index: 0}}
+	// A provider's plan without room for the pods fails before anything is created (the cluster
+	// has no client: a request would panic).
+	bad := &cluster.Cluster{Cluster: topology.Cluster{Name: "c0"}, Addresses: cluster.Addresses{Plan: noRoom{}}}
 	_, err := Deploy(context.Background(), bad, good, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "cluster c0: address plan: cluster index 0 out of range")
+	assert.Contains(t, err.Error(), "cluster c0: no room for pod")
+}
+
+type noRoom struct{}
+
+func (noRoom) PodIP(n int) (netip.Addr, error) {
+	return netip.Addr{}, fmt.Errorf("no room for pod %d", n)
+}
+func (noRoom) NodeIP(k int) (netip.Addr, error) {
+	return netip.Addr{}, fmt.Errorf("no room for node %d", k)
 }

@@ -1,7 +1,7 @@
 // Command bins prepares everything a first run needs, so it is as fast as any later one: it
-// builds the binaries the local provider runs (kube-apiserver, etcd, pilot-discovery) into the
-// ambientmc cache, stores the CRD seed beside them (one API server, about 10 s), and compiles the
-// suites' test binary into Go's build cache.
+// builds the binaries the local provider runs (kube-apiserver, kube-controller-manager, etcd,
+// pilot-discovery) into the ambientmc cache, stores the CRD seed beside them (one API server,
+// about 10 s), and compiles the suites' test binary into Go's build cache.
 //
 //	go run ./scripts/bins                          # the pinned versions
 //	go run ./scripts/bins -istiod.version=VERSION  # also pilot-discovery of another istio.io/istio

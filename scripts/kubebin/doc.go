@@ -1,2 +1,2 @@
-// Package kubebin pins the sources of kube-apiserver and etcd that ambientmc builds and caches.
+// Package kubebin pins the sources of kube-apiserver, kube-controller-manager and etcd that ambientmc builds and caches.
 package kubebin

@@ -19,6 +19,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // TestChurn measures how fast endpoint changes reach a ztunnel-like client of the observed istiod
@@ -60,15 +61,24 @@ func TestChurn(t *testing.T) {
 	var err error
 	pods[obs.Name], err = churn.NewPods(ctx, obs, mc.scale, nil, limit)
 	require.NoError(t, err)
+	var otherNetwork *cluster.Cluster // the finding is about split-horizon capacity
 	for _, c := range remotes {
-		keys, err := splitHorizonKeys(w, c)
-		require.NoError(t, err)
+		// A cluster on the observed cluster's network shows its pods to the client as workloads of
+		// their own, one on another network as split-horizon capacity: churn tracks what shows.
+		var keys map[int]string
+		if relationTo(w, c) == topology.OtherNetwork {
+			keys, err = splitHorizonKeys(w, c)
+			require.NoError(t, err)
+			if otherNetwork == nil {
+				otherNetwork = c
+			}
+		}
 		pods[c.Name], err = churn.NewPods(ctx, c, mc.scale, keys, limit)
 		require.NoError(t, err)
 	}
 
-	if len(remotes) > 0 {
-		rep.Finding = remoteUnreadyFinding(t, ctx, w, obs.Name, remotes[0], pods[remotes[0].Name], limit)
+	if otherNetwork != nil {
+		rep.Finding = remoteUnreadyFinding(t, ctx, w, obs.Name, otherNetwork, pods[otherNetwork.Name], limit)
 	}
 
 	for _, where := range cf.Cases {

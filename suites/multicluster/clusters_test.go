@@ -61,8 +61,8 @@ func TestClusters(t *testing.T) {
 			// loopback plan), where it knows one.
 			ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
 			require.NoError(t, err)
-			if c.ServiceCIDR.IsValid() {
-				assert.True(t, c.ServiceCIDR.Contains(ip), "ClusterIP %s inside %s", ip, c.ServiceCIDR)
+			if c.Addresses.Services.IsValid() {
+				assert.True(t, c.Addresses.Services.Contains(ip), "ClusterIP %s inside %s", ip, c.Addresses.Services)
 			}
 
 			// Service-account signing keys are configured: the TokenRequest API issues tokens.

@@ -526,9 +526,12 @@ func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster
 func localPodReaches(t *testing.T, ctx context.Context, c *cluster.Cluster, ws ...*xdswatch.Watcher) []bool {
 	t.Helper()
 	ns, name := mc.scale.ServiceNamespace(0), "istiod-check-probe"
-	ip, err := topology.PodIP(c.Index, workload.ReservedPodIPs+mc.scale.Pods+1)
+	// An address on node-0 past its scale pods (and past churn's first), taken as they were.
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, workload.NodeName(0), metav1.GetOptions{})
 	require.NoError(t, err)
-	host, err := topology.NodeIP(c.Index, 0)
+	ip, err := workload.PodIP(c, node, 0, (mc.scale.Pods+mc.scale.Nodes-1)/mc.scale.Nodes+1, mc.scale.Nodes)
+	require.NoError(t, err)
+	host, err := workload.InternalIP(ctx, c, node.Name)
 	require.NoError(t, err)
 	pods := c.Client.CoreV1().Pods(ns)
 	p, err := pods.Create(ctx, workload.NewPod(ns, name, workload.ServiceName(0), workload.ServiceName(0), workload.NodeName(0)), metav1.CreateOptions{})
@@ -536,9 +539,7 @@ func localPodReaches(t *testing.T, ctx context.Context, c *cluster.Cluster, ws .
 	t.Cleanup(func() {
 		_ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	})
-	p.Status = workload.RunningStatus(ip, host, true)
-	_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, workload.PatchPodStatus(ctx, c, p, workload.RunningStatus(ip, host, true)))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	suffix := "/Pod/" + ns + "/" + name

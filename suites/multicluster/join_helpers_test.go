@@ -189,7 +189,7 @@ func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i clust
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "ztunnel-cert")
 	require.NoError(t, cert.WriteDir(dir))
-	ip, err := topology.NodeIP(c.Index, 0)
+	ip, err := workload.InternalIP(context.Background(), c, workload.NodeName(0))
 	require.NoError(t, err)
 	w, err := xdswatch.Start(ctx, xdswatch.Config{
 		Address: i.XDSAddress(), CertDir: dir, IP: ip.String(),

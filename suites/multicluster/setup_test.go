@@ -61,8 +61,19 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 				return err
 			}
 			e.Logf("workloads: %s: %d services, %d pods in %.1fs (%.0f pods/s)", c.Name, len(d.Services), d.Pods, d.Elapsed.Seconds(), d.PodsPerSecond)
+			cs := report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)}
+			// istiod reads EndpointSlices of every cluster: measure it only once they are all there.
+			if !c.WithoutControllers {
+				start := time.Now()
+				pub, err := workload.WaitEndpointSlices(gctx, c, mc.scale, endpointSlicesWait)
+				if err != nil {
+					return err
+				}
+				cs.EndpointSlices, cs.Endpoints = &pub.Slices, &pub.Endpoints
+				e.Logf("workloads: %s: %d EndpointSlices hold the %d endpoints (%.1fs after the pods)", c.Name, pub.Slices, pub.Endpoints, time.Since(start).Seconds())
+			}
 			mu.Lock()
-			setup.Clusters = append(setup.Clusters, report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)})
+			setup.Clusters = append(setup.Clusters, cs)
 			mu.Unlock()
 			return nil
 		})
@@ -86,6 +97,10 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 		w.PodsPerSecond, len(e.Clusters), w.ClientWaits, deref(w.TestProcessCPUCores))
 	return nil
 }
+
+// endpointSlicesWait bounds how long the EndpointSlice controller may take to publish a cluster's
+// scale pods after they were created (at its default 20 writes/s, a few seconds per 100 services).
+const endpointSlicesWait = 5 * time.Minute
 
 // workloadsInFlight bounds the requests in flight per cluster so that all clusters together keep
 // at most ten clusters' worth: the API servers on one host share the CPUs and, on the local

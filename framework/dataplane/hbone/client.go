@@ -52,7 +52,8 @@ type ClientStats struct {
 
 // Client opens HBONE streams, pooling outer connections by Target.PoolKey.
 type Client struct {
-	t2 *http2.Transport
+	t2   *http2.Transport
+	dial DialFunc
 
 	mu      sync.Mutex
 	pools   map[string][]*outerConn
@@ -77,7 +78,7 @@ type dialCall struct {
 }
 
 // NewClient returns a Client with ztunnel's HTTP/2 sizing.
-func NewClient() *Client {
+func NewClient(opts ...ClientOption) *Client {
 	// The http.Transport only carries HTTP2Config to the x/net transport,
 	// which has no fields of its own for receive windows.
 	t1 := &http.Transport{HTTP2: h2Config()}
@@ -87,11 +88,17 @@ func NewClient() *Client {
 		panic(fmt.Sprintf("hbone: configure HTTP/2 transport: %v", err))
 	}
 	t2.MaxReadFrameSize = maxFrameSize
-	return &Client{
+	var d net.Dialer
+	c := &Client{
 		t2:      t2,
+		dial:    d.DialContext,
 		pools:   map[string][]*outerConn{},
 		dialing: map[string]*dialCall{},
 	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Dial opens one HBONE CONNECT stream to t.Authority over a pooled mTLS
@@ -278,8 +285,7 @@ func (c *Client) release(oc *outerConn) {
 
 // dialOuter opens TCP, completes mTLS and starts an HTTP/2 client connection.
 func (c *Client) dialOuter(ctx context.Context, t Target) (*outerConn, error) {
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", t.Addr)
+	raw, err := c.dial(ctx, "tcp", t.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("hbone: dial %s: %w", t.Addr, err)
 	}

@@ -36,7 +36,8 @@ import (
 // binaries are not built (`make bins`).
 func realCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	_, cs := local.ClustersForTest(t, 1)
+	// No controller-manager: the tests write the workload controllers' status themselves.
+	_, cs := local.APIServersForTest(t, 1)
 	ctx := context.Background()
 	c := cs[0]
 	root, err := bins.SourceRoot()

@@ -67,8 +67,8 @@ func clusterIPOf(ctx context.Context, c *cluster.Cluster, ns, name, addr string)
 	if err != nil {
 		return "" // a hostname: a cloud LoadBalancer's, never a ClusterIP
 	}
-	if c.ServiceCIDR.IsValid() && c.ServiceCIDR.Contains(ip) {
-		return "inside the cluster's service range " + c.ServiceCIDR.String()
+	if c.Addresses.Services.IsValid() && c.Addresses.Services.Contains(ip) {
+		return "inside the cluster's service range " + c.Addresses.Services.String()
 	}
 	svc, err := c.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err == nil && slices.Contains(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...), addr) {

@@ -44,7 +44,7 @@ func setGatewayStatus(t *testing.T, c *cluster.Cluster, programmed, reason strin
 func TestEastWestAddressOnRealAPIServer(t *testing.T) {
 	c := realCluster(t)
 	ctx := context.Background()
-	require.True(t, c.ServiceCIDR.IsValid(), "the local provider knows its service range")
+	require.True(t, c.Addresses.Services.IsValid(), "the local provider knows its service range")
 	_, err := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace).Create(ctx, mesh.EastWestGatewayObject(c.Network), metav1.CreateOptions{})
 	require.NoError(t, err)
 	svcs := c.Client.CoreV1().Services(mesh.SystemNamespace)
@@ -58,7 +58,7 @@ func TestEastWestAddressOnRealAPIServer(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	clusterIP := svc.Spec.ClusterIP
-	t.Logf("the API server gave the gateway's Service ClusterIP %s (range %s)", clusterIP, c.ServiceCIDR)
+	t.Logf("the API server gave the gateway's Service ClusterIP %s (range %s)", clusterIP, c.Addresses.Services)
 
 	t.Run("WaitsOutTheClusterIPUntilProgrammed", func(t *testing.T) {
 		setGatewayStatus(t, c, "False", "AddressNotAssigned", clusterIP)
@@ -119,12 +119,12 @@ func TestEastWestAddressOnRealAPIServer(t *testing.T) {
 		_, err := EastWestAddress(ctx, c, 30*time.Second)
 		require.Error(t, err)
 		assert.Less(t, time.Since(start), 10*time.Second, "refused without waiting out the timeout")
-		assert.Contains(t, err.Error(), "Programmed=True, but its address "+clusterIP+" is inside the cluster's service range "+c.ServiceCIDR.String())
+		assert.Contains(t, err.Error(), "Programmed=True, but its address "+clusterIP+" is inside the cluster's service range "+c.Addresses.Services.String())
 
 		// Without the range (a kube cluster whose provider cannot know it), the Service's own
 		// ClusterIP gives it away.
 		noRange := *c
-		noRange.ServiceCIDR = netip.Prefix{}
+		noRange.Addresses.Services = netip.Prefix{}
 		_, err = EastWestAddress(ctx, &noRange, 30*time.Second)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "is the ClusterIP of Service istio-system/istio-eastwestgateway")

@@ -100,20 +100,27 @@ func KubeadmAPIVersion(image string) (string, error) {
 // kubeadmPatch is the ClusterConfiguration patch every node gets, as Istio's CI sets it
 // (prow/config/default.yaml): etcd on the node's /tmp (a tmpfs in kind nodes: etcd disk I/O is the
 // usual limit with many clusters on one host) and no leader election in a single-node cluster.
+// Node IPAM hands each node a /22 instead of kubeadm's /24: fake pods take addresses from their
+// fake node's podCIDR, and published scale puts 267 on each of 15 nodes (the /16 holds 64 nodes).
 // v1beta4 spells extraArgs as a list of name/value pairs.
 func kubeadmPatch(apiVersion string) string {
-	args := func(indent string) string {
-		if apiVersion == "kubeadm.k8s.io/v1beta3" {
-			return indent + "extraArgs:\n" + indent + "  leader-elect: \"false\"\n"
+	args := func(indent string, kv ...string) string {
+		out := indent + "extraArgs:\n"
+		for i := 0; i < len(kv); i += 2 {
+			if apiVersion == "kubeadm.k8s.io/v1beta3" {
+				out += indent + "  " + kv[i] + ": \"" + kv[i+1] + "\"\n"
+			} else {
+				out += indent + "  - name: " + kv[i] + "\n" + indent + "    value: \"" + kv[i+1] + "\"\n"
+			}
 		}
-		return indent + "extraArgs:\n" + indent + "  - name: leader-elect\n" + indent + "    value: \"false\"\n"
+		return out
 	}
 	return "apiVersion: " + apiVersion + "\n" +
 		"kind: ClusterConfiguration\n" +
 		"metadata:\n  name: config\n" +
 		"etcd:\n  local:\n    dataDir: /tmp/kind-cluster-etcd\n" +
-		"controllerManager:\n" + args("  ") +
-		"scheduler:\n" + args("  ")
+		"controllerManager:\n" + args("  ", "leader-elect", "false", "node-cidr-mask-size", "22") +
+		"scheduler:\n" + args("  ", "leader-elect", "false")
 }
 
 // Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the

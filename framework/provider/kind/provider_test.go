@@ -90,8 +90,8 @@ func TestCreateStaysWithinParallelBoundFakeDocker(t *testing.T) {
 			t.Errorf("%s: version %q read from its API server", c.Name, c.KubernetesVersion)
 		}
 		want, _ := ServiceSubnet(c.Index)
-		if c.ServiceCIDR != want {
-			t.Errorf("%s: ServiceCIDR %s, want %s", c.Name, c.ServiceCIDR, want)
+		if c.Addresses.Services != want {
+			t.Errorf("%s: Addresses.Services %s, want %s", c.Name, c.Addresses.Services, want)
 		}
 	}
 }

@@ -22,5 +22,5 @@ func TestCreateReadsTheServiceRangeOnRealAPIServer(t *testing.T) {
 	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
 	want, err := topology.ServiceCIDR(cs[0].Index)
 	require.NoError(t, err)
-	assert.Equal(t, want, kcs[0].ServiceCIDR, "the range the API server was started with (--service-cluster-ip-range)")
+	assert.Equal(t, want, kcs[0].Addresses.Services, "the range the API server was started with (--service-cluster-ip-range)")
 }

@@ -15,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -126,7 +128,8 @@ func readyNode(name string, labels, annotations map[string]string) *corev1.Node 
 	}
 }
 
-// createNode creates n with its status (the API server drops status on create) and clears the
+// createNode creates n with its status (the API server drops status on create; written as a
+// kubelet patches it, since the controller-manager updates new nodes at once) and clears the
 // not-ready taint the API server's admission adds to every new node.
 func createNode(t *testing.T, c *cluster.Cluster, n *corev1.Node) {
 	t.Helper()
@@ -134,10 +137,15 @@ func createNode(t *testing.T, c *cluster.Cluster, n *corev1.Node) {
 	nodes := c.Client.CoreV1().Nodes()
 	got, err := nodes.Create(ctx, n, metav1.CreateOptions{})
 	require.NoError(t, err)
-	got.Status = n.Status
-	got, err = nodes.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	_, err = workload.PatchNodeStatus(c, got, n.Status)
 	require.NoError(t, err)
-	got.Spec.Taints = n.Spec.Taints
-	_, err = nodes.Update(ctx, got, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got.Spec.Taints = n.Spec.Taints
+		_, err = nodes.Update(ctx, got, metav1.UpdateOptions{})
+		return err
+	}))
 }

@@ -61,8 +61,11 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 	c := cs[0]
 	ctx := context.Background()
 	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	// The serviceaccount controller may have made it already.
 	_, err := c.Client.CoreV1().ServiceAccounts(mesh.SystemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
 
 	old := istiodPod(t, c, "istiod-old")
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution

@@ -135,7 +135,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 				return err
 			}
 			c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
-			c.ServiceCIDR = serviceRange(gctx, c)
+			c.Addresses.Services = serviceRange(gctx, c)
 			before, err := takeInventory(gctx, c)
 			if err != nil {
 				return fmt.Errorf("cluster %s: listing existing objects: %w", tc.Name, err)

@@ -10,12 +10,26 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// ClustersForTest starts n real local clusters (kube-apiserver on a shared etcd, RBAC on) that
-// stop when tb ends, or skips tb when the binaries are not built: building them takes minutes
-// (`make bins`). Other packages' tests use it to run against real API servers.
+// ClustersForTest starts n real local clusters (kube-apiserver on a shared etcd, RBAC on, and
+// kube-controller-manager) that stop when tb ends, or skips tb when the binaries are not built:
+// building them takes minutes (`make bins`). Other packages' tests use it to run against real
+// API servers.
 func ClustersForTest(tb testing.TB, n int) (*Provider, []*cluster.Cluster) {
 	tb.Helper()
-	p, missing, err := NewIfBuilt(Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
+	return clustersForTest(tb, n, Options{})
+}
+
+// APIServersForTest is ClustersForTest without the controller-managers, for tests that play the
+// controllers themselves (writing a Deployment's or a DaemonSet's status).
+func APIServersForTest(tb testing.TB, n int) (*Provider, []*cluster.Cluster) {
+	tb.Helper()
+	return clustersForTest(tb, n, Options{NoControllers: true})
+}
+
+func clustersForTest(tb testing.TB, n int, o Options) (*Provider, []*cluster.Cluster) {
+	tb.Helper()
+	o.RunDir, o.Log, o.ReadyTimeout = tb.TempDir(), io.Discard, 2*time.Minute
+	p, missing, err := NewIfBuilt(o)
 	if err != nil {
 		tb.Fatal(err)
 	}

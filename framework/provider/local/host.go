@@ -14,22 +14,33 @@ import (
 // 260 MB plus 45 KB per pod (RSS, so with room: 226-253 MB unique at small scale, 430 MB at 4000
 // pods). Each istiod: about 300 MB, plus about 25 KB for every pod of every cluster it watches
 // (1.23 GB with 10 clusters of 4000 pods). The test process and the page cache come on top.
+// Each kube-controller-manager: 108 MB RSS at 100 pods, 151 MB at 4000 (GOGC=50), of which 75 MB
+// are the binary's pages that every controller-manager shares: so 35 MB plus 12 KB per pod of its
+// own, and its API server about 6 KB more per pod for the EndpointSlices and Endpoints it
+// publishes (354 MB against 330 MB at 4000 pods); the binary's pages once.
 // File descriptors are per process; the shared etcd holds the most, about 50 per cluster (497
 // with 10 clusters), since every API server opens several clients to it.
 const (
 	apiServerMemory   = 260 << 20
 	apiServerPerPod   = 45 << 10
+	controllersMemory = 40 << 20
+	controllersPerPod = 18 << 10
+	controllersBinary = 80 << 20
 	istiodMemory      = 300 << 20
 	istiodPerMeshPod  = 25 << 10
 	fileDescriptors   = 1024
 	fileDescPerMember = 64
 )
 
-// hostMemory is what a run of t needs: every cluster, and the istiods Options.Istiods names
+// hostMemory is what a run of t needs: every cluster (with its controller-manager unless turned
+// off), and the istiods Options.Istiods names
 // (0: one per primary), each of which watches every cluster.
 func (p *Provider) hostMemory(t *topology.Topology) uint64 {
 	n, pods := uint64(len(t.Clusters)), uint64(max(p.opts.PodsPerCluster, 0))
 	need := n * (apiServerMemory + pods*apiServerPerPod)
+	if !p.opts.NoControllers {
+		need += controllersBinary + n*(controllersMemory+pods*controllersPerPod)
+	}
 	var istiods uint64
 	switch {
 	case p.noIstiod:

@@ -22,6 +22,8 @@ func TestHostMemoryCountsIstiodsAndPods(t *testing.T) {
 	assert.Less(t, observed, uint64(16<<30), "50 small clusters with one istiod fit a 24 GB host")
 	assert.Greater(t, all, observed+uint64(49*istiodMemory), "every primary's istiod is counted")
 	assert.Greater(t, need(1, 4000), observed+uint64(50*3900*apiServerPerPod), "pods are counted")
+	without := (&Provider{opts: Options{Istiods: 1, PodsPerCluster: 100, NoControllers: true}}).hostMemory(topo)
+	assert.Greater(t, observed, without+uint64(50*controllersMemory), "the controller-managers are counted")
 }
 
 // TestCheckHostRefusesWhatDoesNotFit names the flags that make a run smaller.

@@ -1,5 +1,6 @@
-// Package local is the embedded provider: per cluster one etcd and one kube-apiserver process on
-// 127.0.0.1, built from pinned sources, with no kubelet, scheduler or controller-manager.
+// Package local is the embedded provider: per cluster one kube-apiserver on a shared etcd and one
+// kube-controller-manager, all on 127.0.0.1 and built from pinned sources, with no kubelet or
+// scheduler: the framework writes what those would.
 package local
 
 import (
@@ -12,11 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -33,6 +33,11 @@ type Options struct {
 	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the pods
 	// each cluster gets; preflight sizes the host memory from them.
 	Istiods, PodsPerCluster int
+	// NoControllers leaves kube-controller-manager out (-local.controllers=false), for comparisons:
+	// then nothing publishes EndpointSlices, namespaces never finish deleting, and so on.
+	NoControllers bool
+	// Wave is how many clusters start at once (0: DefaultWave).
+	Wave int
 }
 
 // Provider is the local provider.
@@ -51,13 +56,16 @@ type Provider struct {
 	seed     *crdSeed
 	istiods  []*Istiod
 	slots    *slots
+	keepers  []*workload.NodeKeeper
+	waves    []Wave
+	egress   []*egressProxy
 }
 
-// apiServerReadyTimeout stretches the readiness bound with the cluster count: every API server
-// starts at once and the start is CPU-bound, about 3.4 s per cluster on 2 cores (15 s for 10,
-// 150-175 s for 50), so 50 came within seconds of a flat 3 minutes and once went past it.
-func apiServerReadyTimeout(base time.Duration, clusters int) time.Duration {
-	return base + time.Duration(clusters)*6*time.Second
+// apiServerReadyTimeout stretches the readiness bound with the API servers that start together:
+// the start is CPU-bound, about 3.4 s per API server on 2 cores when they all started at once (15 s
+// for 10, 150-175 s for 50).
+func apiServerReadyTimeout(base time.Duration, together int) time.Duration {
+	return base + time.Duration(together)*6*time.Second
 }
 
 // New returns a local provider writing into opts.RunDir.
@@ -134,7 +142,7 @@ func (p *Provider) ensureBinaries(ctx context.Context) error {
 	return err
 }
 
-// Create starts every cluster in parallel. On failure everything started is stopped.
+// Create starts the clusters in waves (waves.go). On failure everything started is stopped.
 func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster.Cluster, error) {
 	if p.paths == nil {
 		return nil, errors.New("local provider: Preflight must run before Create")
@@ -163,35 +171,64 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	p.etcd = etcd
 	seed := p.seed
 	p.mu.Unlock()
-	out := make([]*cluster.Cluster, len(t.Clusters))
-	g, gctx := errgroup.WithContext(ctx)
-	for i, tc := range t.Clusters {
-		g.Go(func() error {
-			m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, len(t.Clusters)), etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster)}
-			p.mu.Lock()
-			p.members = append(p.members, m)
-			p.mu.Unlock()
-			start := time.Now()
-			if seed != nil {
-				if err := etcd.writeSeed(gctx, seed, etcdPrefix(tc.Name)); err != nil {
-					return fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
-				}
-			}
-			c, err := m.start(gctx)
-			if err != nil {
-				return fmt.Errorf("cluster %s: %w", tc.Name, err)
-			}
-			c.StartSeconds = time.Since(start).Seconds()
-			fmt.Fprintf(p.opts.Log, "ambientmc: %s: API server ready in %.1fs (kubeconfig %s)\n", tc.Name, c.StartSeconds, c.Kubeconfig)
-			out[i] = c
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	out, err := p.startWaves(ctx, t, etcd, seed)
+	if err != nil {
 		p.stopAll()
 		return nil, err
 	}
+	if !p.opts.NoControllers {
+		// Node lifecycle would mark the pods of fake nodes whose leases lapse NotReady: renew them
+		// every 10 s, as kubelets do.
+		p.mu.Lock()
+		for _, c := range out {
+			p.keepers = append(p.keepers, workload.StartNodeKeeper(context.Background(), c, nodeLeaseRenewal, p.opts.Log))
+		}
+		p.mu.Unlock()
+	}
 	return out, nil
+}
+
+// nodeLeaseRenewal is the kubelet's lease renewal interval (a quarter of the 40 s lease).
+const nodeLeaseRenewal = 10 * time.Second
+
+// startCluster starts one member: its egress proxy, API server and controller-manager.
+func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, seed *crdSeed, together int) (*cluster.Cluster, error) {
+	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
+		etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster), controllers: !p.opts.NoControllers}
+	p.mu.Lock()
+	p.members = append(p.members, m)
+	p.mu.Unlock()
+	start := time.Now()
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return nil, err
+	}
+	egress, err := startEgressProxy(m.dir, tc.Name, p.opts.Log)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
+	}
+	p.mu.Lock()
+	p.egress = append(p.egress, egress)
+	p.mu.Unlock()
+	if m.egress, err = egress.writeConfig(m.dir); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
+	}
+	if seed != nil {
+		if err := etcd.writeSeed(ctx, seed, etcdPrefix(tc.Name)); err != nil {
+			return nil, fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
+		}
+	}
+	c, err := m.start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
+	}
+	c.StartSeconds = time.Since(start).Seconds()
+	c.WithoutControllers = !m.controllers
+	what := "API server and controller-manager"
+	if !m.controllers {
+		what = "API server"
+	}
+	fmt.Fprintf(p.opts.Log, "ambientmc: %s: %s ready in %.1fs (kubeconfig %s)\n", tc.Name, what, c.StartSeconds, c.Kubeconfig)
+	return c, nil
 }
 
 // Processes lists the running processes per cluster name (for RSS and CPU sampling); the shared
@@ -202,8 +239,10 @@ func (p *Provider) Processes() map[string][]*proc.Process {
 	out := map[string][]*proc.Process{}
 	for _, m := range p.members {
 		m.mu.Lock()
-		if m.apiserver != nil {
-			out[m.topo.Name] = append(out[m.topo.Name], m.apiserver)
+		for _, pr := range []*proc.Process{m.apiserver, m.kcm} {
+			if pr != nil {
+				out[m.topo.Name] = append(out[m.topo.Name], pr)
+			}
 		}
 		m.mu.Unlock()
 	}
@@ -229,11 +268,17 @@ func (p *Provider) Destroy(context.Context) error {
 
 func (p *Provider) stopAll() {
 	p.mu.Lock()
-	members, istiods, etcd := p.members, p.istiods, p.etcd
-	p.istiods, p.etcd = nil, nil
+	members, istiods, etcd, keepers, egress := p.members, p.istiods, p.etcd, p.keepers, p.egress
+	p.istiods, p.etcd, p.keepers, p.egress = nil, nil, nil, nil
 	p.mu.Unlock()
+	for _, k := range keepers {
+		k.Stop()
+	}
 	proc.StopParallel(istiods, func(i *Istiod) { _ = i.Stop() })
 	proc.StopParallel(members, (*member).stop)
+	for _, e := range egress {
+		e.close()
+	}
 	// After every API server, so none logs a lost backend.
 	if etcd != nil {
 		etcd.stop()

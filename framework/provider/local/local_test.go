@@ -47,7 +47,9 @@ func TestCreateAndDestroyRealCluster(t *testing.T) {
 	assert.Regexp(t, `^v1\.\d+\.\d+$`, c.KubernetesVersion, "version stamped at build time")
 
 	// Credentials are private.
-	for _, f := range []string{c.Kubeconfig, c.InternalKubeconfig, filepath.Join(filepath.Dir(c.Kubeconfig), "tokens.csv"), filepath.Join(filepath.Dir(c.Kubeconfig), "sa.key")} {
+	dir := filepath.Dir(c.Kubeconfig)
+	for _, f := range []string{c.Kubeconfig, c.InternalKubeconfig, filepath.Join(dir, "tokens.csv"), filepath.Join(dir, "sa.key"),
+		filepath.Join(dir, "kube-controller-manager.kubeconfig"), filepath.Join(dir, "egress-selector.yaml")} {
 		info, err := os.Stat(f)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
@@ -57,12 +59,17 @@ func TestCreateAndDestroyRealCluster(t *testing.T) {
 	for _, pr := range append(p.Processes()[c.Name], p.SharedProcesses()...) {
 		pids = append(pids, pr.Pid())
 	}
-	require.Len(t, pids, 2, "kube-apiserver and the shared etcd")
+	require.Len(t, pids, 3, "kube-apiserver, kube-controller-manager and the shared etcd")
+	require.Len(t, p.StartWaves(), 1)
+	assert.Equal(t, []string{c.Name}, p.StartWaves()[0].Clusters)
+	egress := p.egress[0].sock
+	require.FileExists(t, egress)
 	require.NoError(t, p.Destroy(ctx))
 	for _, pid := range pids {
 		assert.True(t, gone(pid), "pid %d stopped", pid)
 	}
 	assert.Empty(t, proc.Running())
+	assert.NoFileExists(t, egress, "the egress proxy's socket is removed")
 }
 
 // TestCreateFailsWithLogTailWhenEtcdCrashes uses a fake etcd (a script that exits at once): a real

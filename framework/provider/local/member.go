@@ -27,7 +27,8 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// member is one cluster of the local provider: a kube-apiserver on its prefix of the shared etcd.
+// member is one cluster of the local provider: a kube-apiserver on its prefix of the shared etcd
+// and, unless turned off, its kube-controller-manager.
 type member struct {
 	topo    topology.Cluster
 	dir     string
@@ -36,9 +37,14 @@ type member struct {
 	etcd    *sharedEtcd
 	// gcEnv tunes the API server's garbage collector (apiServerGC).
 	gcEnv []string
+	// controllers starts kube-controller-manager; egress is the socket of the proxy the API
+	// server sends its pod, service and node proxy traffic through (egress.go).
+	controllers bool
+	egress      string
 
 	mu        sync.Mutex
 	apiserver *proc.Process
+	kcm       *proc.Process
 }
 
 const (
@@ -52,7 +58,7 @@ func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return nil, err
 	}
-	token, err := m.writeCredentials()
+	token, kcmToken, err := m.writeCredentials()
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +88,11 @@ func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
 	if err := kubeconfig.WriteFile(internal, kubeconfig.Token(m.topo.Name, server, caData, token)); err != nil {
 		return nil, err
 	}
+	if m.controllers {
+		if err := m.startControllerManager(ctx, server, caData, kcmToken); err != nil {
+			return nil, err
+		}
+	}
 	c, err := cluster.New(m.topo, kubeconfigPath, internal, &rest.Config{
 		Host:            server,
 		BearerToken:     token,
@@ -90,40 +101,53 @@ func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.ServiceCIDR, err = topology.ServiceCIDR(m.topo.Index); err != nil {
+	if c.Addresses, err = addresses(m.topo.Index); err != nil {
 		return nil, err
 	}
+	// Node lifecycle marks pods of nodes whose leases lapse NotReady: keep the fake nodes' leases.
+	c.FakeNodes.KeepReady = m.controllers
 	return c, nil
 }
 
-// writeCredentials writes the admin token file and the service-account signing key pair (so the
-// TokenRequest API works without a controller-manager). All of them are 0600.
-func (m *member) writeCredentials() (string, error) {
+// writeCredentials writes the token file (the admin's and, with controllers, the
+// controller-manager's token) and the service-account signing key pair, which the API server
+// (TokenRequest) and the controller-manager's token controller share. All of them are 0600.
+func (m *member) writeCredentials() (admin, kcm string, err error) {
+	if admin, err = randomToken(); err != nil {
+		return "", "", err
+	}
+	if m.controllers {
+		if kcm, err = randomToken(); err != nil {
+			return "", "", err
+		}
+	}
+	if err := m.writeTokens(admin, kcm); err != nil {
+		return "", "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return admin, kcm, os.WriteFile(filepath.Join(m.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}
+
+func randomToken() (string, error) {
 	raw := make([]byte, 24)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
-	token := hex.EncodeToString(raw)
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)
-	if err := os.WriteFile(filepath.Join(m.dir, "tokens.csv"), []byte(line), 0o600); err != nil {
-		return "", err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", err
-	}
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", err
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(m.dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		return "", err
-	}
-	return token, os.WriteFile(filepath.Join(m.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+	return hex.EncodeToString(raw), nil
 }
 
 // startProcesses starts kube-apiserver on a fresh loopback port, storing under this cluster's
@@ -164,6 +188,8 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 			"--max-mutating-requests-inflight=500",
 			// It cannot publish a loopback address in the kubernetes Endpoints, and retried every 10 s.
 			"--endpoint-reconciler-type=none",
+			// Pod, service and node proxy traffic goes through the framework's proxy (egress.go).
+			"--egress-selector-config-file=" + m.egress,
 			runtimeConfig(),
 			"--disable-admission-plugins=" + strings.Join(disabledAdmission, ","),
 		},
@@ -247,8 +273,10 @@ func (m *member) portCollision() bool {
 	return m.apiserver != nil && m.apiserver.LogContains("address already in use")
 }
 
-// stop stops the API server (the shared etcd is stopped after every API server).
+// stop stops the controller-manager, then the API server (the shared etcd is stopped after every
+// API server).
 func (m *member) stop() {
+	m.stopControllerManager()
 	m.mu.Lock()
 	api := m.apiserver
 	m.apiserver = nil

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -181,7 +182,12 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 		if !ok {
 			return nil, errors.New("no echo-local server")
 		}
-		url = "http://" + net.JoinHostPort(srv.IP.String(), strconv.Itoa(workload.EchoPort)) + "/echo"
+		// The floor dials the server's socket itself: the pod address's loopback twin.
+		sock, err := addrmap.Socket(srv.IP)
+		if err != nil {
+			return nil, err
+		}
+		url = "http://" + net.JoinHostPort(sock.String(), strconv.Itoa(workload.EchoPort)) + "/echo"
 	}
 	fortiolog.SetLogLevelQuiet(fortiolog.Error)
 	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
@@ -277,12 +283,14 @@ func (e *probeEnv) Path(context.Context) (cluster.PathCounters, error) {
 	return pc, nil
 }
 
-// Hops: on loopback, the test process can dial the remote ztunnel and gateway itself.
+// Hops: on loopback, the test process can dial the remote ztunnel and gateway itself (the
+// ztunnel at the loopback twin of the pod address it serves).
 func (e *probeEnv) Hops() cluster.Hops {
 	echo, _ := e.probes.Server(cluster.EchoRemote, e.setup.Remote.Name)
 	gw, _ := topology.GatewayIP(e.setup.Remote.Index)
+	sock, _ := addrmap.Socket(echo.IP)
 	return cluster.Hops{
-		RemoteZtunnel:  netip.AddrPortFrom(echo.IP, dataplane.HBONEPort),
+		RemoteZtunnel:  netip.AddrPortFrom(sock, dataplane.HBONEPort),
 		RemoteGateway:  netip.AddrPortFrom(gw, dataplane.HBONEPort),
 		EchoAuthority:  net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort)),
 		RemoteHost:     net.JoinHostPort(cluster.EchoRemote+"."+workload.ProbeNamespace+".svc.cluster.local", strconv.Itoa(workload.ProbePort)),

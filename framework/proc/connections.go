@@ -1,0 +1,175 @@
+package proc
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Conn is one connected socket of a process, as the kernel's socket tables show it.
+type Conn struct {
+	Pid           int
+	Proto         string // tcp, tcp6, udp, udp6
+	Local, Remote netip.AddrPort
+	State         string // the table's hex state, e.g. 01 (established), 02 (SYN sent)
+}
+
+func (c Conn) String() string {
+	return fmt.Sprintf("pid %d %s %s -> %s (state %s)", c.Pid, c.Proto, c.Local, c.Remote, c.State)
+}
+
+// socketTables are the kernel's tables of this network namespace.
+var socketTables = []string{"tcp", "tcp6", "udp", "udp6"}
+
+// Connections returns the connected sockets of the given processes: every TCP socket that is not
+// listening, every UDP socket with a peer.
+func Connections(pids ...int) ([]Conn, error) {
+	owner := socketOwners(pids)
+	var out []Conn
+	for _, proto := range socketTables {
+		f, err := os.Open("/proc/net/" + proto)
+		if err != nil {
+			return nil, err
+		}
+		conns, err := parseConnections(f, proto, owner)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("/proc/net/%s: %w", proto, err)
+		}
+		out = append(out, conns...)
+	}
+	return out, nil
+}
+
+// socketOwners maps socket inodes to the pid holding them; a process that exited meanwhile is
+// skipped.
+func socketOwners(pids []int) map[string]int {
+	owner := map[string]int{}
+	for _, pid := range pids {
+		links, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+		for _, l := range links {
+			if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, "socket:[") {
+				owner[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = pid
+			}
+		}
+	}
+	return owner
+}
+
+// parseConnections reads one /proc/net table and keeps the connected sockets of owner's inodes.
+func parseConnections(r io.Reader, proto string, owner map[string]int) ([]Conn, error) {
+	var out []Conn
+	s := bufio.NewScanner(r)
+	s.Scan() // header
+	for s.Scan() {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		f := strings.Fields(s.Text())
+		if len(f) < 10 {
+			continue
+		}
+		pid, ok := owner[f[9]]
+		if !ok || (strings.HasPrefix(proto, "tcp") && f[3] == "0A") {
+			continue
+		}
+		local, err := parseProcAddr(f[1])
+		if err != nil {
+			return nil, err
+		}
+		remote, err := parseProcAddr(f[2])
+		if err != nil {
+			return nil, err
+		}
+		if remote.Port() == 0 && remote.Addr().IsUnspecified() {
+			continue // an unconnected UDP socket
+		}
+		out = append(out, Conn{Pid: pid, Proto: proto, Local: local, Remote: remote, State: f[3]})
+	}
+	return out, s.Err()
+}
+
+// ConnWatch samples the connected sockets of this process and of every process Start started,
+// and keeps those whose peer is not on loopback.
+type ConnWatch struct {
+	stop chan struct{}
+	done chan struct{}
+
+	mu       sync.Mutex
+	samples  int
+	seen     int // connections seen over all samples, loopback included
+	offLoop  []Conn
+	lastErr  error
+	procSeen map[int]string
+}
+
+// WatchConnections starts sampling every interval until Stop.
+func WatchConnections(every time.Duration) *ConnWatch {
+	w := &ConnWatch{stop: make(chan struct{}), done: make(chan struct{}), procSeen: map[int]string{}}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			w.sample()
+			select {
+			case <-w.stop:
+				w.sample()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *ConnWatch) sample() {
+	pids := []int{os.Getpid()}
+	names := map[int]string{os.Getpid(): "test process"}
+	for _, p := range Running() {
+		pids = append(pids, p.Pid())
+		names[p.Pid()] = p.Name()
+	}
+	conns, err := Connections(pids...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.samples++
+	for pid, n := range names {
+		w.procSeen[pid] = n
+	}
+	if err != nil {
+		w.lastErr = err
+		return
+	}
+	w.seen += len(conns)
+	for _, c := range conns {
+		if !c.Remote.Addr().Unmap().IsLoopback() && !slices.Contains(w.offLoop, c) {
+			w.offLoop = append(w.offLoop, c)
+		}
+	}
+}
+
+// ConnReport is what a watch saw.
+type ConnReport struct {
+	Samples, Connections, Processes int
+	// OffLoopback are the connections whose peer was not on loopback, each once.
+	OffLoopback []Conn
+	// Names names the processes by pid.
+	Names map[int]string
+	Err   error
+}
+
+// Stop takes a last sample and returns what the watch saw.
+func (w *ConnWatch) Stop() ConnReport {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return ConnReport{Samples: w.samples, Connections: w.seen, Processes: len(w.procSeen),
+		OffLoopback: slices.Clone(w.offLoop), Names: w.procSeen, Err: w.lastErr}
+}

@@ -1,0 +1,80 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// markdownSetup writes the setup section: times, memory, start waves and each cluster's processes.
+func markdownSetup(b *bytes.Buffer, s *Setup) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
+	if s.PeakHostMemoryBytes != nil {
+		p(" Peak host memory in use: %s GB.", num(*s.PeakHostMemoryBytes/1e9, 2))
+	}
+	if s.TestProcessPeakRSSBytes != nil {
+		p(" Test process peak RSS: %s MB.", num(*s.TestProcessPeakRSSBytes/bytesPerMB, 0))
+	}
+	if s.APIServersReadySeconds != nil && s.CRDsEstablishedSeconds != nil {
+		p(" From the start of cluster creation: every API server ready in %s s, every CRD Established in every cluster in %s s.",
+			num(*s.APIServersReadySeconds, 1), num(*s.CRDsEstablishedSeconds, 1))
+	}
+	if s.PerClusterRSSBytes != nil {
+		p(" Cluster processes per cluster: %s MB RSS (shared processes counted by their share)", num(*s.PerClusterRSSBytes/bytesPerMB, 1))
+		if s.PerClusterUniqueBytes != nil {
+			p(", %s MB with each binary's shared pages counted once", num(*s.PerClusterUniqueBytes/bytesPerMB, 1))
+		}
+		p(".")
+	}
+	p("\n\n")
+	if w := s.Workloads; w != nil {
+		p("Scale workloads: %s pods/s over all clusters in %s s; the client's rate limiter waited %d times (%s s)",
+			num(w.PodsPerSecond, 0), num(w.Seconds, 1), w.ClientWaits, num(w.ClientWaitSeconds, 2))
+		if w.TestProcessCPUCores != nil {
+			p("; the test process used %s cores", num(*w.TestProcessCPUCores, 2))
+		}
+		p(".\n\n")
+	}
+	if len(s.Shared) > 0 {
+		p("| Shared process | Clusters | RSS MB | Share per cluster MB | Database MB |\n|---|---|---|---|---|\n")
+		for _, sp := range s.Shared {
+			db := "-"
+			if sp.DatabaseBytes != nil {
+				db = num(*sp.DatabaseBytes/bytesPerMB, 1)
+			}
+			p("| %s | %d | %s | %s | %s |\n", cell(sp.Name), sp.Clusters, num(sp.RSSBytes/bytesPerMB, 1), num(sp.RSSBytes/float64(max(sp.Clusters, 1))/bytesPerMB, 1), db)
+		}
+		p("\n")
+	}
+	if len(s.StartWaves) > 0 {
+		p("| Start wave | Clusters | Started s | Ready s |\n|---|---|---|---|\n")
+		for i, w := range s.StartWaves {
+			p("| %d | %s | %s | %s |\n", i+1, cell(strings.Join(w.Clusters, ", ")), num(w.StartSeconds, 1), num(w.ReadySeconds, 1))
+		}
+		p("\n")
+	}
+	if len(s.Clusters) > 0 {
+		p("| Cluster | Ready s | RSS MB by process | CPU s by process | Pods/s | EndpointSlices | Endpoints |\n|---|---|---|---|---|---|---|\n")
+		for _, c := range s.Clusters {
+			var rss, cpu []string
+			for _, k := range sortedKeys(c.RSSBytes) {
+				rss = append(rss, k+" "+num(c.RSSBytes[k]/bytesPerMB, 1))
+			}
+			for _, k := range sortedKeys(c.CPUSeconds) {
+				cpu = append(cpu, k+" "+num(c.CPUSeconds[k], 1))
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(rss, ", ")), cell(strings.Join(cpu, ", ")),
+				opt(c.PodsPerSecond, 1, 0), optInt(c.EndpointSlices), optInt(c.Endpoints))
+		}
+		p("\n")
+	}
+}
+
+func optInt(v *int) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.Itoa(*v)
+}

@@ -1,0 +1,130 @@
+package multicluster
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/workload"
+)
+
+// TestClustersRunControllers checks that every cluster behaves like a real one where its
+// controllers are concerned: the scale services' EndpointSlices hold their pods' addresses, a
+// Deployment gets its ReplicaSet and pods, a deleted namespace goes away, and every namespace has
+// the root CA ConfigMap.
+func TestClustersRunControllers(t *testing.T) {
+	for _, c := range mc.Clusters {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.WithoutControllers {
+				t.Skip("-local.controllers=false: no kube-controller-manager runs")
+			}
+			ctx := mc.Context(t)
+			t.Run("EndpointSlices hold the scale pods' addresses", func(t *testing.T) { slicesHoldPods(ctx, t, c) })
+			t.Run("a Deployment gets its ReplicaSet and pods", func(t *testing.T) { deploymentGetsPods(ctx, t, c) })
+			t.Run("every namespace has kube-root-ca.crt", func(t *testing.T) {
+				nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+				require.NoError(t, err)
+				for _, ns := range nss.Items {
+					if ns.Status.Phase == corev1.NamespaceTerminating {
+						continue
+					}
+					cm, err := c.Client.CoreV1().ConfigMaps(ns.Name).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+					if assert.NoError(t, err, ns.Name) {
+						assert.Contains(t, cm.Data["ca.crt"], "BEGIN CERTIFICATE", ns.Name)
+					}
+				}
+			})
+		})
+	}
+}
+
+func slicesHoldPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	pub, err := workload.CountEndpointSlices(ctx, c, mc.scale)
+	require.NoError(t, err)
+	assert.Equal(t, mc.scale.Pods, pub.Endpoints, "every scale pod is an endpoint")
+	assert.GreaterOrEqual(t, pub.Slices, mc.scale.Services, "at least one slice per service")
+	for _, svc := range []int{0, mc.scale.Services - 1} {
+		ns, name := mc.scale.ServiceNamespace(svc), workload.ServiceName(svc)
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		require.NoError(t, err)
+		want := map[string]bool{}
+		for _, p := range pods.Items {
+			want[p.Status.PodIP] = true
+			ip := netip.MustParseAddr(p.Status.PodIP)
+			assert.False(t, ip.IsLoopback(), "%s/%s has a loopback address", ns, p.Name)
+		}
+		slices, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + name})
+		require.NoError(t, err)
+		got := map[string]bool{}
+		for _, sl := range slices.Items {
+			for _, ep := range sl.Endpoints {
+				for _, a := range ep.Addresses {
+					got[a] = true
+				}
+			}
+		}
+		assert.Equal(t, want, got, "%s/%s: the slices' addresses are its pods'", ns, name)
+	}
+}
+
+func deploymentGetsPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	ns := "controllers-check"
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		}
+	})
+	labels := map[string]string{"app": "controllers-check"}
+	_, err = c.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "check"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					// Real pods must stay off fake nodes where a scheduler runs (kind, kube).
+					NodeSelector: map[string]string{"ambientmc.io/no-such-node": "true"},
+					Containers:   []corev1.Container{{Name: "app", Image: workload.AppImage}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rs, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(rs.Items) != 1 {
+			return false
+		}
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) != 2 {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != rs.Items[0].UID {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 200*time.Millisecond, "a ReplicaSet with two Pending pods it owns")
+
+	// The namespace controller empties a deleted namespace and removes it.
+	require.NoError(t, c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 60*time.Second, 250*time.Millisecond, "the deleted namespace goes away")
+	deleted = true
+}
