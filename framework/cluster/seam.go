@@ -78,33 +78,78 @@ type Gateways interface {
 // Probes deploys the probe workloads that carry the latency suites' traffic.
 type Probes interface {
 	// DeployProbes creates the probe services in every cluster, the client and echo-local in
-	// s.Local, echo-remote in s.Remote and echo-failover in both, and starts whatever carries
-	// their traffic.
+	// s.Local, echo-remote in s.Remote, echo-peer in s.Peer and echo-failover in s.Local and
+	// s.Failover(), and starts whatever carries their traffic.
 	DeployProbes(ctx context.Context, s ProbeSetup) (ProbeEnv, error)
 }
 
 // ProbeSetup is what a provider needs to deploy the probes.
 type ProbeSetup struct {
-	Clusters      []*Cluster
-	Local, Remote *Cluster
-	Istiods       map[string]Istiod // by cluster
-	CAs           map[string]*pki.Intermediate
-	Roots         *x509.CertPool
-	Dir           string
-	Logf          func(format string, args ...any)
+	Clusters []*Cluster
+	// Local is the client's cluster. Remote is a cluster on another network (nil when every
+	// cluster shares the client's), reached through its east-west gateway; Peer another cluster
+	// on the client's own network (nil when it has none), reached directly.
+	Local, Remote, Peer *Cluster
+	Istiods             map[string]Istiod // by cluster
+	CAs                 map[string]*pki.Intermediate
+	Roots               *x509.CertPool
+	Dir                 string
+	Logf                func(format string, args ...any)
+}
+
+// Failover is where echo-failover's second endpoint runs: the other network's cluster, else the
+// same network's.
+func (s ProbeSetup) Failover() *Cluster {
+	if s.Remote != nil {
+		return s.Remote
+	}
+	return s.Peer
+}
+
+// Servers are the clusters that run echo servers: Local, and Remote and Peer where set.
+func (s ProbeSetup) Servers() []*Cluster {
+	out := []*Cluster{s.Local}
+	for _, c := range []*Cluster{s.Remote, s.Peer} {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// AppsOf are the probe apps with an endpoint in c.
+func (s ProbeSetup) AppsOf(c *Cluster) []string {
+	var apps []string
+	switch c {
+	case s.Local:
+		apps = []string{EchoLocal}
+	case s.Remote:
+		apps = []string{EchoRemote}
+	case s.Peer:
+		apps = []string{EchoPeer}
+	}
+	if c == s.Local || c == s.Failover() {
+		apps = append(apps, EchoFailover)
+	}
+	return apps
 }
 
 // Probe applications.
 const (
 	EchoLocal    = "echo-local"    // endpoints in the client's cluster only
-	EchoRemote   = "echo-remote"   // endpoints in the second cluster only
-	EchoFailover = "echo-failover" // endpoints in both, PreferClose
+	EchoRemote   = "echo-remote"   // endpoints in the other network's cluster only
+	EchoPeer     = "echo-peer"     // endpoints in the same network's other cluster only
+	EchoFailover = "echo-failover" // endpoints in the client's cluster and in Failover(), PreferClose
 )
+
+// ProbeApps are every probe app, each a global service in every cluster.
+var ProbeApps = []string{EchoLocal, EchoRemote, EchoPeer, EchoFailover}
 
 // ProbeEnv drives traffic from the probe client and reports the path it took.
 type ProbeEnv interface {
-	// Ready waits until every probe app answers through the mesh and the client's data plane
-	// holds a healthy endpoint of echo-remote and echo-failover in the remote network.
+	// Ready waits until every deployed probe app answers through the mesh and the client's data
+	// plane holds a healthy endpoint of echo-remote, echo-peer and echo-failover in the clusters
+	// that serve them.
 	Ready(ctx context.Context, timeout time.Duration) error
 	// Load runs fortio from the probe client.
 	Load(ctx context.Context, l Load) (*LoadResult, error)
@@ -167,7 +212,8 @@ type PathCounters struct {
 // HopAccess is what a provider offers when the test process can dial the data plane's hops
 // itself (the local provider's loopback plan); security tests skip elsewhere.
 type HopAccess interface {
-	// Hops returns the addresses and identities of the remote side of the probe path.
+	// Hops returns the addresses and identities of the other network's side of the probe path
+	// (zero when the topology has no other network).
 	Hops() Hops
 }
 

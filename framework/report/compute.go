@@ -8,18 +8,22 @@ import (
 	"github.com/ambientmc/ambientmc/framework/stats"
 )
 
-// ComputeOverhead compares cross-cluster with local runs on average latency, per connection mode.
-// Several runs of one path and mode are averaged. A mode lacking either path (or with a local
-// average of 0, which has no percentage) is nil; the result is nil when both modes are.
-func ComputeOverhead(runs []LatencyRun) *Overhead {
-	o := &Overhead{New: overhead(runs, ConnNew), Reused: overhead(runs, ConnReused)}
+// ComputeOverhead compares cross-cluster (another network) with local runs on average latency,
+// per connection mode: the overhead set beside the published figures.
+func ComputeOverhead(runs []LatencyRun) *Overhead { return ComputeOverheadOf(runs, PathCrossCluster) }
+
+// ComputeOverheadOf compares path's runs with local runs on average latency, per connection
+// mode. Several runs of one path and mode are averaged. A mode lacking either path (or with a
+// local average of 0, which has no percentage) is nil; the result is nil when both modes are.
+func ComputeOverheadOf(runs []LatencyRun, path string) *Overhead {
+	o := &Overhead{New: overhead(runs, path, ConnNew), Reused: overhead(runs, path, ConnReused)}
 	if o.New == nil && o.Reused == nil {
 		return nil
 	}
 	return o
 }
 
-func overhead(runs []LatencyRun, conn string) *Delta {
+func overhead(runs []LatencyRun, path, conn string) *Delta {
 	var local, cross []float64
 	for _, r := range runs {
 		if r.Connections != conn {
@@ -28,7 +32,7 @@ func overhead(runs []LatencyRun, conn string) *Delta {
 		switch r.Path {
 		case PathLocal:
 			local = append(local, r.AvgMs)
-		case PathCrossCluster:
+		case path:
 			cross = append(cross, r.AvgMs)
 		}
 	}

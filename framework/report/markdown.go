@@ -60,8 +60,8 @@ func Markdown(r *Report) []byte {
 	}
 
 	if f := r.Failover; f != nil {
-		p("## Failover\n\n| Service | Failover s | Failback s | Requests | Failed |\n|---|---|---|---|---|\n")
-		p("| %s | %s | %s | %d | %d |\n\n", cell(f.Service), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
+		p("## Failover\n\n| Service | To | Relation | Failover s | Failback s | Requests | Failed |\n|---|---|---|---|---|---|---|\n")
+		p("| %s | %s | %s | %s | %s | %d | %d |\n\n", cell(f.Service), cell(f.Target), cell(f.Relation), num(f.FailoverSeconds, 2), num(f.FailbackSeconds, 2), f.Requests, f.FailedRequests)
 	}
 	if len(r.IstioImages) > 0 {
 		fmt.Fprintf(&b, "## Istio images\n\n| Cluster | Component | Image | Resolved as |\n|---|---|---|---|\n")
@@ -351,6 +351,11 @@ func markdownLatency(b *bytes.Buffer, l *Latency, ref Reference) {
 		p("### Overhead\n\nCross-cluster minus local, on average latency.\n\n| Connections | Measured | Published |\n|---|---|---|\n")
 		p("| new | %s | %s |\n", delta(o.New), delta(&Delta{ref.NewConnOverheadMs, ref.NewConnOverheadPercent}))
 		p("| reused | %s | %s |\n\n", delta(o.Reused), delta(&Delta{ref.ReusedConnOverheadMs, ref.ReusedConnOverheadPercent}))
+	}
+	if o := l.SameNetworkOverhead; o != nil {
+		p("### Same-network overhead\n\nAnother cluster on the client's network (single HBONE, no gateway) minus local, on average latency; the published figures cover only the other network's path.\n\n| Connections | Measured |\n|---|---|\n")
+		p("| new | %s |\n", delta(o.New))
+		p("| reused | %s |\n\n", delta(o.Reused))
 	}
 	if len(l.HarnessFloor) > 0 {
 		p("### Harness floor\n\nFortio client straight to the server, no data plane: the latency the harness itself adds.\n\n")

@@ -30,7 +30,11 @@ const (
 	IstiodsAll      = "all"
 	IstiodsObserved = "observed"
 
-	PathLocal        = "local"
+	PathLocal = "local"
+	// PathSameNetwork is another cluster on the client's network: single HBONE to the pod's node.
+	PathSameNetwork = "same-network"
+	// PathCrossCluster is a cluster on another network: double HBONE through its east-west
+	// gateway, the path of the published figures.
 	PathCrossCluster = "cross-cluster"
 	PathDirect       = "direct" // harness floor: fortio client straight to server, no data plane
 
@@ -114,7 +118,11 @@ type Istiod struct {
 // Failover records how traffic to a service with local and remote endpoints moved to the remote
 // cluster when the local endpoints became unready, and back when they recovered.
 type Failover struct {
-	Service         string  `json:"service"`
+	Service string `json:"service"`
+	// Target is the cluster traffic failed over to, Relation how the client reaches it
+	// (same-network or other-network).
+	Target          string  `json:"target,omitempty"`
+	Relation        string  `json:"relation,omitempty"`
 	FailoverSeconds float64 `json:"failoverSeconds"`
 	FailbackSeconds float64 `json:"failbackSeconds"`
 	Requests        int64   `json:"requests"`
@@ -308,8 +316,11 @@ type Leave struct {
 
 // Latency holds the latency suite's runs.
 type Latency struct {
-	Runs     []LatencyRun `json:"runs,omitempty"`
-	Overhead *Overhead    `json:"overhead,omitempty"`
+	Runs []LatencyRun `json:"runs,omitempty"`
+	// Overhead is cross-cluster (another network) against local, set beside the published
+	// figures; SameNetworkOverhead is same-network against local, which they do not cover.
+	Overhead            *Overhead `json:"overhead,omitempty"`
+	SameNetworkOverhead *Overhead `json:"sameNetworkOverhead,omitempty"`
 	// HarnessFloor are runs on path "direct" (no data plane): the latency of the harness itself.
 	HarnessFloor []LatencyRun `json:"harnessFloor,omitempty"`
 	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies, or

@@ -14,17 +14,19 @@ import (
 )
 
 // Probe workloads carry the latency suites' real traffic. Every cluster defines the same global
-// services; only some clusters run their pods:
+// services; only some clusters run their pods (cluster.ProbeSetup names them):
 //
 //	echo-local     endpoints in the client's cluster only
-//	echo-remote    endpoints in the second cluster only
-//	echo-failover  endpoints in both, PreferClose (the client's cluster first)
+//	echo-remote    endpoints in the other network's cluster only
+//	echo-peer      endpoints in the same network's other cluster only
+//	echo-failover  endpoints in the client's cluster and one other, PreferClose (the client's first)
 const (
 	ProbeNamespace  = "probe"
 	ProbeClientNode = "probe-client"
 	ProbeServerNode = "probe-server"
 	EchoLocal       = cluster.EchoLocal
 	EchoRemote      = cluster.EchoRemote
+	EchoPeer        = cluster.EchoPeer
 	EchoFailover    = cluster.EchoFailover
 	ProbePort       = 80
 	EchoPort        = 8080
@@ -61,7 +63,11 @@ const (
 	slotEchoLocal
 	slotEchoRemote
 	slotEchoFailover
+	slotEchoPeer
 )
+
+// slots places each app's pod in its cluster's reserved block.
+var slots = map[string]int{EchoLocal: slotEchoLocal, EchoRemote: slotEchoRemote, EchoPeer: slotEchoPeer, EchoFailover: slotEchoFailover}
 
 // probe nodes use the top of the node range, away from the scale nodes.
 const (
@@ -82,29 +88,27 @@ func ProbeNodeIP(c *cluster.Cluster, node string) (netip.Addr, error) {
 	return p.NodeIP(serverNodeIndex)
 }
 
-// DeployProbes creates the probe services in every cluster, the client and echo-local in local,
-// and echo-remote in remote; echo-failover runs in both.
-func DeployProbes(ctx context.Context, clusters []*cluster.Cluster, local, remote *cluster.Cluster) (*Probes, error) {
+// DeployProbes creates the probe services in every cluster, the client in s.Local, and each echo
+// app's pod where s places it (cluster.ProbeSetup.AppsOf).
+func DeployProbes(ctx context.Context, s cluster.ProbeSetup) (*Probes, error) {
 	p := &Probes{}
-	for _, c := range clusters {
+	for _, c := range s.Clusters {
 		if err := probeBase(ctx, c); err != nil {
 			return nil, fmt.Errorf("cluster %s: probes: %w", c.Name, err)
 		}
 	}
 	var err error
-	if p.Client, err = createProbePod(ctx, local, "client", "client", "client", ProbeClientNode, slotClient); err != nil {
+	if p.Client, err = createProbePod(ctx, s.Local, "client", "client", "client", ProbeClientNode, slotClient); err != nil {
 		return nil, err
 	}
-	for _, s := range []struct {
-		c    *cluster.Cluster
-		app  string
-		slot int
-	}{{local, EchoLocal, slotEchoLocal}, {remote, EchoRemote, slotEchoRemote}, {local, EchoFailover, slotEchoFailover}, {remote, EchoFailover, slotEchoFailover}} {
-		pod, err := createProbePod(ctx, s.c, s.app+"-0", s.app, "echo", ProbeServerNode, s.slot)
-		if err != nil {
-			return nil, err
+	for _, c := range s.Servers() {
+		for _, app := range s.AppsOf(c) {
+			pod, err := createProbePod(ctx, c, app+"-0", app, "echo", ProbeServerNode, slots[app])
+			if err != nil {
+				return nil, err
+			}
+			p.Servers = append(p.Servers, pod)
 		}
-		p.Servers = append(p.Servers, pod)
 	}
 	return p, nil
 }
@@ -142,7 +146,7 @@ func probeBase(ctx context.Context, c *cluster.Cluster) error {
 			return err
 		}
 	}
-	for _, app := range []string{EchoLocal, EchoRemote, EchoFailover} {
+	for _, app := range cluster.ProbeApps {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ProbeNamespace, Labels: map[string]string{GlobalLabel: "true"}},
 			Spec: corev1.ServiceSpec{

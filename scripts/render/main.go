@@ -111,11 +111,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var plan map[string]*install.ProbeOptions
 	if o.probes {
-		remote := ""
-		if len(topo.Clusters) > 1 {
-			remote = topo.Clusters[1].Name
-		}
-		if plan, err = install.ProbePlan(topo, topo.Clusters[0].Name, remote); err != nil {
+		client := topo.Clusters[0].Name
+		remote, peer := install.ProbeClusters(topo, client)
+		if plan, err = install.ProbePlan(topo, client, remote, peer); err != nil {
 			return err
 		}
 	}

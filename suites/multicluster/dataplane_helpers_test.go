@@ -12,13 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // probeEnv is the provider's data plane with its probe workloads: a client in the observed
-// cluster, echo servers there and in a second primary.
+// cluster, echo servers there, in a primary on another network (remote) and in one on the same
+// network (peer), where the topology has them.
 type probeEnv struct {
 	cluster.ProbeEnv
-	local, remote *cluster.Cluster
+	setup               cluster.ProbeSetup
+	local, remote, peer *cluster.Cluster
 }
 
 // dataPlaneOnce starts the probe environment once for the package.
@@ -29,7 +32,7 @@ type dataPlaneOnce struct {
 }
 
 // errNoIstiods says the run did not start the istiods the data plane needs.
-var errNoIstiods = errors.New("the data plane needs istiod in the client's cluster and in a second primary: run with -mesh.istiods=all")
+var errNoIstiods = errors.New("the data plane needs istiod in the client's cluster and in another primary: run with -mesh.istiods=all")
 
 // readyTimeout bounds how long traffic may take to flow once the probe clusters are joined.
 const readyTimeout = 30 * time.Second
@@ -50,7 +53,11 @@ func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 		t.Skip(err)
 	}
 	require.NoError(t, err)
-	needMembers(t, ctx, p.local.Name, p.remote.Name)
+	var members []string
+	for _, c := range p.setup.Servers() {
+		members = append(members, c.Name)
+	}
+	needMembers(t, ctx, members...)
 	if r, ok := p.ProbeEnv.(clientRestarter); ok {
 		require.NoError(t, r.RestartClient(ctx), "a fresh xDS stream for the probe client")
 	}
@@ -66,31 +73,54 @@ type clientRestarter interface {
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
 	local := mc.observed()
-	var remote *cluster.Cluster
-	for _, c := range mc.Clusters {
-		if c.Name != local.Name && c.IsPrimary() {
-			remote = c
-			break
-		}
-	}
-	for _, c := range []*cluster.Cluster{local, remote} {
-		if remote == nil || mc.mesh.Istiods[c.Name] == nil {
-			return nil, errNoIstiods
-		}
-	}
-	mc.Logf("dataplane: deploying probes in %s and %s", local.Name, remote.Name)
-	pe, err := mc.Provider.Probes().DeployProbes(ctx, cluster.ProbeSetup{
-		Clusters: mc.Clusters, Local: local, Remote: remote,
+	s := cluster.ProbeSetup{Clusters: mc.Clusters, Local: local,
 		Istiods: mc.mesh.Istiods, CAs: mc.mesh.Intermediates, Roots: mc.mesh.Root.Pool(),
-		Dir: filepath.Join(mc.RunDir, "dataplane"), Logf: mc.Logf,
-	})
+		Dir: filepath.Join(mc.RunDir, "dataplane"), Logf: mc.Logf}
+	// The first primary with an istiod of each relation serves the probes.
+	for _, c := range mc.Clusters {
+		if c.Name == local.Name || !c.IsPrimary() || mc.mesh.Istiods[c.Name] == nil {
+			continue
+		}
+		switch topology.RelationOf(local.Cluster, c.Cluster) {
+		case topology.OtherNetwork:
+			if s.Remote == nil {
+				s.Remote = c
+			}
+		case topology.SameNetwork:
+			if s.Peer == nil {
+				s.Peer = c
+			}
+		}
+	}
+	if mc.mesh.Istiods[local.Name] == nil || s.Failover() == nil {
+		return nil, errNoIstiods
+	}
+	mc.Logf("dataplane: deploying probes: client in %s, other network %s, same network %s", local.Name, nameOr(s.Remote, "none"), nameOr(s.Peer, "none"))
+	pe, err := mc.Provider.Probes().DeployProbes(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	p := &probeEnv{ProbeEnv: pe, local: local, remote: remote}
+	p := &probeEnv{ProbeEnv: pe, setup: s, local: local, remote: s.Remote, peer: s.Peer}
 	mc.Cleanup("stop the data plane", p.Close)
-	mc.Logf("dataplane: deployed (client in %s, echo servers in %s and %s)", local.Name, local.Name, remote.Name)
+	mc.Logf("dataplane: deployed")
 	return p, nil
+}
+
+// other is the probe cluster traffic to another cluster goes to, and its app: the other network's
+// (echo-remote) where the topology has one, else the peer on the client's network (echo-peer).
+func (p *probeEnv) other() (*cluster.Cluster, string) {
+	if p.remote != nil {
+		return p.remote, cluster.EchoRemote
+	}
+	return p.peer, cluster.EchoPeer
+}
+
+// nameOr is c's name, or none when c is nil.
+func nameOr(c *cluster.Cluster, none string) string {
+	if c == nil {
+		return none
+	}
+	return c.Name
 }
 
 // path reads the provider's path counters or fails the test.

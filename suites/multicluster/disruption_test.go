@@ -20,6 +20,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/stats"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // The checks below change things under a running mesh, as credential rotations, restarts and
@@ -222,31 +223,32 @@ func trafficText(f *report.TrafficFigures) string {
 // service only the remote serves; every request must succeed.
 func checkTrafficDuringRotation(t *testing.T, ctx context.Context) {
 	p := dataPlane(t, ctx)
+	target, app := p.other()
 	istiod := mc.mesh.Istiods[p.local.Name]
 	start := time.Now()
-	loop := startTraffic(ctx, p, cluster.EchoRemote, trafficInterval)
+	loop := startTraffic(ctx, p, app, trafficInterval)
 	defer loop.Stop()
 	sleepUntil(ctx, start.Add(trafficBaseline))
 	for range mc.opts.Checks.Rotations {
 		events := secretEvents(t, ctx, istiod)
-		require.NoError(t, mc.mesh.RotateSecret(ctx, p.remote.Name))
+		require.NoError(t, mc.mesh.RotateSecret(ctx, target.Name))
 		require.NoError(t, waitUntil(ctx, mc.opts.Join.Timeout, func() bool { return secretEvents(t, ctx, istiod) > events }))
 		wctx, cancel := context.WithTimeout(ctx, mc.opts.Join.Timeout)
-		err := istiod.Sampler().WaitClusterzSynced(wctx, p.remote.Name, 50*time.Millisecond)
+		err := istiod.Sampler().WaitClusterzSynced(wctx, target.Name, 50*time.Millisecond)
 		cancel()
 		require.NoError(t, err)
 		sleepUntil(ctx, time.Now().Add(time.Second))
 	}
 	sleepUntil(ctx, time.Now().Add(2*time.Second))
 	loop.Stop()
-	f := trafficFigures(loop, start, p.remote)
+	f := trafficFigures(loop, start, target)
 	require.Positive(t, f.Requests)
-	detail := fmt.Sprintf("%d in-place rotations of %s's secret in %s: %s", mc.opts.Checks.Rotations, p.remote.Name, p.local.Name, trafficText(f))
+	detail := fmt.Sprintf("%d in-place rotations of %s's secret in %s: %s", mc.opts.Checks.Rotations, target.Name, p.local.Name, trafficText(f))
 	if f.Succeeded < f.Requests {
 		// Which state is wrong: a stream opened now tells what istiod serves from what a long-lived
 		// stream kept.
 		fresh := startWatcher(t, ctx, p.local, istiod)
-		detail += "; a stream opened after the rotations holds " + heldOf(fresh, p.remote)
+		detail += "; a stream opened after the rotations holds " + heldOf(fresh, target)
 	}
 	verdict(t, report.IstiodCheck{Name: istiodcheck.TrafficDuringRotation, Traffic: f, Detail: detail}, f.Succeeded == f.Requests)
 }
@@ -256,12 +258,13 @@ func checkTrafficDuringRotation(t *testing.T, ctx context.Context) {
 // again what they held once istiod is back.
 func checkRestartUnderTraffic(t *testing.T, ctx context.Context) {
 	p := dataPlane(t, ctx)
+	target, app := p.other()
 	istiod := mc.mesh.Istiods[p.local.Name]
 	w := startWatcher(t, ctx, p.local, istiod)
-	waitHolds(t, ctx, w, p.remote.Name)
+	waitHolds(t, ctx, w, target.Name)
 	before := len(w.Addresses())
 	start := time.Now()
-	loop := startTraffic(ctx, p, cluster.EchoRemote, trafficInterval/5)
+	loop := startTraffic(ctx, p, app, trafficInterval/5)
 	defer loop.Stop()
 	sleepUntil(ctx, start.Add(2*time.Second))
 	require.NoError(t, istiod.Kill())
@@ -272,15 +275,15 @@ func checkRestartUnderTraffic(t *testing.T, ctx context.Context) {
 	require.NoError(t, err)
 	back := time.Now()
 	require.NoError(t, w.WaitFor(ctx, func(w *xdswatch.Watcher) bool {
-		return w.Reconnects() > 0 && !w.LastSync().IsZero() && holdsCluster(p.remote)(w)
+		return w.Reconnects() > 0 && !w.LastSync().IsZero() && holdsCluster(target)(w)
 	}), "the ztunnel-like client re-converges on the restarted istiod")
 	reconverge := time.Since(back)
 	sleepUntil(ctx, time.Now().Add(2*time.Second))
 	loop.Stop()
-	f := trafficFigures(loop, start, p.remote)
+	f := trafficFigures(loop, start, target)
 	verdict(t, report.IstiodCheck{Name: istiodcheck.TrafficDuringRestart, Traffic: f, ReconvergeSeconds: report.F(reconverge.Seconds()),
 		Detail: fmt.Sprintf("istiod %s killed and started again: %s; the ztunnel-like client held %s's network again %.2fs after istiod was ready (%d resources before, %d after)",
-			p.local.Name, trafficText(f), p.remote.Name, reconverge.Seconds(), before, len(w.Addresses()))},
+			p.local.Name, trafficText(f), target.Name, reconverge.Seconds(), before, len(w.Addresses()))},
 		f.Succeeded == f.Requests)
 }
 
@@ -312,8 +315,15 @@ func checkRemoteOutage(t *testing.T, ctx context.Context, obs, remote *cluster.C
 
 	pods, err := churn.NewPods(ctx, remote, mc.scale, nil, changeWithin)
 	require.NoError(t, err)
-	key := splitHorizonKeyOf(t, w, remote, 0)
-	capacity := func() string { return churn.StateOf(key, w.Addresses()[key]) }
+	// What the client holds of service 0's endpoints in remote: the capacity of its split-horizon
+	// workload on another network, its pod workloads on the client's own.
+	capacity := func() string {
+		if relationTo(w, remote) == topology.SameNetwork {
+			return fmt.Sprintf("%d pod workloads", w.PodWorkloads(remote.Name, isScaleService))
+		}
+		key := splitHorizonKeyOf(t, w, remote, 0)
+		return churn.StateOf(key, w.Addresses()[key])
+	}
 	was := capacity()
 
 	proxy.SetDown(true)
@@ -327,13 +337,16 @@ func checkRemoteOutage(t *testing.T, ctx context.Context, obs, remote *cluster.C
 	proxy.SetDown(false)
 	up := time.Now()
 	want := churn.Capacity(pods.Count(0))
+	if relationTo(w, remote) == topology.SameNetwork {
+		want = fmt.Sprintf("%d pod workloads", mc.scale.Pods+1)
+	}
 	seenErr := waitUntil(ctx, changeWithin, func() bool { return capacity() == want })
 	seen := time.Since(up)
 	status := sw.stop()
 
 	passed := keptState && seenErr == nil && len(status.Disagreements) == 0
-	detail := fmt.Sprintf("%s unreachable from istiod for %s: istiod kept %d split-horizon workloads of it (%s at the end of the outage, %s before), ",
-		remote.Name, outageLength, kept.Workloads, during, was)
+	detail := fmt.Sprintf("%s unreachable from istiod for %s: istiod kept serving it (%s at the end of the outage, %s before; %d split-horizon workloads), ",
+		remote.Name, outageLength, during, was, kept.Workloads)
 	if seenErr == nil {
 		detail += fmt.Sprintf("and a pod added during the outage reached the client %.1fs after the API server was back; ", seen.Seconds())
 	} else {

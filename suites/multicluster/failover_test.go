@@ -11,6 +11,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
 // trafficLoop sends one request every interval on a fresh connection and records who served it.
@@ -92,41 +93,50 @@ func count(as []answer) map[string]int64 {
 	return m
 }
 
-// TestFailover: echo-failover has endpoints in both clusters and PreferClose, so from the client's
-// cluster traffic stays local. When the local endpoint turns unready, istiod marks it unhealthy
-// and traffic moves to the remote cluster through the gateway; when it recovers, traffic returns.
-// Times run from the readiness change to the first request the other cluster served; the request
-// interval is their resolution.
+// TestFailover: echo-failover has endpoints in the client's cluster and one other and PreferClose,
+// so from the client's cluster traffic stays local. When the local endpoint turns unready, istiod
+// marks it unhealthy and traffic moves to the other cluster: through its gateway when it is on
+// another network, straight to its node's ztunnel when it shares the client's; when the local one
+// recovers, traffic returns. Times run from the readiness change to the first request the other
+// cluster served; the request interval is their resolution.
 func TestFailover(t *testing.T) {
 	ctx := mc.Context(t)
 	p := dataPlane(t, ctx)
+	target := p.setup.Failover()
+	relation := topology.RelationOf(p.local.Cluster, target.Cluster)
 	const interval = 10 * time.Millisecond
 	loop := startTraffic(ctx, p, cluster.EchoFailover, interval)
 	defer loop.Stop()
 
 	// Steady state: everything stays in the client's cluster.
-	steadyFrom, gwBefore := time.Now(), p.path(t, ctx).GatewayTunnels[p.remote.Name]
+	steadyFrom, gwBefore := time.Now(), p.path(t, ctx).GatewayTunnels[target.Name]
 	time.Sleep(time.Second)
 	steady := count(loop.since(steadyFrom))
 	require.Positive(t, steady[p.local.Name], "traffic reaches the local endpoint")
-	assert.Zero(t, steady[p.remote.Name], "with a healthy local endpoint nothing crosses to %s", p.remote.Name)
-	assert.Equal(t, gwBefore, p.path(t, ctx).GatewayTunnels[p.remote.Name], "and nothing goes through the gateway")
+	assert.Zero(t, steady[target.Name], "with a healthy local endpoint nothing crosses to %s", target.Name)
+	assert.Equal(t, gwBefore, p.path(t, ctx).GatewayTunnels[target.Name], "and nothing goes through the gateway")
 
 	unready := time.Now()
 	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, false))
-	failover := loop.firstServedBy(t, ctx, p.remote, unready, 30*time.Second)
+	failover := loop.firstServedBy(t, ctx, target, unready, 30*time.Second)
 	// Once moved, nothing reaches the unready local endpoint any more.
-	moved, gwAt := time.Now(), p.path(t, ctx).GatewayTunnels[p.remote.Name]
+	moved, at := time.Now(), p.path(t, ctx)
 	time.Sleep(500 * time.Millisecond)
 	assert.Zero(t, count(loop.since(moved))[p.local.Name], "no traffic to the unready local endpoint")
-	assert.Greater(t, p.path(t, ctx).GatewayTunnels[p.remote.Name], gwAt, "failed-over traffic rides the remote gateway")
+	now := p.path(t, ctx)
+	if relation == topology.OtherNetwork {
+		assert.Greater(t, now.GatewayTunnels[target.Name], at.GatewayTunnels[target.Name], "failed-over traffic rides the remote gateway")
+	} else {
+		assert.Equal(t, at.GatewayTunnels[target.Name], now.GatewayTunnels[target.Name], "failed-over traffic on the client's network skips the gateway")
+		assert.Greater(t, now.Inbound[target.Name], at.Inbound[target.Name], "and goes straight to the peer's node")
+	}
 
 	ready := time.Now()
 	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, true))
 	failback := loop.firstServedBy(t, ctx, p.local, ready, 30*time.Second)
 	back := time.Now()
 	time.Sleep(500 * time.Millisecond)
-	assert.Zero(t, count(loop.since(back))[p.remote.Name], "after recovery nothing crosses any more")
+	assert.Zero(t, count(loop.since(back))[target.Name], "after recovery nothing crosses any more")
 
 	during := count(loop.since(unready))
 	var sent int64
@@ -135,11 +145,11 @@ func TestFailover(t *testing.T) {
 	}
 	failed := during[""]
 	mc.Logf("failover: moved to %s in %.3fs, back in %.3fs (resolution %s); %d of %d requests failed during the switch",
-		p.remote.Name, failover.Seconds(), failback.Seconds(), interval, failed, sent)
+		target.Name, failover.Seconds(), failback.Seconds(), interval, failed, sent)
 	// Bounded, not zero: requests in flight while istiod pushes the change may fail.
 	assert.LessOrEqual(t, failed, sent/10+5, "failed requests during the switch stay bounded")
 	mc.Report.Failover = &report.Failover{
-		Service: cluster.EchoFailover, FailoverSeconds: failover.Seconds(), FailbackSeconds: failback.Seconds(),
+		Service: cluster.EchoFailover, Target: target.Name, Relation: string(relation), FailoverSeconds: failover.Seconds(), FailbackSeconds: failback.Seconds(),
 		Requests: sent, FailedRequests: failed, ResolutionSeconds: interval.Seconds(),
 	}
 }

@@ -62,9 +62,21 @@ func istiodVersion() string {
 	return mc.Istiod.ModuleVersion
 }
 
-// otherCluster is the first cluster that is not c.
+// otherCluster is the cluster the checks pair with c: the first on another network, else the
+// first other one.
 func otherCluster(c *cluster.Cluster) *cluster.Cluster {
-	return mc.Clusters[slices.IndexFunc(mc.Clusters, func(o *cluster.Cluster) bool { return o.Name != c.Name })]
+	var same *cluster.Cluster
+	for _, o := range mc.Clusters {
+		switch topology.RelationOf(c.Cluster, o.Cluster) {
+		case topology.OtherNetwork:
+			return o
+		case topology.SameNetwork:
+			if same == nil {
+				same = o
+			}
+		}
+	}
+	return same
 }
 
 // verdict records a check's outcome in the report after the known-issues table, logs it, and

@@ -46,15 +46,15 @@ var probeRates = []float64{50, 100, 200, 400, 700, 1000}
 
 // latencyQPS returns the request rate of the latency runs: -latency.qps when given, else the
 // highest rate this host carries.
-func latencyQPS(t *testing.T, ctx context.Context, p *probeEnv) *report.RateSearch {
+func latencyQPS(t *testing.T, ctx context.Context, p *probeEnv, hardest latencyPath) *report.RateSearch {
 	t.Helper()
 	if mc.opts.Latency.QPS > 0 {
 		return &report.RateSearch{QPS: mc.opts.Latency.QPS, Forced: true}
 	}
-	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of cross-cluster new connections; accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
-		probeStep, 100*carriedCPU, 100*carriedShare)}
+	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections; accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
+		probeStep, hardest.name, 100*carriedCPU, 100*carriedShare)}
 	for _, rate := range probeRates {
-		res, err := p.Load(ctx, cluster.Load{App: cluster.EchoRemote, NewConnections: true, QPS: rate,
+		res, err := p.Load(ctx, cluster.Load{App: hardest.app, NewConnections: true, QPS: rate,
 			Duration: probeStep, Connections: mc.opts.Latency.Connections, Payload: mc.opts.Latency.Payload})
 		require.NoError(t, err, "rate probe at %g QPS", rate)
 		st := report.RateStep{QPS: rate, AchievedQPS: res.QPS, HostCPUBusy: max(res.HostCPUBusy, 0), Accepted: true}
@@ -114,15 +114,39 @@ func sumOver(m map[string]int64) int64 {
 	return n
 }
 
+// latencyPath is one path the latency suite measures: the app whose only endpoint is in cluster
+// at, as reached from the client.
+type latencyPath struct {
+	name string // report path
+	app  string
+	at   *cluster.Cluster
+}
+
+// latencyPaths are local, same network (when the topology has a peer) and another network (when it
+// has a remote), the last the most demanding.
+func latencyPaths(p *probeEnv) []latencyPath {
+	paths := []latencyPath{{report.PathLocal, cluster.EchoLocal, p.local}}
+	if p.peer != nil {
+		paths = append(paths, latencyPath{report.PathSameNetwork, cluster.EchoPeer, p.peer})
+	}
+	if p.remote != nil {
+		paths = append(paths, latencyPath{report.PathCrossCluster, cluster.EchoRemote, p.remote})
+	}
+	return paths
+}
+
 // TestLatency reproduces the data-plane half of Istio's published numbers: the same client calls a
-// service in its own cluster (HBONE, one hop) and one in another network (double HBONE through the
-// remote east-west gateway), with a new connection per request and with reused connections. It
+// service in its own cluster (HBONE, one hop), one in another cluster of its network (HBONE to the
+// pod's node) and one in another network (double HBONE through the remote east-west gateway),
+// where the topology has them, with a new connection per request and with reused connections. It
 // also runs fortio straight at the echo server to show the harness's own floor. Every request
-// must succeed and take the expected path.
+// must succeed and take the expected path; only the other network's overhead is set beside the
+// published figures.
 func TestLatency(t *testing.T) {
 	ctx := mc.Context(t)
 	p := dataPlane(t, ctx)
-	lat := &report.Latency{RateSearch: latencyQPS(t, ctx, p)}
+	paths := latencyPaths(p)
+	lat := &report.Latency{RateSearch: latencyQPS(t, ctx, p, paths[len(paths)-1])}
 	rate := lat.RateSearch.QPS
 	// tunnels is how many client tunnels a run of n requests opens: one per request with new
 	// connections (plus fortio's warm-up call per connection), one per connection otherwise.
@@ -148,39 +172,36 @@ func TestLatency(t *testing.T) {
 			assert.Zero(t, run.Errors)
 			lat.HarnessFloor = append(lat.HarnessFloor, run)
 		})
-		t.Run("local/"+conns, func(t *testing.T) {
-			before := p.path(t, ctx)
-			run := fortioRun(t, ctx, p, rate, cluster.Load{App: cluster.EchoLocal}, report.PathLocal, conns)
-			after := p.path(t, ctx)
-			require.Positive(t, run.Requests)
-			assert.Zero(t, run.Errors, "every request succeeds")
-			assert.Equal(t, reached(after, conns, run.Requests), served(after, p.local, cluster.EchoLocal)-served(before, p.local, cluster.EchoLocal),
-				"every request (and fortio's warm-up call per connection) reached %s", describe(p.local, cluster.EchoLocal))
-			assert.Equal(t, sumOver(before.GatewayTunnels), sumOver(after.GatewayTunnels), "same-cluster traffic never touches a gateway")
-			assert.Positive(t, after.Inbound[p.local.Name]-before.Inbound[p.local.Name], "it arrived through the destination node's ztunnel")
-			assert.Equal(t, tunnels(conns, run.Requests), after.ClientHBONE-before.ClientHBONE, "the client ztunnel opened one HBONE tunnel per connection")
-			assert.Equal(t, before.ClientDoubleHBONE, after.ClientDoubleHBONE, "and no double-HBONE tunnel")
-			lat.Runs = append(lat.Runs, run)
-		})
-		t.Run("cross-cluster/"+conns, func(t *testing.T) {
-			before := p.path(t, ctx)
-			run := fortioRun(t, ctx, p, rate, cluster.Load{App: cluster.EchoRemote}, report.PathCrossCluster, conns)
-			after := p.path(t, ctx)
-			require.Positive(t, run.Requests)
-			assert.Zero(t, run.Errors, "every request succeeds")
-			assert.Equal(t, reached(after, conns, run.Requests), served(after, p.remote, cluster.EchoRemote)-served(before, p.remote, cluster.EchoRemote),
-				"every request (and fortio's warm-up call per connection) reached %s", describe(p.remote, cluster.EchoRemote))
-			viaGW := after.GatewayTunnels[p.remote.Name] - before.GatewayTunnels[p.remote.Name]
-			assert.Equal(t, tunnels(conns, run.Requests), viaGW, "every client connection is one tunnel through the remote gateway")
-			assert.Equal(t, viaGW, after.InboundViaGateway[p.remote.Name]-before.InboundViaGateway[p.remote.Name],
-				"every tunnel the gateway forwarded arrived at the remote ztunnel with a hostname authority")
-			assert.Equal(t, before.GatewayTunnels[p.local.Name], after.GatewayTunnels[p.local.Name], "the local gateway carries nothing outbound")
-			assert.Equal(t, tunnels(conns, run.Requests), after.ClientDoubleHBONE-before.ClientDoubleHBONE, "the client ztunnel opened one double-HBONE tunnel per connection")
-			assert.Equal(t, before.ClientHBONE, after.ClientHBONE, "and no single-HBONE tunnel")
-			lat.Runs = append(lat.Runs, run)
-		})
+		for _, path := range paths {
+			t.Run(path.name+"/"+conns, func(t *testing.T) {
+				before := p.path(t, ctx)
+				run := fortioRun(t, ctx, p, rate, cluster.Load{App: path.app}, path.name, conns)
+				after := p.path(t, ctx)
+				require.Positive(t, run.Requests)
+				assert.Zero(t, run.Errors, "every request succeeds")
+				assert.Equal(t, reached(after, conns, run.Requests), served(after, path.at, path.app)-served(before, path.at, path.app),
+					"every request (and fortio's warm-up call per connection) reached %s", describe(path.at, path.app))
+				if path.name == report.PathCrossCluster {
+					viaGW := after.GatewayTunnels[path.at.Name] - before.GatewayTunnels[path.at.Name]
+					assert.Equal(t, tunnels(conns, run.Requests), viaGW, "every client connection is one tunnel through the remote gateway")
+					assert.Equal(t, viaGW, after.InboundViaGateway[path.at.Name]-before.InboundViaGateway[path.at.Name],
+						"every tunnel the gateway forwarded arrived at the remote ztunnel with a hostname authority")
+					assert.Equal(t, before.GatewayTunnels[p.local.Name], after.GatewayTunnels[p.local.Name], "the local gateway carries nothing outbound")
+					assert.Equal(t, tunnels(conns, run.Requests), after.ClientDoubleHBONE-before.ClientDoubleHBONE, "the client ztunnel opened one double-HBONE tunnel per connection")
+					assert.Equal(t, before.ClientHBONE, after.ClientHBONE, "and no single-HBONE tunnel")
+				} else {
+					assert.Equal(t, sumOver(before.GatewayTunnels), sumOver(after.GatewayTunnels), "traffic on the client's network never touches a gateway")
+					assert.Equal(t, tunnels(conns, run.Requests), after.Inbound[path.at.Name]-before.Inbound[path.at.Name], "every tunnel arrived at the destination node's ztunnel")
+					assert.Equal(t, before.InboundViaGateway[path.at.Name], after.InboundViaGateway[path.at.Name], "straight from the client, not through a gateway")
+					assert.Equal(t, tunnels(conns, run.Requests), after.ClientHBONE-before.ClientHBONE, "the client ztunnel opened one HBONE tunnel per connection")
+					assert.Equal(t, before.ClientDoubleHBONE, after.ClientDoubleHBONE, "and no double-HBONE tunnel")
+				}
+				lat.Runs = append(lat.Runs, run)
+			})
+		}
 	}
 	lat.Overhead = report.ComputeOverhead(lat.Runs)
+	lat.SameNetworkOverhead = report.ComputeOverheadOf(lat.Runs, report.PathSameNetwork)
 	for _, r := range append(append([]report.LatencyRun{}, lat.Runs...), lat.HarnessFloor...) {
 		if r.HostCPUBusy > saturated || carried(r.QPS, rate, time.Duration(r.DurationSeconds*float64(time.Second))) < carriedShare {
 			lat.HostCPUSaturated = true
@@ -192,14 +213,22 @@ func TestLatency(t *testing.T) {
 			100*saturated, rate, mc.Report.Host.CPUs))
 	}
 	mc.Report.Latency = lat
-	if o := lat.Overhead; o != nil {
+	if o := lat.Overhead; o != nil && !lat.HostCPUSaturated {
 		for name, d := range map[string]*report.Delta{"new": o.New, "reused": o.Reused} {
-			if d != nil && !lat.HostCPUSaturated {
+			if d != nil {
 				mc.Logf("latency: cross-cluster overhead, %s connections: +%.3f ms (%+.0f%%) [published: new +2.2 ms (+346%%), reused +0.13 ms (+72%%)]", name, d.DeltaMs, d.Percent)
 			}
 		}
 	}
-	require.NotNil(t, lat.Overhead, "overhead computed for both connection modes")
-	assert.NotNil(t, lat.Overhead.New)
-	assert.NotNil(t, lat.Overhead.Reused)
+	if o := lat.SameNetworkOverhead; o != nil && o.New != nil && o.Reused != nil {
+		mc.Logf("latency: same-network overhead: new +%.3f ms (%+.0f%%), reused +%.3f ms (%+.0f%%)", o.New.DeltaMs, o.New.Percent, o.Reused.DeltaMs, o.Reused.Percent)
+	}
+	if p.remote != nil {
+		require.NotNil(t, lat.Overhead, "overhead computed for both connection modes")
+		assert.NotNil(t, lat.Overhead.New)
+		assert.NotNil(t, lat.Overhead.Reused)
+	}
+	if p.peer != nil {
+		require.NotNil(t, lat.SameNetworkOverhead, "same-network overhead computed for both connection modes")
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -44,14 +45,14 @@ const (
 type ProbeOptions struct {
 	// Role is RoleClient (this cluster also runs fortio-client) or RoleServer.
 	Role string
-	// Apps are the echo services whose fortio server runs in this cluster: workload.EchoLocal,
-	// workload.EchoRemote, workload.EchoFailover. All three Services exist in every cluster.
+	// Apps are the echo services whose fortio server runs in this cluster (cluster.ProbeApps);
+	// every probe Service exists in every cluster.
 	Apps []string
 	// Image defaults to DefaultProbeImage.
 	Image string
 }
 
-var echoApps = []string{workload.EchoLocal, workload.EchoRemote, workload.EchoFailover}
+var echoApps = cluster.ProbeApps
 
 func (p ProbeOptions) validate(cluster string) error {
 	if p.Role != RoleClient && p.Role != RoleServer {
@@ -165,30 +166,53 @@ func fortio(ns, app, sa, image string, extra ...string) *appsv1.Deployment {
 	}
 }
 
-// ProbePlan places the probes as the local provider does (workload.DeployProbes): every cluster
-// gets the three Services; client runs fortio-client, echo-local and echo-failover; remote runs
-// echo-remote and echo-failover; the other clusters run no probe pods. remote may be "" (a
-// one-cluster mesh, where echo-remote has no endpoints).
-func ProbePlan(t *topology.Topology, client, remote string) (map[string]*ProbeOptions, error) {
+// ProbePlan places the probes as the local provider does (workload.DeployProbes,
+// cluster.ProbeSetup.AppsOf): every cluster gets every probe Service; client runs fortio-client,
+// echo-local and echo-failover; remote (another network) runs echo-remote, peer (the client's
+// network) echo-peer, and the first of them echo-failover; the other clusters run no probe pods.
+// remote and peer may be "" (no such cluster).
+func ProbePlan(t *topology.Topology, client, remote, peer string) (map[string]*ProbeOptions, error) {
 	if _, ok := t.Get(client); !ok {
 		return nil, fmt.Errorf("install: probe client cluster %q is not in the topology (%s)", client, t.Source)
 	}
-	if _, ok := t.Get(remote); remote != "" && !ok {
-		return nil, fmt.Errorf("install: probe remote cluster %q is not in the topology (%s)", remote, t.Source)
+	for _, name := range []string{remote, peer} {
+		if _, ok := t.Get(name); name != "" && !ok {
+			return nil, fmt.Errorf("install: probe cluster %q is not in the topology (%s)", name, t.Source)
+		}
+		if name == client {
+			return nil, fmt.Errorf("install: probe client and server are both %q: pick two clusters", client)
+		}
 	}
-	if client == remote {
-		return nil, fmt.Errorf("install: probe client and remote are both %q: pick two clusters", client)
+	s := cluster.ProbeSetup{Local: &cluster.Cluster{Cluster: topology.Cluster{Name: client}}}
+	if remote != "" {
+		s.Remote = &cluster.Cluster{Cluster: topology.Cluster{Name: remote}}
+	}
+	if peer != "" {
+		s.Peer = &cluster.Cluster{Cluster: topology.Cluster{Name: peer}}
 	}
 	plan := map[string]*ProbeOptions{}
 	for _, c := range t.Clusters {
-		switch c.Name {
-		case client:
-			plan[c.Name] = &ProbeOptions{Role: RoleClient, Apps: []string{workload.EchoLocal, workload.EchoFailover}}
-		case remote:
-			plan[c.Name] = &ProbeOptions{Role: RoleServer, Apps: []string{workload.EchoRemote, workload.EchoFailover}}
-		default:
-			plan[c.Name] = &ProbeOptions{Role: RoleServer}
+		plan[c.Name] = &ProbeOptions{Role: RoleServer}
+	}
+	for _, c := range s.Servers() {
+		plan[c.Name].Apps = s.AppsOf(c)
+	}
+	plan[client].Role = RoleClient
+	return plan, nil
+}
+
+// ProbeClusters picks, for a client cluster, the probe clusters of t: the first other cluster on
+// another network (remote) and the first other cluster on the client's network (peer), each ""
+// when there is none.
+func ProbeClusters(t *topology.Topology, client string) (remote, peer string) {
+	c, _ := t.Get(client)
+	for _, o := range t.Clusters {
+		switch rel := topology.RelationOf(c, o); {
+		case rel == topology.OtherNetwork && remote == "":
+			remote = o.Name
+		case rel == topology.SameNetwork && peer == "":
+			peer = o.Name
 		}
 	}
-	return plan, nil
+	return remote, peer
 }

@@ -61,7 +61,7 @@ func renderThree(t *testing.T) (*topology.Topology, map[string]*pki.Intermediate
 		}
 		// cluster-1 runs the client, echo-local and echo-failover; cluster-2 echo-remote and
 		// echo-failover; cluster-3 only has the Services.
-		plan, err := ProbePlan(rendered.topo, "cluster-1", "cluster-2")
+		plan, err := ProbePlan(rendered.topo, "cluster-1", "cluster-2", "")
 		if err != nil {
 			rendered.err = err
 			return
@@ -571,14 +571,35 @@ func namespaceOf(comp string) string {
 
 func TestProbePlanRejectsUnknownClusters(t *testing.T) {
 	topo, _, _ := renderThree(t)
-	_, err := ProbePlan(topo, "cluster-9", "cluster-2")
+	_, err := ProbePlan(topo, "cluster-9", "cluster-2", "")
 	assert.ErrorContains(t, err, `probe client cluster "cluster-9" is not in the topology`)
-	_, err = ProbePlan(topo, "cluster-1", "cluster-9")
-	assert.ErrorContains(t, err, `probe remote cluster "cluster-9" is not in the topology`)
-	_, err = ProbePlan(topo, "cluster-1", "cluster-1")
+	_, err = ProbePlan(topo, "cluster-1", "cluster-9", "")
+	assert.ErrorContains(t, err, `probe cluster "cluster-9" is not in the topology`)
+	_, err = ProbePlan(topo, "cluster-1", "cluster-1", "")
 	assert.ErrorContains(t, err, "pick two clusters")
-	plan, err := ProbePlan(topo, "cluster-2", "")
+	plan, err := ProbePlan(topo, "cluster-2", "", "")
 	require.NoError(t, err)
 	assert.Equal(t, RoleClient, plan["cluster-2"].Role)
 	assert.Equal(t, &ProbeOptions{Role: RoleServer}, plan["cluster-1"])
+}
+
+// With a cluster on the client's network and one on another, each gets its app; echo-failover's
+// second endpoint goes to the other network's, as on the local provider.
+func TestProbePlanPlacesSameAndOtherNetwork(t *testing.T) {
+	topo, err := topology.GenerateNetworks(3, 2) // cluster-1 and cluster-3 share network-1
+	require.NoError(t, err)
+	remote, peer := ProbeClusters(topo, "cluster-1")
+	assert.Equal(t, "cluster-2", remote)
+	assert.Equal(t, "cluster-3", peer)
+	plan, err := ProbePlan(topo, "cluster-1", remote, peer)
+	require.NoError(t, err)
+	assert.Equal(t, []string{workload.EchoLocal, workload.EchoFailover}, plan["cluster-1"].Apps)
+	assert.Equal(t, []string{workload.EchoRemote, workload.EchoFailover}, plan["cluster-2"].Apps)
+	assert.Equal(t, []string{workload.EchoPeer}, plan["cluster-3"].Apps)
+	one, err := topology.GenerateNetworks(2, 1)
+	require.NoError(t, err)
+	remote, peer = ProbeClusters(one, "cluster-1")
+	plan, err = ProbePlan(one, "cluster-1", remote, peer)
+	require.NoError(t, err)
+	assert.Equal(t, []string{workload.EchoPeer, workload.EchoFailover}, plan["cluster-2"].Apps, "a single network fails over to the peer")
 }

@@ -44,9 +44,8 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 	p.mu.Lock()
 	topo := p.checked
 	p.mu.Unlock()
-	// The same placement scripts/render writes: echo-local in the client's cluster, echo-remote in
-	// the second, echo-failover in both, the Services everywhere.
-	plan, err := install.ProbePlan(topo, s.Local.Name, s.Remote.Name)
+	// The same placement scripts/render writes (install.ProbePlan): the Services everywhere.
+	plan, err := install.ProbePlan(topo, s.Local.Name, nameOf(s.Remote), nameOf(s.Peer))
 	if err != nil {
 		return nil, err
 	}
@@ -138,28 +137,30 @@ func serviceURL(app string) string {
 	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d/echo", app, workload.ProbeNamespace, workload.ProbePort)
 }
 
-// Ready waits until every app answers through the mesh from the client pod, echo-remote is
-// served by the remote cluster, and the client's ztunnel holds a healthy endpoint of echo-remote
-// and echo-failover in the remote cluster (ztunnelHolds), all within timeout.
+// Ready waits until every deployed app answers through the mesh from the client pod, an app with
+// one server cluster is served by it, and the client's ztunnel holds a healthy endpoint of every
+// app in every other cluster that serves it (ztunnelHolds), all within timeout.
 func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for _, app := range []string{cluster.EchoLocal, cluster.EchoRemote, cluster.EchoFailover} {
-		var last error
-		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-			by, err := e.Request(ctx, app)
-			switch {
-			case err != nil:
-				last = err
-			case app == cluster.EchoRemote && by != e.setup.Remote.Name:
-				last = fmt.Errorf("served by %q, want %s", by, e.setup.Remote.Name)
-			default:
-				return true, nil
+	for _, c := range e.setup.Servers() {
+		for _, app := range e.setup.AppsOf(c) {
+			var last error
+			err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+				by, err := e.Request(ctx, app)
+				switch {
+				case err != nil:
+					last = err
+				case app != cluster.EchoFailover && by != c.Name:
+					last = fmt.Errorf("served by %q, want %s", by, c.Name)
+				default:
+					return true, nil
+				}
+				return false, nil
+			})
+			if err != nil {
+				return fmt.Errorf("probes: %s never answered through the mesh from %s within %s: %v", app, e.setup.Local.Name, timeout, last)
 			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("probes: %s never answered through the mesh from %s within %s: %v", app, e.setup.Local.Name, timeout, last)
 		}
 	}
 	return e.ztunnelHolds(ctx)
@@ -342,7 +343,7 @@ func (e *probeEnv) SetReady(ctx context.Context, app, clusterName string, ready 
 func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
 	pc := cluster.PathCounters{Served: map[string]int64{}, ServedConnections: true, GatewayTunnels: map[string]int64{},
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
-	for _, c := range []*cluster.Cluster{e.setup.Local, e.setup.Remote} {
+	for _, c := range e.setup.Servers() {
 		zns := e.p.ztunnelNamespace(c.Name)
 		zt, err := c.Client.CoreV1().Pods(zns).List(ctx, metav1.ListOptions{LabelSelector: "app=ztunnel"})
 		if err != nil {
@@ -386,4 +387,12 @@ func (e *probeEnv) Close() error {
 		e.echoFwd.Close()
 	}
 	return nil
+}
+
+// nameOf is c's name, "" for none.
+func nameOf(c *cluster.Cluster) string {
+	if c == nil {
+		return ""
+	}
+	return c.Name
 }

@@ -229,11 +229,11 @@ func (p *Provider) ztunnelNamespace(name string) string {
 }
 
 // ztunnelHolds waits until the client's ztunnel (the one on the fortio-client pod's node) holds a
-// healthy endpoint of echo-remote and echo-failover in the remote cluster, read from its config
-// dump through a port-forward. An answer from echo-failover does not show it: the local endpoint
+// healthy endpoint of every app in every other cluster that serves it, read from its config dump
+// through a port-forward. An answer from echo-failover does not show it: the local endpoint
 // serves it.
 func (e *probeEnv) ztunnelHolds(ctx context.Context) error {
-	local, remote := e.setup.Local, e.setup.Remote
+	local := e.setup.Local
 	client, err := readyPod(ctx, local, workload.ProbeNamespace, install.FortioClient)
 	if err != nil {
 		return err
@@ -252,9 +252,10 @@ func (e *probeEnv) ztunnelHolds(ctx context.Context) error {
 		return err
 	}
 	defer stop()
-	apps := []string{cluster.EchoRemote, cluster.EchoFailover}
-	if err := waitZtunnelHolds(ctx, fetch, workload.ProbeNamespace, apps, topologyRef{remote.Name, remote.Network}, time.Second); err != nil {
-		return fmt.Errorf("probes: ztunnel %s/%s (the client's, in %s) never held what Ready promises: %w", ns, zt.Name, local.Name, err)
+	for _, c := range e.setup.Servers()[1:] {
+		if err := waitZtunnelHolds(ctx, fetch, workload.ProbeNamespace, e.setup.AppsOf(c), topologyRef{c.Name, c.Network}, time.Second); err != nil {
+			return fmt.Errorf("probes: ztunnel %s/%s (the client's, in %s) never held what Ready promises: %w", ns, zt.Name, local.Name, err)
+		}
 	}
 	return nil
 }

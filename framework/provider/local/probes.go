@@ -51,7 +51,7 @@ var (
 // DeployProbes creates the probe pods (status written by the framework) and starts the emulated
 // ztunnels, gateways and echo servers that carry their traffic.
 func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
-	for _, c := range []*cluster.Cluster{s.Local, s.Remote} {
+	for _, c := range s.Servers() {
 		if s.Istiods[c.Name] == nil {
 			return nil, fmt.Errorf("the emulated data plane of %s needs its istiod", c.Name)
 		}
@@ -63,7 +63,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			_ = e.Close()
 		}
 	}()
-	if e.probes, err = workload.DeployProbes(ctx, s.Clusters, s.Local, s.Remote); err != nil {
+	if e.probes, err = workload.DeployProbes(ctx, s); err != nil {
 		return nil, err
 	}
 	for _, srv := range e.probes.Servers {
@@ -73,7 +73,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		}
 		e.echoes[srv.Cluster.Name+"/"+srv.App] = echo
 	}
-	for _, app := range []string{cluster.EchoLocal, cluster.EchoRemote, cluster.EchoFailover} {
+	for _, app := range cluster.ProbeApps {
 		svc, err := s.Local.Client.CoreV1().Services(workload.ProbeNamespace).Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -83,7 +83,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 	if e.clientZ, err = dataplane.StartZtunnel(ctx, e.node(s.Local, workload.ProbeClientNode), e.probes.Client.IP); err != nil {
 		return nil, err
 	}
-	for _, c := range []*cluster.Cluster{s.Local, s.Remote} {
+	for _, c := range s.Servers() {
 		if e.serverZ[c.Name], err = dataplane.StartZtunnel(ctx, e.node(c, workload.ProbeServerNode), netip.Addr{}); err != nil {
 			return nil, err
 		}
@@ -124,19 +124,21 @@ func (e *probeEnv) url(app string) string {
 func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for _, app := range []string{cluster.EchoLocal, cluster.EchoRemote, cluster.EchoFailover} {
-		if err := waitServing(ctx, e.url(app)); err != nil {
-			return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
-				app, err, e.client().LastError())
-		}
-	}
-	for _, app := range []string{cluster.EchoRemote, cluster.EchoFailover} {
-		for !e.knowsRemote(app) {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("dataplane: the client ztunnel's view has no healthy endpoint of %s in %s within %s",
-					app, e.setup.Remote.Network, timeout)
-			case <-time.After(100 * time.Millisecond):
+	for _, c := range e.setup.Servers() {
+		for _, app := range e.setup.AppsOf(c) {
+			if err := waitServing(ctx, e.url(app)); err != nil {
+				return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
+					app, err, e.client().LastError())
+			}
+			if c == e.setup.Local {
+				continue
+			}
+			for !e.holds(app, c) {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("dataplane: the client ztunnel's view has no healthy endpoint of %s in %s within %s", app, c.Name, timeout)
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
 		}
 	}
@@ -156,8 +158,9 @@ func (e *probeEnv) RestartClient(ctx context.Context) error {
 	return nil
 }
 
-// knowsRemote says whether the client ztunnel holds a healthy endpoint of app in the remote network.
-func (e *probeEnv) knowsRemote(app string) bool {
+// holds says whether the client ztunnel holds a healthy endpoint of app in cluster c: the pod's
+// own workload on the client's network, a split-horizon one via the gateway on another.
+func (e *probeEnv) holds(app string, c *cluster.Cluster) bool {
 	v := e.client().View()
 	if v == nil {
 		return false
@@ -167,7 +170,7 @@ func (e *probeEnv) knowsRemote(app string) bool {
 		return false
 	}
 	for _, ep := range v.Endpoints(svc) {
-		if ep.Network == e.setup.Remote.Network && ep.Healthy {
+		if ep.Cluster == c.Name && ep.Network == c.Network && ep.Healthy {
 			return true
 		}
 	}
@@ -286,6 +289,9 @@ func (e *probeEnv) Path(context.Context) (cluster.PathCounters, error) {
 // Hops: on loopback, the test process can dial the remote ztunnel and gateway itself (the
 // ztunnel at the loopback twin of the pod address it serves).
 func (e *probeEnv) Hops() cluster.Hops {
+	if e.setup.Remote == nil {
+		return cluster.Hops{} // no other network: no gateway on the probe path
+	}
 	echo, _ := e.probes.Server(cluster.EchoRemote, e.setup.Remote.Name)
 	gw, _ := topology.GatewayIP(e.setup.Remote.Index)
 	sock, _ := addrmap.Socket(echo.IP)
