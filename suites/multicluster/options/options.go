@@ -66,7 +66,7 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.IntVar(&o.Latency.Connections, "latency.connections", 16, "concurrent connections of each latency run")
 	fs.IntVar(&o.Latency.Payload, "latency.payload", 1024, "response size in bytes")
 	fs.IntVar(&o.Checks.Clusters, "checks.clusters", 2, "remote clusters the istiod memory check joins and leaves (0: every cluster)")
-	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 3, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
+	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 2, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
 	registerChurn(fs, &o.Churn)
 	return o
 }
