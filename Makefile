@@ -7,7 +7,7 @@ REPORT_DIR ?= $(if $(ARTIFACTS),$(ARTIFACTS),$(CURDIR)/_output/report)
 E2E_FLAGS ?= -clusters=10
 # What the main command trims to stay within five minutes: the full churn sweep (options/churn.go)
 # and the memory check over every remote cluster.
-E2E_FULL   = -latency.duration=10s -churn.rates=2,5,20,50 -churn.duration=20s -churn.cases=local,one-remote,all-remote -checks.clusters=0
+E2E_FULL   = -latency.duration=10s -churn.rates=2,5,20,50 -churn.duration=20s -churn.cases=local,one-remote,all-remote -churn.modes=replace,ready -checks.clusters=0
 
 .PHONY: all bins test e2e ci ci-suite lint bench bench-scale report compare clean
 

@@ -60,7 +60,7 @@ var checksMu sync.Mutex
 func recordCheck(row report.IstiodCheck) {
 	checksMu.Lock()
 	defer checksMu.Unlock()
-	recordCheck(row)
+	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, row)
 }
 
 // istiodVersion is the istio.io/istio module version of the istiod under test (-istiod.version,
