@@ -29,10 +29,12 @@ import (
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.
 // Each outcome goes through istiodcheck's known-issues table: a known fault on a listed version is
-// skipped and recorded, anything else that fails fails. The checks of the data plane drive the
-// suite's own mesh, one after the other; every other check runs an isolated istiod of its own for
-// the observed cluster (isolated_test.go), so those run in parallel once the data-plane ones are
-// done, and none touches the suite's istiods or membership.
+// skipped and recorded, anything else that fails fails. Every check but those of the data plane
+// runs an isolated istiod of its own for the observed cluster (isolated_test.go), touching
+// neither the suite's istiods nor its membership. The two that read istiod's live heap run first,
+// one after the other, while nothing else changes the clusters: another check's namespaces, pods
+// and secrets would land in the heap they read. The rest then run at once; the data-plane two,
+// which share the suite's mesh, run one after the other within one of them.
 func TestIstiodProperties(t *testing.T) {
 	if len(mc.Clusters) < 2 {
 		t.Skip("the istiod checks need two clusters")
@@ -40,18 +42,19 @@ func TestIstiodProperties(t *testing.T) {
 	ctx := mc.Context(t)
 	obs := mc.observed()
 	other := otherCluster(obs)
+	t.Run(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
+	t.Run(istiodcheck.RotationNoLeak, func(t *testing.T) { checkRotation(t, ctx, obs, other) })
 	parallel := func(name string, check func(t *testing.T)) {
 		t.Run(name, func(t *testing.T) { t.Parallel(); check(t) })
 	}
-	parallel(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
 	parallel(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) })
 	parallel(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) })
-	parallel(istiodcheck.RotationNoLeak, func(t *testing.T) { checkRotation(t, ctx, obs, other) })
 	parallel(istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) })
 	parallel(istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) })
-	// The parallel ones wait until these have returned.
-	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
-	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
+	parallel("data plane", func(t *testing.T) {
+		t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
+		t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
+	})
 }
 
 // checksMu guards the report's check rows, which parallel checks append to.
