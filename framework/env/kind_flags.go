@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/provider/kind"
 )
 
@@ -64,12 +65,8 @@ func (f *KindFlags) validate() error {
 // later, so this errs early), less a minute (or a tenth) for deleting the clusters; zero without
 // a timeout.
 func testDeadline() time.Time {
-	f := flag.Lookup("test.timeout")
-	if f == nil {
-		return time.Time{}
-	}
-	d, err := time.ParseDuration(f.Value.String())
-	if err != nil || d <= 0 {
+	d := plan.TestTimeout()
+	if d <= 0 {
 		return time.Time{}
 	}
 	return time.Now().Add(max(d-time.Minute, d*9/10))
