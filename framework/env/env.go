@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -251,7 +250,7 @@ func (e *Env) removeRunDir() error {
 // keepLogs keeps the run directory after a failure if anything wrote logs into it.
 func (e *Env) keepLogs() {
 	// Providers whose clusters keep their logs elsewhere (kind's node containers) copy them in.
-	if lc, ok := e.Provider.(interface{ CollectLogs() string }); ok {
+	if lc, ok := e.Provider.(cluster.LogCollector); ok {
 		lc.CollectLogs()
 	}
 	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {
@@ -298,11 +297,14 @@ func (e *Env) checkInput(s Suite) error {
 	if _, err := e.Observed(); err != nil {
 		return err
 	}
-	caps, err := provider.Capabilities(e.Flags.Provider, e.providerOptions(""))
+	p, err := provider.New(e.Flags.Provider, e.providerOptions("")) // starts nothing
 	if err != nil {
 		return err
 	}
-	return e.Topology.Check(caps)
+	if err := e.Flags.Istiod.validateFor(p); err != nil {
+		return err
+	}
+	return e.Topology.Check(p.Capabilities())
 }
 
 // providerOptions are the provider's options from the flags, writing into runDir.
@@ -366,7 +368,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if err := e.startCI(); err != nil { // CI hook (ci.go): metrics.csv, profiles
 		return err
 	}
-	if ni, ok := e.Provider.(interface{ NodeImage() string }); ok {
+	if ni, ok := e.Provider.(cluster.NodeImager); ok {
 		e.Report.NodeImage = ni.NodeImage()
 	}
 	all := append([]Step{
@@ -399,15 +401,6 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	return nil
 }
 
-// crdPreloader is implemented by providers that can start clusters with the CRDs already stored
-// (the local provider, from a seed captured by an earlier run of the same build).
-type crdPreloader interface {
-	// PreloadCRDs returns the CRDs to apply: the provider may store a lighter form of the same.
-	PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
-	SeededCRDs() bool
-	SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error
-}
-
 func createClusters(ctx context.Context, e *Env) error {
 	root, err := bins.SourceRoot()
 	if err != nil {
@@ -420,7 +413,7 @@ func createClusters(ctx context.Context, e *Env) error {
 	if e.crds, err = crds.LoadFrom(ctx, root, istioSrc); err != nil {
 		return err
 	}
-	if pl, ok := e.Provider.(crdPreloader); ok {
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
 		if e.crds, err = pl.PreloadCRDs(e.crds); err != nil {
 			return err
 		}
@@ -458,7 +451,7 @@ func installCRDs(ctx context.Context, e *Env) error {
 	}
 	e.setupTimes.crdsEstablished = time.Now()
 	how := "created through the API"
-	if pl, ok := e.Provider.(crdPreloader); ok && len(e.Clusters) > 0 {
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok && len(e.Clusters) > 0 {
 		if pl.SeededCRDs() {
 			how = "stored from the seed before the API servers started"
 		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[0]); err != nil {

@@ -64,7 +64,7 @@ func (f *Flags) validate() error {
 	if f.Istiods != "all" && f.Istiods != "observed" {
 		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)
 	}
-	if err := f.Istiod.validateFor(f.Provider); err != nil {
+	if err := f.Istiod.validate(); err != nil {
 		return err
 	}
 	return f.ProviderFlags.validateFor(f.Provider)

@@ -11,7 +11,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/provider/kind"
 	"github.com/ambientmc/ambientmc/framework/provider/kube"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Options are what every provider needs from the environment.
@@ -68,14 +67,4 @@ func New(name string, opts Options) (cluster.Provider, error) {
 	default:
 		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of local, kind, kube", name)
 	}
-}
-
-// Capabilities returns what the named provider can build, for checking a topology before
-// anything starts (making a provider starts nothing).
-func Capabilities(name string, opts Options) (topology.Capabilities, error) {
-	p, err := New(name, opts)
-	if err != nil {
-		return topology.Capabilities{}, err
-	}
-	return p.Capabilities(), nil
 }

@@ -78,6 +78,13 @@ type Options struct {
 	InCluster InCluster
 }
 
+// The optional capabilities the kind provider offers (framework/cluster/seam.go).
+var (
+	_ cluster.ImageLister  = (*Provider)(nil)
+	_ cluster.NodeImager   = (*Provider)(nil)
+	_ cluster.LogCollector = (*Provider)(nil)
+)
+
 // Provider is the kind provider.
 type Provider struct {
 	opts   Options

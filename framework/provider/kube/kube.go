@@ -45,6 +45,13 @@ type Options struct {
 	Platform string
 }
 
+// The optional capabilities the kube provider offers (framework/cluster/seam.go).
+var (
+	_ cluster.ImageLister     = (*Provider)(nil)
+	_ cluster.Platformer      = (*Provider)(nil)
+	_ cluster.IstiodRestarter = (*Istiod)(nil)
+)
+
 // Provider is the kube provider.
 type Provider struct {
 	opts Options

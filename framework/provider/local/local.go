@@ -40,6 +40,20 @@ type Options struct {
 	Wave int
 }
 
+// The optional capabilities the local provider offers (framework/cluster/seam.go).
+var (
+	_ cluster.IstiodBinary        = (*Provider)(nil)
+	_ cluster.Listeners           = (*Provider)(nil)
+	_ cluster.SetupPlanner        = (*Provider)(nil)
+	_ cluster.CRDPreloader        = (*Provider)(nil)
+	_ cluster.ProcessLister       = (*Provider)(nil)
+	_ cluster.SharedProcessLister = (*Provider)(nil)
+	_ cluster.WaveLister          = (*Provider)(nil)
+	_ cluster.IstiodRestarter     = (*Istiod)(nil)
+	_ cluster.HopAccess           = (*probeEnv)(nil)
+	_ cluster.ClientRestarter     = (*probeEnv)(nil)
+)
+
 // Provider is the local provider.
 type Provider struct {
 	opts  Options
@@ -57,7 +71,7 @@ type Provider struct {
 	istiods  []*Istiod
 	slots    *slots
 	keepers  []*workload.NodeKeeper
-	waves    []Wave
+	waves    []cluster.StartWave
 	egress   []*egressProxy
 }
 
@@ -105,8 +119,8 @@ func (p *Provider) Capabilities() topology.Capabilities {
 		MaxClustersReason: "its loopback address plan has room for 50"}
 }
 
-// Binaries returns the cached binary paths (after Preflight).
-func (p *Provider) Binaries() map[bins.Binary]string { return p.paths }
+// ClusterBinaries: the local provider runs pilot-discovery as a process (cluster.IstiodBinary).
+func (p *Provider) ClusterBinaries() []bins.Binary { return bins.ClusterBinaries }
 
 // Preflight validates the topology for this provider, checks host resources and makes sure the
 // binaries are built (building them if missing).
