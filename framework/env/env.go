@@ -144,6 +144,8 @@ type PlanInput struct {
 // deadline is cut short cleanly (see armDeadline): it never ends in go test's goroutine dump.
 func Run(m *testing.M, out **Env, s Suite) (code int) {
 	if !flag.Parsed() {
+		// Providers registered after this package was initialised (a test's own) join the help.
+		flag.Lookup("provider").Usage = provider.Usage()
 		flag.Parse()
 	}
 	if code, done := runAsParent(); done { // CI hook (ci.go): junit.xml from a child run
@@ -270,14 +272,6 @@ func (e *Env) checkInput(s Suite) error {
 			return err
 		}
 	}
-	if e.Flags.Provider == "kind" {
-		if err := kindFlags.validate(); err != nil {
-			return err
-		}
-	}
-	if err := localFlags.validate(); err != nil {
-		return err
-	}
 	var err error
 	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
 		return err
@@ -297,25 +291,25 @@ func (e *Env) checkInput(s Suite) error {
 	if _, err := e.Observed(); err != nil {
 		return err
 	}
-	p, err := provider.New(e.Flags.Provider, e.providerOptions("")) // starts nothing
+	// The provider checks its own flags; building it starts nothing.
+	p, err := provider.New(e.Flags.Provider, e.providerEnv(""))
 	if err != nil {
 		return err
 	}
 	if err := e.Flags.Istiod.validateFor(p); err != nil {
 		return err
 	}
-	return e.Topology.Check(p.Capabilities())
+	return provider.CheckTopology(e.Flags.Provider, e.Topology)
 }
 
-// providerOptions are the provider's options from the flags, writing into runDir.
-func (e *Env) providerOptions(runDir string) provider.Options {
+// providerEnv is what the provider gets from the environment, writing into runDir.
+func (e *Env) providerEnv(runDir string) provider.Env {
 	istiods := 0 // one per primary
 	if e.Flags.Istiods == "observed" {
 		istiods = 1
 	}
-	return provider.Options{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
-		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
-		IstioPlatform: e.Flags.IstioPlatform, Kind: e.kindOptions(), Local: localOptions()}
+	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
+		Keep: e.Flags.Keep, Deadline: providerDeadline()}
 }
 
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.
@@ -349,7 +343,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 		return err
 	}
 	e.Cleanup("remove run directory", e.removeRunDir)
-	if e.Provider, err = provider.New(e.Flags.Provider, e.providerOptions(filepath.Join(e.RunDir, "clusters"))); err != nil {
+	if e.Provider, err = provider.New(e.Flags.Provider, e.providerEnv(filepath.Join(e.RunDir, "clusters"))); err != nil {
 		return err
 	}
 	if e.ReportDir, err = reportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
@@ -363,7 +357,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	setupDone := make(chan struct{})
 	defer close(setupDone)
 	defer e.armDeadline(e.plan, time.Time{}, setupDone)()
-	e.Report = newReport(e.Provider.Name(), e.Topology)
+	e.Report = newReport(e.Provider, e.Topology)
 	e.Report.Warnings = append(e.Report.Warnings, e.plan.Warnings...)
 	if err := e.startCI(); err != nil { // CI hook (ci.go): metrics.csv, profiles
 		return err

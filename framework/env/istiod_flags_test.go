@@ -52,10 +52,11 @@ func TestSetupRejectsBadIstiodBeforeStartingAnything(t *testing.T) {
 			if tc.name == "a provider that runs istiod images" {
 				provider = "kind"
 			}
-			err := setupWith(t, flagsWith(func(f *Flags) {
-				f.Clusters, f.Provider, f.Istiod = 1, provider, tc.f
-				f.IstioHub, f.IstioTag = "h", "t" // kind's own requirements met: only the istiod flags are wrong
-			}))
+			if provider == "kind" { // kind's own requirements met: only the istiod flags are wrong
+				setFlag(t, "istio.hub", "h")
+				setFlag(t, "istio.tag", "t")
+			}
+			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters, f.Provider, f.Istiod = 1, provider, tc.f }))
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)

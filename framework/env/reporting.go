@@ -14,9 +14,11 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// newReport starts the run's report with what is known before anything starts.
-func newReport(provider string, t *topology.Topology) *report.Report {
-	r := report.New(provider)
+// newReport starts the run's report with what is known before anything starts, the data plane
+// the provider declares among it.
+func newReport(p cluster.Provider, t *topology.Topology) *report.Report {
+	r := report.New(p.Name())
+	r.DataPlane = p.DataPlane()
 	r.Istio = moduleVersion("istio.io/istio")
 	r.Host = report.Host{CPUs: runtime.NumCPU(), MemoryBytes: totalMemory()}
 	for _, c := range t.Clusters {

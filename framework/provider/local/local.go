@@ -109,15 +109,13 @@ func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
 	return New(opts), nil, nil
 }
 
-func (p *Provider) Name() string      { return "local" }
+func (p *Provider) Name() string      { return Name }
 func (p *Provider) DataPlane() string { return "emulated" }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
-// Capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
-func (p *Provider) Capabilities() topology.Capabilities {
-	return topology.Capabilities{Provider: "local", MaxClusters: topology.MaxClusters,
-		MaxClustersReason: "its loopback address plan has room for 50"}
-}
+// capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
+var capabilities = topology.Capabilities{Provider: Name, MaxClusters: topology.MaxClusters,
+	MaxClustersReason: "its loopback address plan has room for 50"}
 
 // ClusterBinaries: the local provider runs pilot-discovery as a process (cluster.IstiodBinary).
 func (p *Provider) ClusterBinaries() []bins.Binary { return bins.ClusterBinaries }
@@ -125,7 +123,7 @@ func (p *Provider) ClusterBinaries() []bins.Binary { return bins.ClusterBinaries
 // Preflight validates the topology for this provider, checks host resources and makes sure the
 // binaries are built (building them if missing).
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
-	if err := t.Check(p.Capabilities()); err != nil {
+	if err := t.Check(capabilities); err != nil {
 		return err
 	}
 	for _, c := range t.Clusters {
