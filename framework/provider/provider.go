@@ -101,6 +101,16 @@ func Usage() string {
 	return "where clusters come from: " + strings.Join(each, ", ")
 }
 
+// Lookup returns the registered provider called name (a provider that wraps another starts from
+// its Spec).
+func Lookup(name string) (Spec, error) {
+	r, err := lookup(name)
+	if err != nil {
+		return Spec{}, err
+	}
+	return r.Spec, nil
+}
+
 func lookup(name string) (*registered, error) {
 	r, ok := specs[name]
 	if !ok {

@@ -77,6 +77,14 @@ func TestCheckRefusesBeforeAnythingStarts(t *testing.T) {
 	assert.EqualError(t, Check("beta"), "-alpha.n=5: only -provider=alpha reads it and this run uses -provider=beta, so drop the flag")
 }
 
+func TestLookupReturnsTheRegisteredSpec(t *testing.T) {
+	s, err := Lookup("alpha")
+	require.NoError(t, err)
+	assert.Equal(t, topology.Capabilities{Provider: "alpha", MaxClusters: 2}, s.Capabilities, "Provider is the registered name")
+	_, err = Lookup("gamma")
+	assert.ErrorContains(t, err, "-provider=gamma: unknown provider")
+}
+
 func TestNewBuildsTheNamedProvider(t *testing.T) {
 	p, err := New("beta", Env{})
 	require.NoError(t, err)
