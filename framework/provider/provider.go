@@ -44,6 +44,9 @@ type Spec struct {
 	// Check validates the provider's flags before anything starts, naming the flag and the fix.
 	// nil: nothing to check.
 	Check func() error
+	// Wraps names the registered provider this one is built on, whose flags it reads too: a run
+	// of this one does not refuse them ("": none).
+	Wraps string
 	// New builds the provider from e and its flags; it starts nothing.
 	New func(e Env) (cluster.Provider, error)
 }
@@ -127,7 +130,7 @@ func Check(name string) error {
 		return err
 	}
 	for _, other := range Names() {
-		if other == name {
+		if other == name || other == r.Wraps {
 			continue
 		}
 		for _, fname := range specs[other].flags {

@@ -39,6 +39,13 @@ func init() {
 	Register(Spec{Name: "beta", Summary: "any number", New: func(Env) (cluster.Provider, error) { return named{name: "beta"}, nil }})
 	Register(Spec{Name: "misnamed", Summary: "calls itself otherwise", Capabilities: topology.Capabilities{MaxClusters: 1},
 		New: func(Env) (cluster.Provider, error) { return named{name: "other"}, nil }})
+	Register(Spec{Name: "wrapper", Summary: "alpha under another name", Capabilities: topology.Capabilities{MaxClusters: 2}, Wraps: "alpha",
+		New: func(e Env) (cluster.Provider, error) {
+			if _, err := New("alpha", e); err != nil {
+				return nil, err
+			}
+			return named{name: "wrapper"}, nil
+		}})
 }
 
 // setFlag sets a registered flag for t and restores it after.
@@ -52,8 +59,8 @@ func setFlag(t *testing.T, name, value string) {
 }
 
 func TestRegisteredProvidersAreNamedAndDescribed(t *testing.T) {
-	assert.Equal(t, []string{"alpha", "beta", "misnamed"}, Names())
-	assert.Equal(t, "where clusters come from: alpha (two clusters at most), beta (any number), misnamed (calls itself otherwise)", Usage())
+	assert.Equal(t, []string{"alpha", "beta", "misnamed", "wrapper"}, Names())
+	assert.Equal(t, "where clusters come from: alpha (two clusters at most), beta (any number), misnamed (calls itself otherwise), wrapper (alpha under another name)", Usage())
 	assert.Panics(t, func() { Register(Spec{Name: "beta", New: func(Env) (cluster.Provider, error) { return nil, nil }}) }, "a second beta")
 }
 
@@ -64,7 +71,7 @@ func TestAProvidersFlagsAreOnTheDefaultFlagSet(t *testing.T) {
 }
 
 func TestCheckRefusesBeforeAnythingStarts(t *testing.T) {
-	assert.EqualError(t, Check("gamma"), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed")
+	assert.EqualError(t, Check("gamma"), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed, wrapper")
 	require.NoError(t, Check("alpha"))
 	require.NoError(t, Check("beta"), "alpha's flag at its default is no reason to refuse")
 
@@ -73,8 +80,12 @@ func TestCheckRefusesBeforeAnythingStarts(t *testing.T) {
 	_, err := New("alpha", Env{})
 	assert.EqualError(t, err, "-alpha.n=0: need at least 1", "New checks first")
 
+	_, err = New("wrapper", Env{})
+	assert.EqualError(t, err, "-alpha.n=0: need at least 1", "the wrapped provider checks its own flags when the wrapper builds it")
+
 	setFlag(t, "alpha.n", "5")
 	assert.EqualError(t, Check("beta"), "-alpha.n=5: only -provider=alpha reads it and this run uses -provider=beta, so drop the flag")
+	assert.NoError(t, Check("wrapper"), "a provider reads the flags of the one it wraps")
 }
 
 func TestLookupReturnsTheRegisteredSpec(t *testing.T) {
@@ -101,5 +112,5 @@ func TestCheckTopologyNamesTheProvidersThatCan(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "use at most 2 clusters with -provider=alpha, or -provider=beta for more")
 	assert.NoError(t, CheckTopology("beta", topo))
-	assert.EqualError(t, CheckTopology("gamma", topo), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed")
+	assert.EqualError(t, CheckTopology("gamma", topo), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed, wrapper")
 }

@@ -28,6 +28,7 @@ func init() {
 		Name:         Name,
 		Summary:      "the local provider under another name, for tests of the seam",
 		Capabilities: in.Capabilities,
+		Wraps:        inner, // -local.* flags reach the inner provider
 		New:          newProvider,
 	})
 }
