@@ -1,5 +1,5 @@
-// Package cluster defines a cluster of the mesh as suites see it, and the Provider interface
-// that the local, kind and kube backends implement.
+// Package cluster defines a cluster of the mesh as suites see it, and the seam every provider
+// implements: Provider here, the rest of the contract and every optional capability in seam.go.
 package cluster
 
 import (
