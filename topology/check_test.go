@@ -11,6 +11,14 @@ import (
 
 var local = Capabilities{Provider: "local", MaxClusters: MaxClusters, MaxClustersReason: "its loopback address plan has room for 50"}
 
+// Alternatives as the fixes see them: one as limited as local, one without a limit that builds
+// remotes, one that builds everything.
+var (
+	capped   = Capabilities{Provider: "capped", MaxClusters: MaxClusters}
+	remotes  = Capabilities{Provider: "remotes", Remotes: true}
+	anything = Capabilities{Provider: "anything", Remotes: true, ExternalControlPlane: true}
+)
+
 func TestCheckLocalTooMany(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("clusters:\n")
@@ -19,9 +27,13 @@ func TestCheckLocalTooMany(t *testing.T) {
 	}
 	topo, err := Parse([]byte(b.String()), "big.yaml")
 	require.NoError(t, err, "Validate has no cluster limit; providers do")
-	err = topo.Check(local)
+	err = topo.Check(local, capped, remotes)
 	require.Error(t, err)
-	assert.Equal(t, "topology big.yaml: clusters: 51 clusters, but the local provider builds at most 50 (its loopback address plan has room for 50); use at most 50 clusters with -provider=local, or -provider=kind or -provider=kube for more", err.Error())
+	assert.Equal(t, "topology big.yaml: clusters: 51 clusters, but the local provider builds at most 50 (its loopback address plan has room for 50); use at most 50 clusters with -provider=local, or -provider=remotes for more", err.Error(),
+		"only the alternative without the limit is suggested")
+	err = topo.Check(local, capped)
+	require.Error(t, err)
+	assert.True(t, strings.HasSuffix(err.Error(), "use at most 50 clusters with -provider=local"), "no alternative builds more: %v", err)
 
 	assert.NoError(t, topo.Check(Capabilities{Provider: "kube"}), "0 means no limit")
 }
@@ -32,19 +44,22 @@ func TestCheckLocalRemote(t *testing.T) {
   {"kind": "Kubernetes", "clusterName": "remote", "network": "network-1", "primaryClusterName": "primary"}
 ]`), "mc.json")
 	require.NoError(t, err)
-	err = topo.Check(local)
+	err = topo.Check(local, capped, remotes, anything)
 	require.Error(t, err)
-	assert.Equal(t, `topology mc.json: [1].primaryClusterName: cluster "remote" is a remote of "primary"; the local provider builds primary clusters only; drop primaryClusterName or use -provider=kube`, err.Error())
+	assert.Equal(t, `topology mc.json: [1].primaryClusterName: cluster "remote" is a remote of "primary"; the local provider builds primary clusters only; drop primaryClusterName or use -provider=remotes or -provider=anything`, err.Error())
+	err = topo.Check(local, capped)
+	require.Error(t, err)
+	assert.True(t, strings.HasSuffix(err.Error(), "drop primaryClusterName"), "no alternative builds remotes: %v", err)
 	assert.NoError(t, topo.Check(Capabilities{Provider: "kube", Remotes: true}))
 }
 
 func TestCheckLocalRemoteAmbientFormat(t *testing.T) {
 	topo, err := Parse([]byte("clusters:\n- name: a\n- name: b\n  primary: a\n"), "t.yaml")
 	require.NoError(t, err)
-	err = topo.Check(local)
+	err = topo.Check(local, remotes)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "topology t.yaml: clusters[1].primary: ")
-	assert.Contains(t, err.Error(), "drop primary or use -provider=kube")
+	assert.Contains(t, err.Error(), "drop primary or use -provider=remotes")
 }
 
 func TestCheckExternalControlPlane(t *testing.T) {
@@ -56,9 +71,9 @@ func TestCheckExternalControlPlane(t *testing.T) {
 ]`), "ext.json")
 	require.NoError(t, err)
 
-	err = topo.Check(Capabilities{Provider: "local", MaxClusters: 50, Remotes: true})
+	err = topo.Check(Capabilities{Provider: "local", MaxClusters: 50, Remotes: true}, remotes, anything)
 	require.Error(t, err)
-	assert.Equal(t, `topology ext.json: [2].configClusterName: cluster "external" is an external control plane (its config cluster is "config"); the local provider cannot build an external control plane; drop configClusterName or use -provider=kube`, err.Error())
+	assert.Equal(t, `topology ext.json: [2].configClusterName: cluster "external" is an external control plane (its config cluster is "config"); the local provider cannot build an external control plane; drop configClusterName or use -provider=anything`, err.Error())
 
 	err = topo.Check(local)
 	require.Error(t, err)

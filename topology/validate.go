@@ -166,7 +166,7 @@ func (t *Topology) validateRefs(i int, c Cluster, byName map[string]int) []error
 
 // Capabilities says what topologies a provider can build.
 type Capabilities struct {
-	Provider             string // provider name as given to -provider, e.g. "local"
+	Provider             string // the -provider value, e.g. "local"
 	MaxClusters          int    // 0 means no limit
 	MaxClustersReason    string // why, e.g. "its loopback address plan has room for 50"
 	Remotes              bool   // clusters served by another cluster's istiod
@@ -174,8 +174,9 @@ type Capabilities struct {
 	NeedsKubeconfigs     bool   // every cluster must carry a kubeconfig path (existing clusters)
 }
 
-// Check reports every part of the topology the provider cannot build.
-func (t *Topology) Check(c Capabilities) error {
+// Check reports every part of the topology the provider cannot build. Where one of the
+// alternatives (the other providers' capabilities) can build that part, the fix names it.
+func (t *Topology) Check(c Capabilities, alternatives ...Capabilities) error {
 	f := t.format
 	var errs []error
 	if c.MaxClusters > 0 && len(t.Clusters) > c.MaxClusters {
@@ -187,22 +188,21 @@ func (t *Topology) Check(c Capabilities) error {
 		if f == formatIstio {
 			field = ""
 		}
-		errs = append(errs, t.errorf(field, fmt.Sprintf("use at most %d clusters with -provider=%s, or -provider=kind or -provider=kube for more", c.MaxClusters, c.Provider),
+		more := orUse(alternatives, ", or ", " for more", func(a Capabilities) bool { return a.MaxClusters == 0 || a.MaxClusters >= len(t.Clusters) })
+		errs = append(errs, t.errorf(field, fmt.Sprintf("use at most %d clusters with -provider=%s%s", c.MaxClusters, c.Provider, more),
 			"%d clusters, but the %s provider builds at most %d%s", len(t.Clusters), c.Provider, c.MaxClusters, why))
 	}
+	orRemotes := orUse(alternatives, " or use ", "", func(a Capabilities) bool { return a.Remotes })
+	orExternal := orUse(alternatives, " or use ", "", func(a Capabilities) bool { return a.ExternalControlPlane })
 	for i, cl := range t.Clusters {
-		orKube := " or use -provider=kube"
-		if c.Provider == "kube" {
-			orKube = ""
-		}
 		if cl.IsRemote() && !c.Remotes {
 			errs = append(errs, t.errorf(f.path(i, fieldPrimary),
-				fmt.Sprintf("the %s provider builds primary clusters only; drop %s%s", c.Provider, f.key(fieldPrimary), orKube),
+				fmt.Sprintf("the %s provider builds primary clusters only; drop %s%s", c.Provider, f.key(fieldPrimary), orRemotes),
 				"cluster %q is a remote of %q", cl.Name, cl.Primary))
 		}
 		if cl.isExternalControlPlane() && !c.ExternalControlPlane {
 			errs = append(errs, t.errorf(f.path(i, fieldConfig),
-				fmt.Sprintf("the %s provider cannot build an external control plane; drop %s%s", c.Provider, f.key(fieldConfig), orKube),
+				fmt.Sprintf("the %s provider cannot build an external control plane; drop %s%s", c.Provider, f.key(fieldConfig), orExternal),
 				"cluster %q is an external control plane (its config cluster is %q)", cl.Name, cl.Config))
 		}
 		if c.NeedsKubeconfigs && cl.Kubeconfig == "" {
@@ -212,4 +212,19 @@ func (t *Topology) Check(c Capabilities) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// orUse names the alternatives that can, as prefix+"-provider=a or -provider=b"+suffix ("" when
+// none can).
+func orUse(alternatives []Capabilities, prefix, suffix string, can func(Capabilities) bool) string {
+	var names []string
+	for _, a := range alternatives {
+		if can(a) {
+			names = append(names, "-provider="+a.Provider)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return prefix + strings.Join(names, " or ") + suffix
 }

@@ -1,5 +1,5 @@
-// Package cluster defines a cluster of the mesh as suites see it, and the Provider interface
-// that the local, kind and kube backends implement.
+// Package cluster defines a cluster of the mesh as suites see it, and the seam every provider
+// implements: Provider here, the rest of the contract and every optional capability in seam.go.
 package cluster
 
 import (
@@ -42,13 +42,12 @@ type Cluster struct {
 	ClientWaits *ClientWaits
 }
 
-// Provider creates and destroys the clusters of a topology. Implementations: local (embedded
-// kube-apiserver and etcd processes), kind, kube (existing clusters).
+// Provider creates and destroys the clusters of a topology. Each implementation registers itself
+// with framework/provider, with the topologies it can build; the optional capabilities are in
+// seam.go.
 type Provider interface {
-	// Name is the provider's flag value: local, kind or kube.
+	// Name is the provider's -provider value.
 	Name() string
-	// Capabilities says which topologies the provider can build.
-	Capabilities() topology.Capabilities
 	// DataPlane says what carries traffic: "emulated" (Go emulation) or "ztunnel".
 	DataPlane() string
 	// Preflight checks the host before anything starts (binaries, memory, limits).

@@ -6,9 +6,13 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -58,14 +62,6 @@ type Istiod interface {
 	Kill() error
 	// Stop ends istiod and waits for it.
 	Stop() error
-}
-
-// IstiodRestarter is offered by istiods that can be restarted in place: stopped and started again
-// with the same options and at the same addresses, so xDS clients and samplers reconnect to where
-// they were (a fresh istiod for a measurement, or a restart under a running data plane). Done,
-// ExitErr and the log follow the new process.
-type IstiodRestarter interface {
-	Restart(ctx context.Context) error
 }
 
 // Gateways give each cluster's east-west gateway the address other clusters' istiods use.
@@ -209,8 +205,56 @@ type PathCounters struct {
 	ClientHBONE, ClientDoubleHBONE int64
 }
 
-// HopAccess is what a provider offers when the test process can dial the data plane's hops
-// itself (the local provider's loopback plan); security tests skip elsewhere.
+// FakeNodes says how a provider's fake nodes (hosts of scale pods whose status the framework
+// writes) must be set up so nothing real schedules onto them or evicts their pods.
+type FakeNodes struct {
+	// Taint adds FakeNodeLabel=true:NoSchedule (real clusters: keeps real pods off).
+	Taint bool
+	// KeepReady renews node leases and the Ready condition (real clusters: the node lifecycle
+	// controller would otherwise evict the pods).
+	KeepReady bool
+}
+
+// FakeNodeLabel marks the framework's fake nodes in every provider.
+const FakeNodeLabel = "ambientmc.io/fake-node"
+
+// ErrUnsupported is returned for operations a provider cannot do; tests skip on it.
+var ErrUnsupported = errUnsupported{}
+
+type errUnsupported struct{}
+
+func (errUnsupported) Error() string { return "not supported by this provider" }
+
+// Optional capabilities. A provider, or where said a value it returns, may offer any of these;
+// callers type-assert them and do without when absent (or skip, for tests that need one). This
+// file is the whole list: nothing outside it asks a provider for a method of its own.
+
+// IstiodBinary is offered by providers that run istiod as a pilot-discovery process on this host:
+// -istiod.version or -istiod.binary choose it, the environment builds it into the binary cache
+// (framework/bins) and StartIstiod gets it as IstiodOptions.Binary. The others run istiod images.
+type IstiodBinary interface {
+	// ClusterBinaries are what the clusters run besides pilot-discovery, from the same cache.
+	ClusterBinaries() []bins.Binary
+}
+
+// IstiodRestarter is offered by istiods that can be restarted in place: stopped and started again
+// with the same options and at the same addresses, so xDS clients and samplers reconnect to where
+// they were (a fresh istiod for a measurement, or a restart under a running data plane). Done,
+// ExitErr and the log follow the new process.
+type IstiodRestarter interface {
+	// Restart stops istiod and starts it again in place.
+	Restart(ctx context.Context) error
+}
+
+// ClientRestarter is offered by probe environments (ProbeEnv) whose client can be given a fresh
+// xDS stream.
+type ClientRestarter interface {
+	// RestartClient gives the probe client a fresh xDS stream and connection pool.
+	RestartClient(ctx context.Context) error
+}
+
+// HopAccess is offered by probe environments (ProbeEnv) whose data plane hops the test process can
+// dial itself (the local provider's loopback plan); security tests skip elsewhere.
 type HopAccess interface {
 	// Hops returns the addresses and identities of the other network's side of the probe path
 	// (zero when the topology has no other network).
@@ -240,6 +284,7 @@ type Listeners interface {
 // ImageLister is offered by providers that run Istio from images: what each component's pods
 // actually run, as the cluster resolved it.
 type ImageLister interface {
+	// Images reads the image of every Istio component's pods in every cluster.
 	Images(ctx context.Context) ([]Image, error)
 }
 
@@ -255,25 +300,68 @@ type Image struct {
 // the CRDs will take for a topology, for the run's time plan (items named after the setup steps
 // "clusters" and "crds", so the report can set what they took beside them).
 type SetupPlanner interface {
+	// PlanSetup estimates Create and the CRDs for t with podsPerCluster pods in each cluster.
 	PlanSetup(t *topology.Topology, podsPerCluster int) []plan.Item
 }
 
-// FakeNodes says how a provider's fake nodes (hosts of scale pods whose status the framework
-// writes) must be set up so nothing real schedules onto them or evicts their pods.
-type FakeNodes struct {
-	// Taint adds FakeNodeLabel=true:NoSchedule (real clusters: keeps real pods off).
-	Taint bool
-	// KeepReady renews node leases and the Ready condition (real clusters: the node lifecycle
-	// controller would otherwise evict the pods).
-	KeepReady bool
+// CRDPreloader is offered by providers that can start clusters with the CRDs already stored (the
+// local provider, from a seed an earlier run of the same build captured).
+type CRDPreloader interface {
+	// PreloadCRDs returns the CRDs to apply: the provider may store a lighter form of the same.
+	PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+	// SeededCRDs says the CRDs were stored before the API servers started.
+	SeededCRDs() bool
+	// SaveCRDSeed captures c's established CRDs for later runs.
+	SaveCRDSeed(ctx context.Context, c *Cluster) error
 }
 
-// FakeNodeLabel marks the framework's fake nodes in every provider.
-const FakeNodeLabel = "ambientmc.io/fake-node"
+// LogCollector is offered by providers whose clusters keep their logs outside the run directory
+// (kind's node containers).
+type LogCollector interface {
+	// CollectLogs copies every cluster's logs into the run directory and returns where ("" when
+	// there is no cluster).
+	CollectLogs() string
+}
 
-// ErrUnsupported is returned for operations a provider cannot do; tests skip on it.
-var ErrUnsupported = errUnsupported{}
+// NodeImager is offered by providers whose clusters run on a node image (kind), for the report.
+type NodeImager interface {
+	// NodeImage is the image every cluster's node runs.
+	NodeImage() string
+}
 
-type errUnsupported struct{}
+// Platformer is offered by providers that install Istio with platform settings (kube), for the
+// report.
+type Platformer interface {
+	// Platform is the Istio platform cluster is installed with and what chose it ("" when none).
+	Platform(cluster string) (platform, from string)
+}
 
-func (errUnsupported) Error() string { return "not supported by this provider" }
+// ProcessLister is offered by providers that run cluster components as processes on this host,
+// for the report's RSS and CPU figures.
+type ProcessLister interface {
+	// Processes are the running processes of each cluster, by cluster name.
+	Processes() map[string][]*proc.Process
+}
+
+// SharedProcessLister is offered by providers that run processes serving every cluster (the local
+// provider's one etcd): the report lists each once and gives every cluster its share.
+type SharedProcessLister interface {
+	// SharedProcesses are the running processes every cluster shares.
+	SharedProcesses() []*proc.Process
+	// DatabaseBytes is the shared etcd's database size.
+	DatabaseBytes(ctx context.Context) (int64, error)
+}
+
+// WaveLister is offered by providers that start clusters in groups (local), for the report.
+type WaveLister interface {
+	// StartWaves are the groups of the last Create, in order.
+	StartWaves() []StartWave
+}
+
+// StartWave is one group of clusters that started together: when it began and when its last
+// cluster was ready, counted from the start of Create's first wave.
+type StartWave struct {
+	Clusters       []string
+	Start, Ready   time.Duration
+	ClusterSeconds []float64 // each cluster's own start-to-ready seconds, in Clusters order
+}

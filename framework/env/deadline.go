@@ -83,6 +83,18 @@ func (e *Env) Context(t testing.TB) context.Context {
 // RunContext is the run's own context (cut short like every test's), for work outside a test.
 func (e *Env) RunContext() context.Context { return e.run.ctx }
 
+// providerDeadline is when go test's -timeout fires, counted from now (the test binary's alarm
+// starts later, so this errs early), less a minute (or a tenth) for deleting the clusters; zero
+// without a timeout. Providers whose clusters outlive the process (kind's containers) delete
+// them then.
+func providerDeadline() time.Time {
+	d := plan.TestTimeout()
+	if d <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(max(d-time.Minute, d*9/10))
+}
+
 // deadline is when the run must be cut so that it ends inside go test's limits: the test binary
 // panics at -timeout counted from m.Run (zero mRunStart: setup, before m.Run), and go test kills
 // it a minute after -timeout counted from its start. The margin is kept for the partial report,

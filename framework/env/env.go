@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -145,6 +144,8 @@ type PlanInput struct {
 // deadline is cut short cleanly (see armDeadline): it never ends in go test's goroutine dump.
 func Run(m *testing.M, out **Env, s Suite) (code int) {
 	if !flag.Parsed() {
+		// Providers registered after this package was initialised (a test's own) join the help.
+		flag.Lookup("provider").Usage = provider.Usage()
 		flag.Parse()
 	}
 	if code, done := runAsParent(); done { // CI hook (ci.go): junit.xml from a child run
@@ -251,7 +252,7 @@ func (e *Env) removeRunDir() error {
 // keepLogs keeps the run directory after a failure if anything wrote logs into it.
 func (e *Env) keepLogs() {
 	// Providers whose clusters keep their logs elsewhere (kind's node containers) copy them in.
-	if lc, ok := e.Provider.(interface{ CollectLogs() string }); ok {
+	if lc, ok := e.Provider.(cluster.LogCollector); ok {
 		lc.CollectLogs()
 	}
 	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {
@@ -270,14 +271,6 @@ func (e *Env) checkInput(s Suite) error {
 		if err := s.Check(); err != nil {
 			return err
 		}
-	}
-	if e.Flags.Provider == "kind" {
-		if err := kindFlags.validate(); err != nil {
-			return err
-		}
-	}
-	if err := localFlags.validate(); err != nil {
-		return err
 	}
 	var err error
 	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
@@ -298,22 +291,25 @@ func (e *Env) checkInput(s Suite) error {
 	if _, err := e.Observed(); err != nil {
 		return err
 	}
-	caps, err := provider.Capabilities(e.Flags.Provider, e.providerOptions(""))
+	// The provider checks its own flags; building it starts nothing.
+	p, err := provider.New(e.Flags.Provider, e.providerEnv(""))
 	if err != nil {
 		return err
 	}
-	return e.Topology.Check(caps)
+	if err := e.Flags.Istiod.validateFor(p); err != nil {
+		return err
+	}
+	return provider.CheckTopology(e.Flags.Provider, e.Topology)
 }
 
-// providerOptions are the provider's options from the flags, writing into runDir.
-func (e *Env) providerOptions(runDir string) provider.Options {
+// providerEnv is what the provider gets from the environment, writing into runDir.
+func (e *Env) providerEnv(runDir string) provider.Env {
 	istiods := 0 // one per primary
 	if e.Flags.Istiods == "observed" {
 		istiods = 1
 	}
-	return provider.Options{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
-		IstioHub: e.Flags.IstioHub, IstioTag: e.Flags.IstioTag, IstioVariant: e.Flags.IstioVariant, KubeReuseIstio: e.Flags.KubeReuseIstio,
-		IstioPlatform: e.Flags.IstioPlatform, Kind: e.kindOptions(), Local: localOptions()}
+	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
+		Keep: e.Flags.Keep, Deadline: providerDeadline()}
 }
 
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.
@@ -347,7 +343,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 		return err
 	}
 	e.Cleanup("remove run directory", e.removeRunDir)
-	if e.Provider, err = provider.New(e.Flags.Provider, e.providerOptions(filepath.Join(e.RunDir, "clusters"))); err != nil {
+	if e.Provider, err = provider.New(e.Flags.Provider, e.providerEnv(filepath.Join(e.RunDir, "clusters"))); err != nil {
 		return err
 	}
 	if e.ReportDir, err = reportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
@@ -361,12 +357,12 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	setupDone := make(chan struct{})
 	defer close(setupDone)
 	defer e.armDeadline(e.plan, time.Time{}, setupDone)()
-	e.Report = newReport(e.Provider.Name(), e.Topology)
+	e.Report = newReport(e.Provider, e.Topology)
 	e.Report.Warnings = append(e.Report.Warnings, e.plan.Warnings...)
 	if err := e.startCI(); err != nil { // CI hook (ci.go): metrics.csv, profiles
 		return err
 	}
-	if ni, ok := e.Provider.(interface{ NodeImage() string }); ok {
+	if ni, ok := e.Provider.(cluster.NodeImager); ok {
 		e.Report.NodeImage = ni.NodeImage()
 	}
 	all := append([]Step{
@@ -399,15 +395,6 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	return nil
 }
 
-// crdPreloader is implemented by providers that can start clusters with the CRDs already stored
-// (the local provider, from a seed captured by an earlier run of the same build).
-type crdPreloader interface {
-	// PreloadCRDs returns the CRDs to apply: the provider may store a lighter form of the same.
-	PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
-	SeededCRDs() bool
-	SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error
-}
-
 func createClusters(ctx context.Context, e *Env) error {
 	root, err := bins.SourceRoot()
 	if err != nil {
@@ -420,7 +407,7 @@ func createClusters(ctx context.Context, e *Env) error {
 	if e.crds, err = crds.LoadFrom(ctx, root, istioSrc); err != nil {
 		return err
 	}
-	if pl, ok := e.Provider.(crdPreloader); ok {
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
 		if e.crds, err = pl.PreloadCRDs(e.crds); err != nil {
 			return err
 		}
@@ -458,7 +445,7 @@ func installCRDs(ctx context.Context, e *Env) error {
 	}
 	e.setupTimes.crdsEstablished = time.Now()
 	how := "created through the API"
-	if pl, ok := e.Provider.(crdPreloader); ok && len(e.Clusters) > 0 {
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok && len(e.Clusters) > 0 {
 		if pl.SeededCRDs() {
 			how = "stored from the seed before the API servers started"
 		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[0]); err != nil {

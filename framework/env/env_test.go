@@ -20,6 +20,17 @@ func flagsWith(change func(*Flags)) Flags {
 	return f
 }
 
+// setFlag sets a flag of the default flag set (a provider's own, or the Istio images) for t and
+// restores it after.
+func setFlag(t *testing.T, name, value string) {
+	t.Helper()
+	f := flag.CommandLine.Lookup(name)
+	require.NotNil(t, f, "-%s is registered", name)
+	old := f.Value.String()
+	require.NoError(t, f.Value.Set(value))
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
+
 // setupWith runs the environment setup with flags f and no extra steps, then tears down.
 func setupWith(t *testing.T, f Flags) error {
 	t.Helper()
@@ -54,7 +65,7 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 		{"zero clusters", flagsWith(func(f *Flags) { f.Clusters = 0; f.Provider = "local" }), []string{"-clusters"}},
 		{"more networks than clusters", flagsWith(func(f *Flags) { f.Clusters = 2; f.Networks = 3 }), []string{"-networks", "1 (one network) to 2"}},
 		{"networks with a topology file", flagsWith(func(f *Flags) { f.Topology = bad; f.Networks = 2 }), []string{"-networks=2", "drop -networks"}},
-		{"unknown provider", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "minikube" }), []string{"-provider=minikube", "local, kind, kube"}},
+		{"unknown provider", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "minikube" }), []string{"-provider=minikube", "choose one of kind, kube, local"}},
 		{"bad istiods", flagsWith(func(f *Flags) { f.Istiods = "some" }), []string{"-mesh.istiods=some", "all or observed"}},
 		{"remote on local", flagsWith(func(f *Flags) { f.Topology = remote; f.Provider = "local" }), []string{"r", "local provider", "primaryClusterName"}},
 		{"unknown scale", flagsWith(func(f *Flags) { f.Scale = "huge" }), []string{"-scale=\"huge\"", "small"}},
@@ -79,21 +90,59 @@ func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 // any cluster exists.
 func TestSetupRefusesKindWithoutItsNeeds(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	kind := flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind" })
 	for _, tc := range []struct {
-		name  string
-		flags Flags
-		want  []string
+		name string
+		set  map[string]string // provider flags
+		want []string
 	}{
-		{"kind without images", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind" }), []string{"-provider=kind", "-istio.hub", "-istio.tag"}},
+		{"kind without images", nil, []string{"-provider=kind", "-istio.hub", "-istio.tag"}},
 		// DOCKER_HOST points at a socket nobody serves, as on a machine without Docker.
-		{"kind without docker", flagsWith(func(f *Flags) { f.Clusters = 2; f.Provider = "kind"; f.IstioHub = "h"; f.IstioTag = "t" }), []string{"kind preflight: docker"}},
+		{"kind without docker", map[string]string{"istio.hub": "h", "istio.tag": "t"}, []string{"kind preflight: docker"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := setupWith(t, tc.flags)
+			for name, v := range tc.set {
+				setFlag(t, name, v)
+			}
+			err := setupWith(t, kind)
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
+		})
+	}
+}
+
+// Each provider checks its own flags, and the registry refuses another provider's, before
+// anything starts.
+func TestSetupRejectsBadProviderFlagsBeforeStartingAnything(t *testing.T) {
+	images := map[string]string{"istio.hub": "registry.istio.io/testing", "istio.tag": "1.31-dev"}
+	for _, tc := range []struct {
+		name, provider string
+		set            map[string]string
+		want           string
+	}{
+		{"unknown platform", "kube", map[string]string{"istio.platform": "eks"},
+			"-istio.platform=eks: not one of Istio's platforms (gke, k3d, k3s, microk8s, minikube, openshift)"},
+		{"platform without the kube provider", "local", map[string]string{"istio.platform": "gke"},
+			"-istio.platform=gke: only -provider=kube reads it and this run uses -provider=local, so drop the flag"},
+		{"kind flag with the local provider", "local", map[string]string{"kind.wait": "5m"},
+			"-kind.wait=5m0s: only -provider=kind reads it and this run uses -provider=local, so drop the flag"},
+		{"local wave", "local", map[string]string{"local.wave": "-1"}, "-local.wave=-1: must be 0"},
+		{"kind parallel", "kind", map[string]string{"kind.parallel": "0"}, "-kind.parallel=0: need at least 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.provider != "local" {
+				for name, v := range images {
+					setFlag(t, name, v)
+				}
+			}
+			for name, v := range tc.set {
+				setFlag(t, name, v)
+			}
+			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters = 1; f.Provider = tc.provider }))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
 }

@@ -3,6 +3,8 @@ package env
 import (
 	"flag"
 	"fmt"
+
+	"github.com/ambientmc/ambientmc/framework/provider"
 )
 
 // Flags are the suite flags. They are registered on the default flag set so that
@@ -28,9 +30,6 @@ type Flags struct {
 	PlanFactor float64
 
 	Istiod IstiodFlags // -istiod.version, -istiod.binary (istiod_flags.go)
-
-	// Istio images and options of the providers that install into real clusters.
-	ProviderFlags
 }
 
 // flags holds the values of the registered command-line flags.
@@ -41,7 +40,7 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Clusters, "clusters", 2, "number of clusters: cluster-1..N, each a primary on its own network (ignored with -topology)")
 	fs.IntVar(&f.Networks, "networks", 0, "spread the -clusters over K networks round robin, so some share one (0: one network per cluster; 1: a single network)")
 	fs.StringVar(&f.Topology, "topology", "", "topology file: ambientmc YAML/JSON or Istio's prow topology JSON (overrides -clusters)")
-	fs.StringVar(&f.Provider, "provider", "local", "where clusters come from: local (embedded kube-apiserver and etcd), kind (kind clusters on Docker) or kube (existing clusters named by -topology)")
+	fs.StringVar(&f.Provider, "provider", "local", provider.Usage()) // each provider's own flags: framework/provider/<name>
 	fs.StringVar(&f.ReportDir, "report-dir", "", "where report.json and friends are written (default: a new directory under the system temp dir)")
 	fs.BoolVar(&f.Keep, "keep", false, "keep the clusters after the tests, print their kubeconfigs and wait for Ctrl-C")
 	fs.StringVar(&f.Scale, "scale", "small", "workloads per cluster: small, medium or published (300 services, 4000 pods)")
@@ -50,7 +49,6 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Observe, "observe", "", "cluster whose istiod the join suite measures (default: the first primary)")
 	fs.StringVar(&f.Istiods, "mesh.istiods", "all", "which primaries run istiod: all, or observed (quieter CPU figures on small hosts)")
 	fs.Float64Var(&f.PlanFactor, "plan.factor", 1, "scale the time plan's estimates for this host: 2 for a machine half as fast as the 2-core reference, so the plan trims and refuses in time; below 1 the plan is optimistic and a run may be cut short")
-	registerProvider(fs, &f.ProviderFlags)
 	return f
 }
 
@@ -71,8 +69,5 @@ func (f *Flags) validate() error {
 	if f.Istiods != "all" && f.Istiods != "observed" {
 		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)
 	}
-	if err := f.Istiod.validateFor(f.Provider); err != nil {
-		return err
-	}
-	return f.ProviderFlags.validateFor(f.Provider)
+	return f.Istiod.validate()
 }

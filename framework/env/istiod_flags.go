@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -37,13 +38,13 @@ func (f IstiodFlags) validate() error {
 	return nil
 }
 
-// validateFor adds that only the local provider runs pilot-discovery as a process.
-func (f IstiodFlags) validateFor(provider string) error {
+// validateFor adds that only providers running pilot-discovery as a process take one.
+func (f IstiodFlags) validateFor(p cluster.Provider) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if provider != report.ProviderLocal && (f.Version != "" || f.Binary != "") {
-		return fmt.Errorf("-istiod.version/-istiod.binary with -provider=%s: they apply to -provider=local only (it runs pilot-discovery as a process, %s runs istiod images); drop them", provider, provider)
+	if _, ok := p.(cluster.IstiodBinary); !ok && (f.Version != "" || f.Binary != "") {
+		return fmt.Errorf("-istiod.version/-istiod.binary with -provider=%s: they choose the pilot-discovery of providers that run istiod as a process, and %s runs istiod images; drop them", p.Name(), p.Name())
 	}
 	return nil
 }
@@ -102,8 +103,8 @@ func ResolveIstiod(ctx context.Context, f IstiodFlags) (*bins.IstiodBuild, error
 // resolveIstiod is the setup step that picks the istiod before any cluster starts (its CRDs are
 // that version's own) and records it in the report.
 func resolveIstiod(ctx context.Context, e *Env) error {
-	if e.Provider.Name() != report.ProviderLocal {
-		return nil // images, chosen by -istio.hub/-istio.tag
+	if _, ok := e.Provider.(cluster.IstiodBinary); !ok {
+		return nil // istiod images
 	}
 	b, err := ResolveIstiod(ctx, e.Flags.Istiod)
 	if err != nil {

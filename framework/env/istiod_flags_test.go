@@ -44,14 +44,19 @@ func TestSetupRejectsBadIstiodBeforeStartingAnything(t *testing.T) {
 		{"not executable", IstiodFlags{Binary: text}, []string{"-istiod.binary=" + text, "not an executable"}},
 		{"not istio at all", IstiodFlags{Binary: "/bin/true"}, []string{"-istiod.binary=/bin/true", "does not run as pilot-discovery"}},
 		{"istio, but not pilot-discovery", IstiodFlags{Binary: fake}, []string{"-istiod.binary=" + fake, "no `discovery` command"}},
-		{"not the local provider", IstiodFlags{Version: "v0.0.0-20260826214018-9739e10eb9d7"}, []string{"-provider=kind", "-provider=local only"}},
+		{"a provider that runs istiod images", IstiodFlags{Version: "v0.0.0-20260826214018-9739e10eb9d7"},
+			[]string{"-istiod.version/-istiod.binary with -provider=kind", "kind runs istiod images; drop them"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			provider := "local"
-			if tc.name == "not the local provider" {
+			if tc.name == "a provider that runs istiod images" {
 				provider = "kind"
 			}
-			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters = 1; f.Provider = provider; f.Istiod = tc.f }))
+			if provider == "kind" { // kind's own requirements met: only the istiod flags are wrong
+				setFlag(t, "istio.hub", "h")
+				setFlag(t, "istio.tag", "t")
+			}
+			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters, f.Provider, f.Istiod = 1, provider, tc.f }))
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)

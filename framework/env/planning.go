@@ -55,16 +55,18 @@ func (e *Env) istiodCount() int {
 	return len(e.Topology.Primaries())
 }
 
-// binariesItems plans the cold build of whatever the local provider still lacks.
+// binariesItems plans the cold build of whatever a provider that runs pilot-discovery as a process
+// still lacks.
 func (e *Env) binariesItems() []plan.Item {
-	if e.Provider.Name() != "local" {
+	ib, ok := e.Provider.(cluster.IstiodBinary)
+	if !ok {
 		return nil
 	}
 	cache, err := bins.Default()
 	if err != nil {
 		return nil // preflight says so
 	}
-	missing, err := cache.Missing(bins.ClusterBinaries...)
+	missing, err := cache.Missing(ib.ClusterBinaries()...)
 	if err != nil {
 		return nil
 	}

@@ -8,15 +8,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/proc"
-	"github.com/ambientmc/ambientmc/framework/provider/local"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// newReport starts the run's report with what is known before anything starts.
-func newReport(provider string, t *topology.Topology) *report.Report {
-	r := report.New(provider)
+// newReport starts the run's report with what is known before anything starts, the data plane
+// the provider declares among it.
+func newReport(p cluster.Provider, t *topology.Topology) *report.Report {
+	r := report.New(p.Name())
+	r.DataPlane = p.DataPlane()
 	r.Istio = moduleVersion("istio.io/istio")
 	r.Host = report.Host{CPUs: runtime.NumCPU(), MemoryBytes: totalMemory()}
 	for _, c := range t.Clusters {
@@ -25,15 +27,10 @@ func newReport(provider string, t *topology.Topology) *report.Report {
 	return r
 }
 
-// platformer is implemented by providers that install Istio with platform settings (kube).
-type platformer interface {
-	Platform(cluster string) (platform, from string)
-}
-
 // recordPlatforms puts each cluster's Istio platform, as the provider's preflight chose it, into
 // the report's topology.
 func recordPlatforms(e *Env) {
-	pl, ok := e.Provider.(platformer)
+	pl, ok := e.Provider.(cluster.Platformer)
 	if !ok {
 		return
 	}
@@ -41,23 +38,6 @@ func recordPlatforms(e *Env) {
 		tc := &e.Report.Topology.Clusters[i]
 		tc.Platform, tc.PlatformFrom = pl.Platform(tc.Name)
 	}
-}
-
-// processLister is implemented by providers that run cluster components as local processes.
-type processLister interface {
-	Processes() map[string][]*proc.Process
-}
-
-// sharedLister is implemented by providers that run processes serving every cluster (one etcd).
-type sharedLister interface {
-	SharedProcesses() []*proc.Process
-	// DatabaseBytes is the shared etcd's database size.
-	DatabaseBytes(ctx context.Context) (int64, error)
-}
-
-// waveLister is implemented by providers that start clusters in waves (local).
-type waveLister interface {
-	StartWaves() []local.Wave
 }
 
 // setupReport records how long each cluster took to start and, for local processes, their RSS
@@ -82,11 +62,11 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 		s.CRDsEstablishedSeconds = report.F(t.crdsEstablished.Sub(t.created).Seconds())
 	}
 	var procs map[string][]*proc.Process
-	if pl, ok := e.Provider.(processLister); ok {
+	if pl, ok := e.Provider.(cluster.ProcessLister); ok {
 		procs = pl.Processes()
 	}
 	shares := map[string]float64{}
-	if sl, ok := e.Provider.(sharedLister); ok && len(e.Clusters) > 0 {
+	if sl, ok := e.Provider.(cluster.SharedProcessLister); ok && len(e.Clusters) > 0 {
 		for _, p := range sl.SharedProcesses() {
 			rss, err := p.RSSBytes()
 			if err != nil {
@@ -138,7 +118,7 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 		}
 		s.Clusters = append(s.Clusters, cs)
 	}
-	if wl, ok := e.Provider.(waveLister); ok {
+	if wl, ok := e.Provider.(cluster.WaveLister); ok {
 		for _, w := range wl.StartWaves() {
 			s.StartWaves = append(s.StartWaves, report.StartWave{Clusters: w.Clusters, StartSeconds: w.Start.Seconds(), ReadySeconds: w.Ready.Seconds()})
 		}

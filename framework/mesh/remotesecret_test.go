@@ -21,7 +21,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
-	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 )
 
 // writeInternalKubeconfig writes a kubeconfig for c's API server in the shape users hand the kube
@@ -91,7 +91,7 @@ func connectProxy(t *testing.T) (string, *atomic.Int32) {
 // hand-written kubeconfigs do) must carry the CA inline and keep the TLS and proxy settings: a
 // remote istiod reads it far from those files. Checked against a real API server.
 func TestRemoteSecretFromFileBasedKubeconfigOnRealAPIServer(t *testing.T) {
-	_, cs := local.ClustersForTest(t, 1)
+	_, cs := localtest.Clusters(t, 1)
 	ctx := context.Background()
 	real := cs[0]
 	require.NoError(t, mesh.EnsureSystemNamespace(ctx, real))

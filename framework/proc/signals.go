@@ -11,17 +11,13 @@ import (
 // signalGrace is the grace StopAll gets after SIGINT or SIGTERM.
 const signalGrace = 5 * time.Second
 
+// interrupt.ch is closed when TrapSignals starts handling a signal (holdIfInterrupted waits on it).
 var interrupt struct {
 	once sync.Once
 	ch   chan struct{}
 }
 
 func init() { interrupt.ch = make(chan struct{}) }
-
-// Interrupted is closed when TrapSignals starts handling a signal. Code that would report a
-// failure caused by the shutdown (a server that went away, a probe that stopped answering) can
-// wait on it: the process is about to exit with the signal's code.
-func Interrupted() <-chan struct{} { return interrupt.ch }
 
 // TrapSignals handles SIGINT and SIGTERM until release is called: it runs onSignal (the caller's
 // cleanup; may be nil), then StopAll(5s), then exits with 128+signal (130 for SIGINT, 143 for
@@ -31,7 +27,7 @@ func Interrupted() <-chan struct{} { return interrupt.ch }
 // test binary only, and without a handler the binary would die and leave the children to
 // Pdeathsig, with no graceful stop and no cleanup by the caller. Install it once, e.g. in TestMain.
 // While the signal is handled, WaitReady calls whose process StopAll ends do not return, so the
-// exit code stays the signal's; see also Interrupted.
+// exit code stays the signal's.
 func TrapSignals(onSignal func(os.Signal)) (release func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)

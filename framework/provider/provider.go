@@ -1,81 +1,177 @@
-// Package provider picks the cluster provider named by -provider.
+// Package provider is the registry of cluster providers. Each provider registers itself from its
+// own package (framework/provider/<name>) with its name, flags and capabilities, and -provider
+// picks one by name: a new provider is its folder plus one blank import (framework/env/providers.go).
 package provider
 
 import (
+	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/mesh/install"
-	"github.com/ambientmc/ambientmc/framework/provider/kind"
-	"github.com/ambientmc/ambientmc/framework/provider/kube"
-	"github.com/ambientmc/ambientmc/framework/provider/local"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// Options are what every provider needs from the environment.
-type Options struct {
-	RunDir string    // working files of this run
-	Log    io.Writer // progress
-
-	// Istio images (-istio.hub, -istio.tag, -istio.variant) for providers that install Istio.
-	IstioHub, IstioTag, IstioVariant string
-	// IstioPlatform is -istio.platform (kube).
-	IstioPlatform string
+// Env is what every provider gets from the environment; everything else comes from its own flags.
+type Env struct {
+	// RunDir is the provider's working directory ("" when it is built only to check the input).
+	RunDir string
+	// Log receives progress lines.
+	Log io.Writer
 	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the
 	// scale's pods per cluster, for providers that size the host before starting anything.
 	Istiods, PodsPerCluster int
-	// KubeReuseIstio is -kube.reuse-istio.
-	KubeReuseIstio bool
-	// Kind carries the -kind.* flags and -keep; RunDir, Log and the Istio images are set here.
-	Kind kind.Options
-	// Local carries the -local.* flags; RunDir, Log, Istiods and PodsPerCluster are set here.
-	Local local.Options
+	// Keep is -keep: the clusters stay after the run.
+	Keep bool
+	// Deadline is when the clusters must be gone for go test's -timeout (zero: no timeout).
+	Deadline time.Time
 }
 
-// Names lists every provider name the framework knows.
-var Names = []string{"local", "kind", "kube"}
+// Spec is a provider as it registers itself.
+type Spec struct {
+	// Name is the -provider value.
+	Name string
+	// Summary says where the clusters come from, in a few words for -provider's help.
+	Summary string
+	// Capabilities say which topologies the provider builds (Provider is set to Name).
+	Capabilities topology.Capabilities
+	// Flags registers the flags only this provider reads; a run with another -provider refuses
+	// them. nil: none.
+	Flags func(fs *flag.FlagSet)
+	// Check validates the provider's flags before anything starts, naming the flag and the fix.
+	// nil: nothing to check.
+	Check func() error
+	// Wraps names the registered provider this one is built on, whose flags it reads too: a run
+	// of this one does not refuse them ("": none).
+	Wraps string
+	// New builds the provider from e and its flags; it starts nothing.
+	New func(e Env) (cluster.Provider, error)
+}
 
-// New returns the provider called name.
-func New(name string, opts Options) (cluster.Provider, error) {
-	switch name {
-	case "local":
-		o := opts.Local
-		o.RunDir, o.Log, o.Istiods, o.PodsPerCluster = opts.RunDir, opts.Log, opts.Istiods, opts.PodsPerCluster
-		return local.New(o), nil
-	case "kube":
-		p, err := kube.New(kube.Options{RunDir: opts.RunDir, Log: opts.Log, ReuseIstio: opts.KubeReuseIstio, Platform: opts.IstioPlatform,
-			Images: install.Images{Hub: opts.IstioHub, Tag: opts.IstioTag, Variant: opts.IstioVariant}})
-		if err != nil {
-			return nil, err // not a nil *kube.Provider in a non-nil interface
-		}
-		return p, nil
-	case "kind":
-		images := install.Images{Hub: opts.IstioHub, Tag: opts.IstioTag, Variant: opts.IstioVariant}
-		if images.Hub == "" || images.Tag == "" {
-			return nil, fmt.Errorf("-provider=kind runs real Istio images and has no default for them: pass -istio.hub (e.g. registry.istio.io/testing) and -istio.tag (e.g. 1.31-dev or a full commit SHA)")
-		}
-		// kind's clusters get istiod, gateways and probes from the kube provider's in-cluster code.
-		inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(opts.RunDir, "kube"), Log: opts.Log, Images: images})
-		if err != nil {
-			return nil, fmt.Errorf("-provider=kind: %w", err)
-		}
-		o := opts.Kind
-		o.RunDir, o.Log, o.InCluster = opts.RunDir, opts.Log, inCluster
-		o.Istio = images
-		return kind.New(o), nil
-	default:
-		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of local, kind, kube", name)
+// registered is a Spec and the names of the flags it registered.
+type registered struct {
+	Spec
+	flags []string
+}
+
+// specs holds every registered provider; Register runs from init functions, one at a time.
+var specs = map[string]*registered{}
+
+// Register adds s to the registry and its flags to the default flag set, so that
+// `go test ./suites/multicluster -kind.wait=5m` works as written. Call it from an init function;
+// a second provider of the same name, or a flag another package registered, panics.
+func Register(s Spec) {
+	if s.Name == "" || s.New == nil {
+		panic("provider.Register: a provider needs a Name and New")
 	}
+	if _, dup := specs[s.Name]; dup {
+		panic("provider.Register: a second provider named " + s.Name)
+	}
+	s.Capabilities.Provider = s.Name
+	r := &registered{Spec: s}
+	if s.Flags != nil {
+		// The provider's own flag set says which flags are its; the default flag set shares
+		// their values.
+		own := flag.NewFlagSet(s.Name, flag.PanicOnError)
+		s.Flags(own)
+		own.VisitAll(func(f *flag.Flag) {
+			flag.CommandLine.Var(f.Value, f.Name, f.Usage)
+			r.flags = append(r.flags, f.Name)
+		})
+	}
+	specs[s.Name] = r
 }
 
-// Capabilities returns what the named provider can build, for checking a topology before
-// anything starts (making a provider starts nothing).
-func Capabilities(name string, opts Options) (topology.Capabilities, error) {
-	p, err := New(name, opts)
+// Names are the registered providers, sorted.
+func Names() []string {
+	var out []string
+	for name := range specs {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Usage is -provider's help: every registered provider and where its clusters come from.
+func Usage() string {
+	var each []string
+	for _, name := range Names() {
+		each = append(each, fmt.Sprintf("%s (%s)", name, specs[name].Summary))
+	}
+	return "where clusters come from: " + strings.Join(each, ", ")
+}
+
+// Lookup returns the registered provider called name (a provider that wraps another starts from
+// its Spec).
+func Lookup(name string) (Spec, error) {
+	r, err := lookup(name)
 	if err != nil {
-		return topology.Capabilities{}, err
+		return Spec{}, err
 	}
-	return p.Capabilities(), nil
+	return r.Spec, nil
+}
+
+func lookup(name string) (*registered, error) {
+	r, ok := specs[name]
+	if !ok {
+		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of %s", name, strings.Join(Names(), ", "))
+	}
+	return r, nil
+}
+
+// Check refuses, before anything starts, an unknown provider, a flag of another provider (given a
+// value other than its default) and what the provider's own Check refuses.
+func Check(name string) error {
+	r, err := lookup(name)
+	if err != nil {
+		return err
+	}
+	for _, other := range Names() {
+		if other == name || other == r.Wraps {
+			continue
+		}
+		for _, fname := range specs[other].flags {
+			if f := flag.CommandLine.Lookup(fname); f.Value.String() != f.DefValue {
+				return fmt.Errorf("-%s=%s: only -provider=%s reads it and this run uses -provider=%s, so drop the flag", fname, f.Value, other, name)
+			}
+		}
+	}
+	if r.Check != nil {
+		return r.Check()
+	}
+	return nil
+}
+
+// New checks the input of the provider called name (Check) and builds it; it starts nothing.
+func New(name string, e Env) (cluster.Provider, error) {
+	if err := Check(name); err != nil {
+		return nil, err
+	}
+	p, err := specs[name].New(e)
+	if err != nil {
+		return nil, err
+	}
+	if p.Name() != name {
+		return nil, fmt.Errorf("-provider=%s: the provider it builds calls itself %q; its Name must be the one it registered", name, p.Name())
+	}
+	return p, nil
+}
+
+// CheckTopology reports every part of t the provider called name cannot build; where another
+// registered provider can, the fix names it.
+func CheckTopology(name string, t *topology.Topology) error {
+	r, err := lookup(name)
+	if err != nil {
+		return err
+	}
+	var others []topology.Capabilities
+	for _, other := range Names() {
+		if other != name {
+			others = append(others, specs[other].Capabilities)
+		}
+	}
+	return t.Check(r.Capabilities, others...)
 }

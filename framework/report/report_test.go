@@ -154,16 +154,14 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("full report: %v", err)
 	}
 	for name, mutate := range map[string]func(*Report){
-		"local with ztunnel latency": func(r *Report) { r.DataPlane = DataPlaneZtunnel },
-		"kind with emulated":         func(r *Report) { r.Provider = ProviderKind },
-		"latency without dataPlane":  func(r *Report) { r.DataPlane = "" },
-		"unknown provider":           func(r *Report) { r.Provider = "minikube" },
-		"unknown dataPlane":          func(r *Report) { r.DataPlane = "sidecar" },
-		"schema version":             func(r *Report) { r.SchemaVersion = 2 },
-		"istiods":                    func(r *Report) { r.ControlPlane.Istiods = "some" },
-		"run path":                   func(r *Report) { r.Latency.Runs[0].Path = PathDirect },
-		"run connections":            func(r *Report) { r.Latency.Runs[0].Connections = "pooled" },
-		"floor path":                 func(r *Report) { r.Latency.HarnessFloor[0].Path = PathLocal },
+		"latency without dataPlane": func(r *Report) { r.DataPlane = "" },
+		"no provider":               func(r *Report) { r.Provider = "" },
+		"unknown dataPlane":         func(r *Report) { r.DataPlane = "sidecar" },
+		"schema version":            func(r *Report) { r.SchemaVersion = 2 },
+		"istiods":                   func(r *Report) { r.ControlPlane.Istiods = "some" },
+		"run path":                  func(r *Report) { r.Latency.Runs[0].Path = PathDirect },
+		"run connections":           func(r *Report) { r.Latency.Runs[0].Connections = "pooled" },
+		"floor path":                func(r *Report) { r.Latency.HarnessFloor[0].Path = PathLocal },
 	} {
 		r := fullReport()
 		mutate(r)
@@ -171,14 +169,15 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: Validate accepted it", name)
 		}
 	}
-	// kind with ztunnel and kube without a data plane are fine.
-	r := fullReport()
-	r.Provider, r.DataPlane = ProviderKind, DataPlaneZtunnel
-	if err := r.Validate(); err != nil {
-		t.Errorf("kind+ztunnel: %v", err)
+	// Any provider name with the data plane it declares is fine, and so is a report without one.
+	for _, dp := range []string{DataPlaneEmulated, DataPlaneZtunnel} {
+		r := fullReport()
+		r.Provider, r.DataPlane = "k3d", dp
+		if err := r.Validate(); err != nil {
+			t.Errorf("k3d with %s: %v", dp, err)
+		}
 	}
-	r = New(ProviderKube)
-	if err := r.Validate(); err != nil {
+	if err := New(ProviderKube).Validate(); err != nil {
 		t.Errorf("kube without data plane: %v", err)
 	}
 }

@@ -246,10 +246,10 @@ func TestWriteOmitsChartsForAbsentSections(t *testing.T) {
 
 func TestWriteRejectsInvalid(t *testing.T) {
 	r := fullReport()
-	r.DataPlane = DataPlaneZtunnel // local provider: would present emulated latency as ztunnel
+	r.DataPlane = "sidecar" // no provider declares it
 	dir := t.TempDir()
 	if err := Write(dir, r); err == nil {
-		t.Fatal("Write accepted local+ztunnel")
+		t.Fatal("Write accepted dataPlane sidecar")
 	}
 	if _, err := os.Stat(filepath.Join(dir, JSONFile)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("report.json written for an invalid report (err %v)", err)

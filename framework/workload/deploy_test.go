@@ -25,6 +25,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 	. "github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -33,7 +34,7 @@ import (
 // or skips when the binaries are not built: building them takes minutes (`make bins`).
 func realClusters(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
 	tb.Helper()
-	return local.ClustersForTest(tb, n)
+	return localtest.Clusters(tb, n)
 }
 
 // watchedClient returns a copy of c whose protobuf client goes through rt, so a test can count

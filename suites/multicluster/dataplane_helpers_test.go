@@ -58,17 +58,12 @@ func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 		members = append(members, c.Name)
 	}
 	needMembers(t, ctx, members...)
-	if r, ok := p.ProbeEnv.(clientRestarter); ok {
+	if r, ok := p.ProbeEnv.(cluster.ClientRestarter); ok {
 		require.NoError(t, r.RestartClient(ctx), "a fresh xDS stream for the probe client")
 	}
 	require.NoError(t, p.Ready(ctx, readyTimeout))
 	mc.Report.DataPlane = mc.Provider.DataPlane()
 	return p
-}
-
-// clientRestarter is offered by data planes whose client can be given a fresh xDS stream.
-type clientRestarter interface {
-	RestartClient(ctx context.Context) error
 }
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {

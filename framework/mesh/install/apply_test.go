@@ -26,7 +26,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/pki"
-	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -37,7 +37,7 @@ import (
 func realCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	// No controller-manager: the tests write the workload controllers' status themselves.
-	_, cs := local.APIServersForTest(t, 1)
+	_, cs := localtest.APIServers(t, 1)
 	ctx := context.Background()
 	c := cs[0]
 	root, err := bins.SourceRoot()

@@ -78,6 +78,13 @@ type Options struct {
 	InCluster InCluster
 }
 
+// The optional capabilities the kind provider offers (framework/cluster/seam.go).
+var (
+	_ cluster.ImageLister  = (*Provider)(nil)
+	_ cluster.NodeImager   = (*Provider)(nil)
+	_ cluster.LogCollector = (*Provider)(nil)
+)
+
 // Provider is the kind provider.
 type Provider struct {
 	opts   Options
@@ -122,7 +129,7 @@ func New(o Options) *Provider {
 	return p
 }
 
-func (p *Provider) Name() string      { return "kind" }
+func (p *Provider) Name() string      { return Name }
 func (p *Provider) DataPlane() string { return "ztunnel" }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
@@ -144,10 +151,8 @@ func (p *Provider) image() string {
 	return p.opts.Image
 }
 
-// Capabilities: the address plan has room for 50 primaries.
-func (p *Provider) Capabilities() topology.Capabilities {
-	return topology.Capabilities{Provider: "kind", MaxClusters: MaxClusters, MaxClustersReason: maxClustersReason}
-}
+// capabilities: the address plan has room for 50 primaries.
+var capabilities = topology.Capabilities{Provider: Name, MaxClusters: MaxClusters, MaxClustersReason: maxClustersReason}
 
 // ControlPlane, Gateways and Probes are the kube provider's, over the kind clusters.
 func (p *Provider) ControlPlane() cluster.ControlPlane {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 )
 
 // TestMetalLBOnRealAPIServer applies the pinned Istio module's metallb-native.yaml to a real
@@ -23,7 +23,7 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver")
 	}
-	_, cs := local.ClustersForTest(t, 1)
+	_, cs := localtest.Clusters(t, 1)
 	ctx := context.Background()
 	c := cs[0]
 

@@ -48,7 +48,7 @@ var RealHost = Host{MemAvailable: measure.HostMemoryAvailable, Sysctl: sysctl}
 // LoadBalancer pool.
 // Every failing check is reported; passing checks print a line to the log.
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
-	if err := t.Check(p.Capabilities()); err != nil {
+	if err := t.Check(capabilities); err != nil {
 		return err
 	}
 	n := len(t.Clusters)

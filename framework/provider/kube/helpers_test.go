@@ -19,7 +19,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
-	"github.com/ambientmc/ambientmc/framework/provider/local"
+	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -28,7 +28,7 @@ import (
 // the kube provider at, or skips when their binaries are not built (`make bins`).
 func localClusters(tb testing.TB, n int) []*cluster.Cluster {
 	tb.Helper()
-	_, cs := local.ClustersForTest(tb, n)
+	_, cs := localtest.Clusters(tb, n)
 	for _, c := range cs {
 		settle(tb, c)
 	}

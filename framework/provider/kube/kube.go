@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +44,13 @@ type Options struct {
 	Platform string
 }
 
+// The optional capabilities the kube provider offers (framework/cluster/seam.go).
+var (
+	_ cluster.ImageLister     = (*Provider)(nil)
+	_ cluster.Platformer      = (*Provider)(nil)
+	_ cluster.IstiodRestarter = (*Istiod)(nil)
+)
+
 // Provider is the kube provider.
 type Provider struct {
 	opts Options
@@ -71,15 +77,8 @@ const keepReadyEvery = 10 * time.Second
 
 // New returns a kube provider, or an error naming the flag to fix.
 func New(opts Options) (*Provider, error) {
-	var missing []string
-	if opts.Images.Hub == "" {
-		missing = append(missing, "-istio.hub (e.g. -istio.hub=registry.istio.io/testing)")
-	}
-	if opts.Images.Tag == "" {
-		missing = append(missing, "-istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA)")
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("-provider=kube installs Istio from images and has no default for them: pass %s", strings.Join(missing, " and "))
+	if err := install.RequireImages(Name, opts.Images); err != nil {
+		return nil, err
 	}
 	if err := install.CheckPlatform(opts.Platform); err != nil {
 		return nil, err
@@ -93,15 +92,13 @@ func New(opts Options) (*Provider, error) {
 	return &Provider{opts: opts, members: map[string]*member{}, platforms: map[string]platform{}}, nil
 }
 
-func (p *Provider) Name() string      { return "kube" }
+func (p *Provider) Name() string      { return Name }
 func (p *Provider) DataPlane() string { return "ztunnel" }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
-// Capabilities: any number of primaries, each with a kubeconfig. Remotes and external control
+// capabilities: any number of primaries, each with a kubeconfig. Remotes and external control
 // planes would need istiod to serve another cluster, which this provider does not install.
-func (p *Provider) Capabilities() topology.Capabilities {
-	return topology.Capabilities{Provider: "kube", NeedsKubeconfigs: true}
-}
+var capabilities = topology.Capabilities{Provider: Name, NeedsKubeconfigs: true}
 
 func (p *Provider) ControlPlane() cluster.ControlPlane { return p }
 func (p *Provider) Gateways() cluster.Gateways         { return p }

@@ -59,7 +59,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	if t.Source == topology.SourceGenerated {
 		return fmt.Errorf("-provider=kube uses existing clusters: pass -topology=FILE whose clusters name their kubeconfigs (ambientmc YAML/JSON \"clusters: [{name, network, kubeconfig}]\" or Istio's prow JSON with meta.kubeconfig) instead of -clusters")
 	}
-	if err := t.Check(p.Capabilities()); err != nil {
+	if err := t.Check(capabilities); err != nil {
 		return err
 	}
 	problems := make([][]string, len(t.Clusters))

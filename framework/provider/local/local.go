@@ -41,6 +41,20 @@ type Options struct {
 	Wave int
 }
 
+// The optional capabilities the local provider offers (framework/cluster/seam.go).
+var (
+	_ cluster.IstiodBinary        = (*Provider)(nil)
+	_ cluster.Listeners           = (*Provider)(nil)
+	_ cluster.SetupPlanner        = (*Provider)(nil)
+	_ cluster.CRDPreloader        = (*Provider)(nil)
+	_ cluster.ProcessLister       = (*Provider)(nil)
+	_ cluster.SharedProcessLister = (*Provider)(nil)
+	_ cluster.WaveLister          = (*Provider)(nil)
+	_ cluster.IstiodRestarter     = (*Istiod)(nil)
+	_ cluster.HopAccess           = (*probeEnv)(nil)
+	_ cluster.ClientRestarter     = (*probeEnv)(nil)
+)
+
 // Provider is the local provider.
 type Provider struct {
 	opts  Options
@@ -60,7 +74,7 @@ type Provider struct {
 	keepers  []*workload.NodeKeeper
 	// addressKeepers keep each east-west Gateway's status address (mesh.KeepEastWestGatewayAddress).
 	addressKeepers []*mesh.AddressKeeper
-	waves          []Wave
+	waves          []cluster.StartWave
 	egress         []*egressProxy
 }
 
@@ -98,23 +112,21 @@ func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
 	return New(opts), nil, nil
 }
 
-func (p *Provider) Name() string      { return "local" }
+func (p *Provider) Name() string      { return Name }
 func (p *Provider) DataPlane() string { return "emulated" }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
-// Capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
-func (p *Provider) Capabilities() topology.Capabilities {
-	return topology.Capabilities{Provider: "local", MaxClusters: topology.MaxClusters,
-		MaxClustersReason: "its loopback address plan has room for 50"}
-}
+// capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
+var capabilities = topology.Capabilities{Provider: Name, MaxClusters: topology.MaxClusters,
+	MaxClustersReason: "its loopback address plan has room for 50"}
 
-// Binaries returns the cached binary paths (after Preflight).
-func (p *Provider) Binaries() map[bins.Binary]string { return p.paths }
+// ClusterBinaries: the local provider runs pilot-discovery as a process (cluster.IstiodBinary).
+func (p *Provider) ClusterBinaries() []bins.Binary { return bins.ClusterBinaries }
 
 // Preflight validates the topology for this provider, checks host resources and makes sure the
 // binaries are built (building them if missing).
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
-	if err := t.Check(p.Capabilities()); err != nil {
+	if err := t.Check(capabilities); err != nil {
 		return err
 	}
 	for _, c := range t.Clusters {

@@ -23,19 +23,11 @@ import (
 // DefaultWave is how many clusters start together by default: two per CPU, at least 2, at most 4.
 func DefaultWave() int { return min(max(2*runtime.NumCPU(), 2), 4) }
 
-// Wave is one group of clusters that started together: when it began and when its last cluster
-// was ready, counted from the start of Create's first wave.
-type Wave struct {
-	Clusters       []string
-	Start, Ready   time.Duration
-	ClusterSeconds []float64 // each cluster's own start-to-ready seconds, in Clusters order
-}
-
 // StartWaves returns the waves of the last Create.
-func (p *Provider) StartWaves() []Wave {
+func (p *Provider) StartWaves() []cluster.StartWave {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]Wave(nil), p.waves...)
+	return append([]cluster.StartWave(nil), p.waves...)
 }
 
 func (p *Provider) waveSize() int {
@@ -52,7 +44,7 @@ func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *s
 	begin := time.Now()
 	for first := 0; first < len(t.Clusters); first += size {
 		last := min(first+size, len(t.Clusters))
-		w := Wave{Start: time.Since(begin)}
+		w := cluster.StartWave{Start: time.Since(begin)}
 		g, gctx := errgroup.WithContext(ctx)
 		for i := first; i < last; i++ {
 			tc := t.Clusters[i]

@@ -1,0 +1,94 @@
+package kind
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/provider"
+	"github.com/ambientmc/ambientmc/framework/provider/kube"
+)
+
+// flagValues are the kind provider's own flags (-kind.*).
+type flagValues struct {
+	parallel int
+	image    string
+	load     string // comma-separated image archives
+	wait     time.Duration
+}
+
+// Name is the provider's -provider value.
+const Name = "kind"
+
+var (
+	flags flagValues
+	// images are -istio.hub, -istio.tag and -istio.variant, shared with kube.
+	images = install.ImageFlags()
+)
+
+func init() {
+	provider.Register(provider.Spec{
+		Name:         Name,
+		Summary:      "kind clusters on Docker",
+		Capabilities: capabilities,
+		Flags:        flags.register,
+		Check:        func() error { return flags.validate(*images) },
+		New:          newFromFlags,
+	})
+}
+
+func (f *flagValues) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.parallel, "kind.parallel", DefaultParallel, "kind: clusters created at once (parallel kubeadm inits are CPU- and disk-bound and share the host's inotify budget)")
+	fs.StringVar(&f.image, "kind.image", DefaultImage, "kind: node image; its tag's Kubernetes version picks the kubeadm patch API (v1beta3 below 1.36, v1beta4 from 1.36)")
+	fs.StringVar(&f.load, "kind.load", "", "kind: comma-separated image archives (docker image save --platform ..., single-platform) loaded into every node")
+	fs.DurationVar(&f.wait, "kind.wait", 3*time.Minute, "kind: how long each cluster's control plane may take to become Ready; a node not Ready by then fails the create with its conditions and kubelet log")
+}
+
+// archives returns the -kind.load paths.
+func (f *flagValues) archives() []string {
+	var out []string
+	for _, a := range strings.Split(f.load, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// validate reports -kind.* values and Istio images that cannot work, naming the flag and the fix.
+func (f *flagValues) validate(im install.Images) error {
+	if err := install.RequireImages(Name, im); err != nil {
+		return err
+	}
+	if f.parallel < 1 {
+		return fmt.Errorf("-kind.parallel=%d: need at least 1 (default %d)", f.parallel, DefaultParallel)
+	}
+	if f.wait <= 0 {
+		return fmt.Errorf("-kind.wait=%s: must be positive", f.wait)
+	}
+	if _, err := KubeadmAPIVersion(f.image); err != nil {
+		return err
+	}
+	for _, a := range f.archives() {
+		if st, err := os.Stat(a); err != nil || !st.Mode().IsRegular() {
+			return fmt.Errorf("-kind.load=%s: no such image archive file; write one with `docker image save --platform linux/amd64 -o %s IMAGE`", a, a)
+		}
+	}
+	return nil
+}
+
+// newFromFlags builds the provider from the flags. istiod, the gateways and the probes come from
+// the kube provider's in-cluster code, over the kind clusters.
+func newFromFlags(e provider.Env) (cluster.Provider, error) {
+	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: *images})
+	if err != nil {
+		return nil, fmt.Errorf("-provider=kind: %w", err)
+	}
+	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(),
+		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: *images, InCluster: inCluster}), nil
+}

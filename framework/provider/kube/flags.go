@@ -1,0 +1,55 @@
+package kube
+
+import (
+	"flag"
+	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/provider"
+)
+
+// flagValues are the kube provider's own flags.
+type flagValues struct {
+	platform   string // -istio.platform
+	reuseIstio bool   // -kube.reuse-istio
+}
+
+// Name is the provider's -provider value.
+const Name = "kube"
+
+var (
+	flags flagValues
+	// images are -istio.hub, -istio.tag and -istio.variant, shared with kind.
+	images = install.ImageFlags()
+)
+
+func init() {
+	provider.Register(provider.Spec{
+		Name:         Name,
+		Summary:      "existing clusters named by -topology",
+		Capabilities: capabilities,
+		Flags:        flags.register,
+		Check:        flags.validate,
+		New: func(e provider.Env) (cluster.Provider, error) {
+			p, err := New(Options{RunDir: e.RunDir, Log: e.Log, Images: *images, ReuseIstio: flags.reuseIstio, Platform: flags.platform})
+			if err != nil {
+				return nil, err // not a nil *Provider in a non-nil interface
+			}
+			return p, nil
+		},
+	})
+}
+
+func (f *flagValues) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.platform, "istio.platform", "", "kube: Istio's platform settings for every cluster ("+strings.Join(install.Platforms(), ", ")+"); empty: what each cluster shows (GKE from its version, as istioctl does; OpenShift, k3s, k3d, MicroK8s from their API groups, version and nodes)")
+	fs.BoolVar(&f.reuseIstio, "kube.reuse-istio", false, "kube: install over an istiod already in istio-system instead of refusing; objects that existed are left (as modified) at teardown")
+}
+
+// validate refuses missing images and an -istio.platform Istio does not know, naming the flag.
+func (f *flagValues) validate() error {
+	if err := install.RequireImages(Name, *images); err != nil {
+		return err
+	}
+	return install.CheckPlatform(f.platform)
+}

@@ -1,0 +1,47 @@
+package local
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/provider"
+)
+
+// flagValues are the local provider's own flags (-local.*).
+type flagValues struct {
+	controllers bool
+	wave        int
+}
+
+// Name is the provider's -provider value.
+const Name = "local"
+
+var flags flagValues
+
+func init() {
+	provider.Register(provider.Spec{
+		Name:         Name,
+		Summary:      "embedded kube-apiserver and etcd",
+		Capabilities: capabilities,
+		Flags:        flags.register,
+		Check:        flags.validate,
+		New: func(e provider.Env) (cluster.Provider, error) {
+			return New(Options{RunDir: e.RunDir, Log: e.Log, Istiods: e.Istiods, PodsPerCluster: e.PodsPerCluster,
+				NoControllers: !flags.controllers, Wave: flags.wave}), nil
+		},
+	})
+}
+
+func (f *flagValues) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.controllers, "local.controllers", true, "local: run kube-controller-manager in every cluster (EndpointSlices, namespaces, garbage collection, service accounts, node IPAM and lifecycle, workload controllers); false only to compare with clusters that have none")
+	fs.IntVar(&f.wave, "local.wave", 0, fmt.Sprintf("local: clusters that start at once, so the API servers initialising together and the shared etcd keep up (0: two per CPU, 2 to 4: %d here)", DefaultWave()))
+}
+
+// validate reports -local.* values that cannot work, naming the flag and the fix.
+func (f *flagValues) validate() error {
+	if f.wave < 0 {
+		return fmt.Errorf("-local.wave=%d: must be 0 (two per CPU, at most 4) or a positive number of clusters", f.wave)
+	}
+	return nil
+}
