@@ -23,7 +23,7 @@ func (e *Env) planRun(s Suite) error {
 	}
 	p.Setup = append(e.binariesItems(), plan.Scale(e.clusterItems(), e.Flags.PlanFactor)...)
 	if s.Plan != nil {
-		steps, tests := s.Plan(PlanInput{Topology: e.Topology, Scale: e.Scale, Flags: e.Flags, Provider: e.Provider.Name(), Istiods: e.istiodCount()})
+		steps, tests := s.Plan(PlanInput{Topology: e.Topology, Scale: e.Scale, Flags: e.Flags, Provider: e.Provider.Name(), DataPlane: e.Provider.DataPlane(), Istiods: e.istiodCount()})
 		p.Setup = append(p.Setup, plan.Scale(steps, e.Flags.PlanFactor)...)
 		for _, it := range plan.Scale(tests, e.Flags.PlanFactor) {
 			if sel.Runs(it.Name) {

@@ -2,6 +2,9 @@ package options
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,11 +25,32 @@ func TestChurnFlagDefaults(t *testing.T) {
 	require.NoError(t, err)
 	c := f.Churn
 	assert.Equal(t, []float64{5, 50}, c.Rates, "one rate on each side of the debounce knee")
-	assert.Equal(t, 10*time.Second, c.Duration, "windows as long as PILOT_DEBOUNCE_MAX")
+	assert.Equal(t, 5*time.Second, c.Duration, "short windows: the main command's budget")
 	assert.Empty(t, c.Percents)
-	assert.Equal(t, ChurnCases, c.Cases)
-	assert.Equal(t, ChurnModes, c.Modes)
+	assert.Equal(t, []string{CaseLocal, "all-remote"}, c.Cases, "every remote at once, at a total rate: work that does not grow with the clusters")
+	assert.Equal(t, []string{"replace"}, c.Modes)
 	assert.Equal(t, 1, c.Clients)
+}
+
+// make e2e runs the full sweep this package names.
+func TestMakeE2ERunsTheFullSweep(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "Makefile"))
+	require.NoError(t, err)
+	var full string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "E2E_FULL"); ok {
+			full = v
+		}
+	}
+	require.NotEmpty(t, full, "the Makefile sets E2E_FULL")
+	for _, want := range []string{
+		"-churn.rates=" + strings.Join(FullChurnRates, ","),
+		"-churn.duration=" + FullChurnDuration.String(),
+		"-churn.cases=" + strings.Join(ChurnCases, ","),
+		"-churn.modes=" + strings.Join(ChurnModes, ","),
+	} {
+		assert.Contains(t, full, want)
+	}
 }
 
 func TestChurnFlagsParse(t *testing.T) {

@@ -57,7 +57,7 @@ func input(t *testing.T, clusters int, scale string) env.PlanInput {
 	require.NoError(t, err)
 	sc, err := workload.Resolve(scale, 0, 0)
 	require.NoError(t, err)
-	return env.PlanInput{Topology: topo, Scale: sc, Provider: "local", Istiods: clusters}
+	return env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: clusters}
 }
 
 // The plan must name every top-level test of the suites, or a test would run unplanned.

@@ -12,8 +12,8 @@ import (
 
 // The suites' time plan: what each step and top-level test is expected to take, from its own
 // parameters. The figures are per unit of work as measured on the 2-core reference host (README,
-// "A run's time plan") with the local provider; kind and kube joins and installs take longer, and
-// their figures are scaled by realClusterFactor.
+// "A run's time plan") with the local provider's emulated data plane; real clusters' joins and
+// installs take longer, and their figures are scaled by realClusterFactor.
 
 // s is seconds as a Duration.
 func s(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
@@ -28,7 +28,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 	remotes := max(n-1, 0)
 	pods := float64(in.Scale.Pods)
 	k := 1.0
-	if in.Provider != "local" {
+	if in.DataPlane != "emulated" {
 		k = realClusterFactor
 	}
 	scaled := func(items []plan.Item) []plan.Item {
