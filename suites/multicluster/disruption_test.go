@@ -108,7 +108,6 @@ func checkRotation(t *testing.T, ctx context.Context, obs, remote *cluster.Clust
 	}
 	// One-off state of a first rotation is not a leak.
 	rotate(rotateInPlace, 0)
-	waitQuiet(t, ctx, iso)
 	fig := &report.RotationFigures{}
 	read := func(rotations int, mode string) {
 		heap, _ := liveHeap(t, ctx, iso, rotationReadings)
@@ -120,8 +119,7 @@ func checkRotation(t *testing.T, ctx context.Context, obs, remote *cluster.Clust
 	for _, mode := range []string{rotateInPlace, rotateRecreate} {
 		for range n {
 			done++
-			rotate(mode, done)
-			waitQuiet(t, ctx, iso)
+			rotate(mode, done) // ends once istiod is quiet again
 			read(done, mode)
 		}
 	}

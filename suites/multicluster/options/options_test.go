@@ -114,7 +114,8 @@ func TestPlanGrowsWithJoinsOnly(t *testing.T) {
 		t.Fatalf("no %s in the plan", name)
 		return 0
 	}
-	assert.Equal(t, item(10, "TestIstiodProperties"), item(50, "TestIstiodProperties"), "the memory check joins -checks.clusters")
+	checks := item(50, "TestIstiodProperties") - item(10, "TestIstiodProperties")
+	assert.Less(t, checks, 5*time.Second, "the memory check joins -checks.clusters; only the probes' deployment grows")
 	growth := item(50, "TestChurn") - item(10, "TestChurn")
 	assert.Less(t, growth, 40*time.Second, "churn grows by its joins and per-window drains only")
 }
