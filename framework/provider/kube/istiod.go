@@ -165,6 +165,10 @@ func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.W
 		Name:       c.Name + "/" + pod.Name,
 		MetricsURL: "http://" + i.handle().fwd.addr(istiodMetricsPort) + "/metrics",
 		CtrlzURL:   "http://" + i.handle().fwd.addr(istiodCtrlzPort),
+		// istiod registers /debug (pprof, clusterz, krtz) on the monitoring mux as well
+		// (pilot/pkg/bootstrap/server.go:680, InitDebug(s.monitoringMux, ...)); through the
+		// port-forward the request comes from the pod's loopback, which istiod serves unauthenticated.
+		DebugURL: "http://" + i.handle().fwd.addr(istiodMetricsPort),
 	}
 	return i, nil
 }
