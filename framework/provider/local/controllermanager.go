@@ -15,7 +15,7 @@ import (
 )
 
 // controllers are the kube-controller-manager controllers every local cluster runs: those a kind
-// cluster runs that act on API objects alone. The README lists the ones left out and why; in
+// cluster runs that act on API objects alone. docs/providers.md lists the ones left out and why; in
 // short: no API group to act on (batch, certificates, storage, resource and scheduling are off in
 // the API server, see disabledGroups), nothing to act on (no volumes, quotas, metrics, cloud or
 // bootstrap tokens), or alpha.

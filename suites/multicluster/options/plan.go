@@ -11,8 +11,8 @@ import (
 )
 
 // The suites' time plan: what each step and top-level test is expected to take, from its own
-// parameters. The figures are per unit of work as measured on the 2-core reference host (README,
-// "A run's time plan") with the local provider's emulated data plane; real clusters' joins and
+// parameters. The figures are per unit of work as measured on the 2-core reference host (docs/suites.md,
+// "The time plan") with the local provider's emulated data plane; real clusters' joins and
 // installs take longer, and their figures are scaled by realClusterFactor.
 
 // s is seconds as a Duration.
@@ -41,7 +41,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 	// Setup: PKI and remote secrets; pods at ~150 pods/s over all clusters once their nodes have
 	// podCIDRs (the API servers and controller-managers set the pace); istiods start together, each
 	// listing its own cluster.
-	// Calibrated on the reference host at 10 clusters, small scale (README, "A run's time plan").
+	// Calibrated on the reference host at 10 clusters, small scale (docs/suites.md, "The time plan").
 	// Measured then: mesh 0.6 s, workloads 11.8 s, istiod 3.9 s; TestChurn 40 s, TestControlPlaneJoin
 	// 49 s, TestControlPlaneLeave 11.5 s, TestJoinFailurePaths 11.8 s, TestLatency 35 s.
 	steps = scaled([]plan.Item{
