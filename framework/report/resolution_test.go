@@ -136,7 +136,7 @@ func TestWriteDropsNonFiniteValuesWithAWarning(t *testing.T) {
 	}
 	md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
 	require.NoError(t, err)
-	assert.Contains(t, string(md), "| echo-failover | - | 0.17 |")
+	assert.Contains(t, string(md), "| echo-failover |  |  | - | 0.17 |")
 	assert.NotContains(t, string(md), "NaN |")
 	assert.NotContains(t, string(md), "Inf |")
 	assert.Contains(t, string(md), "| new | - |\n")
