@@ -6,6 +6,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/baseline"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
 // joinedReport is a control-plane report with every section the bench lines come from.
@@ -38,7 +39,7 @@ func TestProjectGatesFiles(t *testing.T) {
 		t.Fatalf("gates files: %v %v", files, err)
 	}
 	lines := baseline.Samples{}
-	if err := lines.ReadBench("joined", report.Bench(joinedReport())); err != nil {
+	if err := lines.ReadBench("joined", bench.Render(joinedReport())); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range files {
@@ -49,7 +50,7 @@ func TestProjectGatesFiles(t *testing.T) {
 		}
 		for _, b := range f.Baseline {
 			if len(lines.Match(b.Selector)) == 0 {
-				t.Errorf("%s: baseline bound %s matches no bench line report.Bench writes", name, b.Selector)
+				t.Errorf("%s: baseline bound %s matches no bench line bench.Render writes", name, b.Selector)
 			}
 		}
 	}

@@ -1,5 +1,7 @@
-// Package report holds a run's results as the report.json schema of DESIGN.md and writes them as
-// JSON, Markdown, SVG charts and benchstat-readable benchmark lines.
+// Package report is the report.json schema of DESIGN.md: a run's results as types, their JSON
+// (JSON, Read) and their validation. What is derived from the measurements (slopes, deltas,
+// overheads) is package analysis; report.md, the charts and bench.txt are packages markdown, svg
+// and bench, and render writes them all into a report directory.
 //
 // Absent, never zero-filled: a section a run did not produce is a nil pointer or empty slice and is
 // left out of the JSON. Inside controlPlane every measured number is a *float64 for the same reason:
@@ -41,9 +43,6 @@ const (
 	ConnNew    = "new"
 	ConnReused = "reused"
 )
-
-// EmulatedNote is printed in report.md whenever the latency comes from the emulated data plane.
-const EmulatedNote = "Data-plane latency here is from the emulated Go data plane, not ztunnel."
 
 // Report is the content of report.json.
 type Report struct {
@@ -473,7 +472,7 @@ func checkConn(field string, i int, run LatencyRun) error {
 	return nil
 }
 
-// Read loads a report.json written by Write.
+// Read loads a report.json written by JSON (render.Write writes it).
 func Read(path string) (*Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

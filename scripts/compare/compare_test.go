@@ -11,6 +11,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/render"
 )
 
 // roundReport is a join-and-leave report whose live heap per remote cluster is perRemote bytes.
@@ -45,7 +46,7 @@ func TestMarkdownTable(t *testing.T) {
 		for round, v := range []float64{3e6, 4e6, 5e6} {
 			d := filepath.Join(dir, s.Label, string(rune('0'+round)))
 			require.NoError(t, os.MkdirAll(d, 0o755))
-			require.NoError(t, report.Write(d, roundReport(v*float64(i+1))))
+			require.NoError(t, render.Write(d, roundReport(v*float64(i+1))))
 			s.Dirs = append(s.Dirs, d)
 		}
 	}

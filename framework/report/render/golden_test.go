@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"flag"
@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/ambientmc/ambientmc/framework/report/reporttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from what Write writes now")
 
-// goldenDir holds what Write wrote for everyReport: a change to any output shows up as a diff.
+// goldenDir holds what Write wrote for reporttest.Every: a change to any output shows up as a diff.
 const goldenDir = "testdata/golden"
 
 // The bench header's goos and goarch are the machine's.
@@ -19,7 +21,7 @@ var hostHeader = regexp.MustCompile(`(?m)^(goos|goarch): .*$`)
 // Every file Write writes for a report that fills every section is byte for byte the golden copy.
 func TestWriteMatchesGolden(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, everyReport()); err != nil {
+	if err := Write(dir, reporttest.Every()); err != nil {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(dir)
