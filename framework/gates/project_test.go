@@ -6,6 +6,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/baseline"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
@@ -24,10 +25,10 @@ func joinedReport() *report.Report {
 		},
 		Leaves: []report.Leave{{Cluster: "cluster-3", RemoteClusters: 1, Seconds: report.F(0.1), LiveHeapBytes: report.F(24e6)},
 			{Cluster: "cluster-2", RemoteClusters: 0, Seconds: report.F(0.1), LiveHeapBytes: report.F(21e6)}}}
-	if err := r.ControlPlane.FitPerRemote(); err != nil {
+	if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 		panic(err)
 	}
-	r.ControlPlane.FitJoinGrowth()
+	analysis.FitJoinGrowth(r.ControlPlane)
 	return r
 }
 

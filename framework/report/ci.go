@@ -70,21 +70,6 @@ type Profile struct {
 	Bytes         int64    `json:"bytes"`
 }
 
-// ProfilesCost is the wall time the profiles cost a run (see Profile).
-func ProfilesCost(ps []Profile) float64 {
-	var s float64
-	for _, p := range ps {
-		if p.Kind == "cpu" {
-			if p.WaitedSeconds != nil {
-				s += *p.WaitedSeconds
-			}
-			continue
-		}
-		s += p.Seconds
-	}
-	return s
-}
-
 // Artifacts says where a run left what a CI job uploads besides the report.
 type Artifacts struct {
 	// Dir is $ARTIFACTS, when the report directory defaulted to it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 	"github.com/ambientmc/ambientmc/framework/report/render"
 )
 
@@ -30,7 +31,7 @@ func roundReport(perRemote float64) *report.Report {
 			{Cluster: "cluster-3", RemoteClusters: 1, Seconds: report.F(1), LiveHeapBytes: report.F(20e6 + 1.5*perRemote)},
 			{Cluster: "cluster-2", RemoteClusters: 0, Seconds: report.F(2), LiveHeapBytes: report.F(20e6 + perRemote)},
 		}}
-	if err := r.ControlPlane.FitPerRemote(); err != nil {
+	if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 		panic(err)
 	}
 	return r

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
 // Render renders r as Go benchmark lines (bench.txt) so benchstat can compare two runs:
@@ -99,7 +100,7 @@ func Render(r *report.Report) []byte {
 			ms = append(ms, metric{float64(l.ManagedRemoteClusters), "managed-remote-clusters"})
 			line(&b, fmt.Sprintf("%s/leave=%d", prefix("Leave"), l.RemoteClusters), ms...)
 		}
-		if ret := cp.MemoryReturned(); ret != nil {
+		if ret := analysis.MemoryReturned(cp); ret != nil {
 			line(&b, prefix("Leave")+"/returned", optMetrics(
 				optMetric{ret.LiveHeapBytes, "returned-live-heap-B"}, optMetric{ret.RSSBytes, "returned-rss-B"},
 				optMetric{ret.LeftoverLiveHeap, "leftover-live-heap-B"}, optMetric{ret.LeftoverRSSBytes, "leftover-rss-B"})...)

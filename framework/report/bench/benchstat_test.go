@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 	"github.com/ambientmc/ambientmc/framework/report/reporttest"
 )
 
@@ -25,7 +26,7 @@ func benchFile(t *testing.T, dir, name, istiodVersion string, heap float64, extr
 		for i := range r.ControlPlane.Joins {
 			*r.ControlPlane.Joins[i].LiveHeapBytes *= heap * (1 + 0.01*float64(round))
 		}
-		if err := r.ControlPlane.FitPerRemote(); err != nil {
+		if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, extraHeader...)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
 func checks(b *bytes.Buffer, cs []report.IstiodCheck) {
@@ -93,7 +94,7 @@ func profiles(b *bytes.Buffer, ps []report.Profile) {
 	}
 	fmt.Fprintf(b, "## istiod profiles\n\n`go tool pprof -http=: FILE`; two heap profiles side by side: `go tool pprof -diff_base=BASE FILE`. "+
 		"They cost this run %.2f s of wall time (taking the heap and goroutine profiles, and waiting for CPU profiles to end; -profiles=false turns them off).\n\n"+
-		"| istiod | Kind | When | File | Seconds | Waited s |\n|---|---|---|---|---|---|\n", report.ProfilesCost(ps))
+		"| istiod | Kind | When | File | Seconds | Waited s |\n|---|---|---|---|---|---|\n", analysis.ProfilesCost(ps))
 	for _, p := range ps {
 		waited := missingCellValue
 		if p.WaitedSeconds != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 	"github.com/ambientmc/ambientmc/framework/report/reporttest"
 )
 
@@ -28,8 +29,8 @@ func smallScaleMetricCPU() *report.Report {
 		set(&cp.Joins[i].Sample, 0.02)
 		cp.Joins[i].JoinCPUSecondsResolution = report.F(0.01)
 	}
-	cp.FillDeltas()
-	if err := cp.FitPerRemote(); err != nil {
+	analysis.FillDeltas(cp)
+	if err := analysis.FitPerRemote(cp); err != nil {
 		panic(err)
 	}
 	return r

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
 // Full fills the control plane, latency, setup and warnings with every optional number, so key
@@ -46,8 +47,8 @@ func Full() *report.Report {
 		},
 		Leaves: []report.Leave{{Cluster: "cluster-3", RemoteClusters: 1, Seconds: report.F(1.2), RSSBytes: report.F(300e6), LiveHeapBytes: report.F(95e6), ManagedRemoteClusters: 1}},
 	}
-	r.ControlPlane.FillDeltas()
-	if err := r.ControlPlane.FitPerRemote(); err != nil {
+	analysis.FillDeltas(r.ControlPlane)
+	if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 		panic(err)
 	}
 	r.Latency = &report.Latency{
@@ -62,7 +63,7 @@ func Full() *report.Report {
 		},
 		HostCPUSaturated: true,
 	}
-	r.Latency.Overhead = report.ComputeOverhead(r.Latency.Runs)
+	r.Latency.Overhead = analysis.ComputeOverhead(r.Latency.Runs)
 	r.Warnings = []string{"host has 2 CPUs; CPU figures are noisy"}
 	r.Setup = &report.Setup{TotalSeconds: 12.3, Clusters: []report.ClusterSetup{
 		{Name: "cluster-1", ReadySeconds: 4.2, RSSBytes: map[string]float64{"etcd": 40e6, "kube-apiserver": 300e6, "istiod": 150e6}},
@@ -85,10 +86,10 @@ func Every() *report.Report {
 	cp.LeaveIstiod = &report.MeasuredIstiod{Cluster: "cluster-1", Note: "the one the joins measured"}
 	cp.Joins[0].SettleSeconds, cp.Joins[0].SettleCapped, cp.Joins[0].HostCPUBusy = report.F(12), true, report.F(0.4)
 	cp.Joins[1].Criterion = report.CriterionPodWorkloads
-	cp.FitJoinGrowth()
+	analysis.FitJoinGrowth(cp)
 	l := r.Latency
 	l.Runs = append(l.Runs, report.LatencyRun{Path: report.PathSameNetwork, Connections: report.ConnNew, QPS: 100, DurationSeconds: 30, Requests: 3000, AvgMs: 1.4, P50Ms: 1.2, P90Ms: 2, P99Ms: 3.5})
-	l.SameNetworkOverhead = report.ComputeOverheadOf(l.Runs, report.PathSameNetwork)
+	l.SameNetworkOverhead = analysis.ComputeOverheadOf(l.Runs, report.PathSameNetwork)
 	l.Runs = l.Runs[:4] // Validate knows local and cross-cluster runs only
 	l.RateSearch = &report.RateSearch{QPS: 100, Rule: "the rule", Steps: []report.RateStep{
 		{QPS: 100, AchievedQPS: 99.5, HostCPUBusy: 0.5, Accepted: true}, {QPS: 200, AchievedQPS: 150, HostCPUBusy: 0.97, Reason: "only 75% of the rate got through"}}}

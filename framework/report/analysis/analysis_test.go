@@ -1,4 +1,4 @@
-package report_test
+package analysis
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 		}
 		cp.Joins = append(cp.Joins, j)
 	}
-	if err := cp.FitPerRemote(); err != nil {
+	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
 	pr := cp.PerRemoteCluster
@@ -59,7 +59,7 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 func TestFitPerRemoteUsesBaseline(t *testing.T) {
 	// One join plus the baseline is two points: slope = difference, stderr unknown (absent, not 0).
 	cp := &report.ControlPlane{Baseline: report.Sample{RSSBytes: report.F(100)}, Joins: []report.Join{{RemoteClusters: 1, Sample: report.Sample{RSSBytes: report.F(250)}}}}
-	if err := cp.FitPerRemote(); err != nil {
+	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
 	if got := *cp.PerRemoteCluster.RSSBytes; got != 150 {
@@ -84,7 +84,7 @@ func TestFitPerRemoteCPUResolution(t *testing.T) {
 		cp.Joins = append(cp.Joins, report.Join{RemoteClusters: k, JoinCPUSeconds: report.F(0.1), JoinCPUSecondsResolution: report.F(0.01),
 			Sample: report.Sample{SteadyCPUCores: report.F(0.005), SteadyCPUCoresResolution: report.F(0.0025 * float64(k))}})
 	}
-	if err := cp.FitPerRemote(); err != nil {
+	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
 	pr := cp.PerRemoteCluster
@@ -101,7 +101,7 @@ func TestFitPerRemoteCPUResolution(t *testing.T) {
 
 func TestFitPerRemoteNothingToFit(t *testing.T) {
 	cp := &report.ControlPlane{Baseline: report.Sample{RSSBytes: report.F(100)}}
-	if err := cp.FitPerRemote(); err == nil {
+	if err := FitPerRemote(cp); err == nil {
 		t.Error("no joins: want an error")
 	}
 	if cp.PerRemoteCluster != nil {
@@ -117,7 +117,7 @@ func TestFillDeltas(t *testing.T) {
 			{RemoteClusters: 2, Sample: report.Sample{CPUCores: report.F(0.03), RSSBytes: report.F(300), HeapInuseBytes: report.F(160), LiveHeapBytes: report.F(70)}},
 		},
 	}
-	cp.FillDeltas()
+	FillDeltas(cp)
 	j1, j2 := cp.Joins[0], cp.Joins[1]
 	if !near(*j1.DeltaCPUCores, 0.03, 1e-12) || *j1.DeltaRSSBytes != 120 || *j1.DeltaHeapInuseBytes != 60 {
 		t.Errorf("first join deltas vs baseline: cpu %v rss %v heap %v", *j1.DeltaCPUCores, *j1.DeltaRSSBytes, *j1.DeltaHeapInuseBytes)
@@ -140,7 +140,7 @@ func TestComputeOverhead(t *testing.T) {
 		{Path: report.PathCrossCluster, Connections: report.ConnReused, AvgMs: 0.3},
 		{Path: report.PathDirect, Connections: report.ConnReused, AvgMs: 0.05}, // harness floor is not part of overhead
 	}
-	o := report.ComputeOverhead(runs)
+	o := ComputeOverhead(runs)
 	if o == nil || o.New == nil || o.Reused == nil {
 		t.Fatalf("overhead = %+v", o)
 	}
@@ -151,11 +151,11 @@ func TestComputeOverhead(t *testing.T) {
 		t.Errorf("reused = %+v, want 0.1 ms, 50%%", *o.Reused)
 	}
 
-	o = report.ComputeOverhead(runs[:3])
+	o = ComputeOverhead(runs[:3])
 	if o == nil || o.New == nil || o.Reused != nil {
 		t.Errorf("new-only runs: %+v, want reused nil", o)
 	}
-	if o := report.ComputeOverhead(runs[1:3]); o != nil {
+	if o := ComputeOverhead(runs[1:3]); o != nil {
 		t.Errorf("no local runs: want nil, got %+v", o)
 	}
 }
@@ -166,7 +166,7 @@ func TestFitJoinGrowth(t *testing.T) {
 	for k := 0; k < 4; k++ {
 		cp.Joins = append(cp.Joins, report.Join{RemoteClusters: k + 1, JoinCPUSeconds: report.F(2 + 0.5*float64(k)), ConvergenceSeconds: report.F(1.5)})
 	}
-	cp.FitJoinGrowth()
+	FitJoinGrowth(cp)
 	g := cp.JoinGrowth
 	require.NotNil(t, g)
 	require.NotNil(t, g.JoinCPUSeconds)
@@ -178,9 +178,49 @@ func TestFitJoinGrowth(t *testing.T) {
 	assert.Nil(t, g.SyncSeconds, "never measured: absent")
 
 	two := &report.ControlPlane{Joins: cp.Joins[:2]}
-	two.FitJoinGrowth()
+	FitJoinGrowth(two)
 	assert.Nil(t, two.JoinGrowth.JoinCPUSeconds.SlopeStdErr, "two joins leave no residual: no standard error")
 	one := &report.ControlPlane{Joins: cp.Joins[:1]}
-	one.FitJoinGrowth()
+	FitJoinGrowth(one)
 	assert.Nil(t, one.JoinGrowth, "one join fits no line")
+}
+
+func TestMemoryReturned(t *testing.T) {
+	cp := &report.ControlPlane{
+		Baseline: report.Sample{RSSBytes: report.F(100), LiveHeapBytes: report.F(40)},
+		Joins: []report.Join{
+			{RemoteClusters: 1, Sample: report.Sample{RSSBytes: report.F(200), LiveHeapBytes: report.F(90)}},
+			{RemoteClusters: 2, Sample: report.Sample{RSSBytes: report.F(300), LiveHeapBytes: report.F(140)}},
+		},
+		Leaves: []report.Leave{{RemoteClusters: 1, RSSBytes: report.F(260), LiveHeapBytes: report.F(95)}},
+	}
+	ret := MemoryReturned(cp)
+	require.NotNil(t, ret)
+	assert.Equal(t, 2, ret.PeakRemoteClusters)
+	assert.Equal(t, 1, ret.RemoteClusters)
+	assert.Equal(t, 45.0, *ret.LiveHeapBytes, "peak 140 minus 95 after the leave")
+	assert.Equal(t, 40.0, *ret.RSSBytes)
+	assert.Equal(t, 5.0, *ret.LeftoverLiveHeap, "95 after the leave against 90 at one remote on the way up")
+	assert.Equal(t, 60.0, *ret.LeftoverRSSBytes)
+
+	// Everyone left: the leftover is against the baseline.
+	cp.Leaves = append(cp.Leaves, report.Leave{RemoteClusters: 0, RSSBytes: report.F(150), LiveHeapBytes: nil})
+	ret = MemoryReturned(cp)
+	assert.Equal(t, 50.0, *ret.LeftoverRSSBytes)
+	assert.Nil(t, ret.LeftoverLiveHeap, "unmeasured after the leave: no leftover")
+	assert.Nil(t, ret.LiveHeapBytes)
+
+	assert.Nil(t, MemoryReturned(&report.ControlPlane{Joins: cp.Joins}), "no leaves")
+	assert.Nil(t, MemoryReturned(nil))
+}
+
+// Heap and goroutine profiles cost what taking them took; a CPU profile runs in the background
+// and costs only the wait for its end.
+func TestProfilesCost(t *testing.T) {
+	ps := []report.Profile{
+		{Kind: "heap", Seconds: 0.25}, {Kind: "goroutine", Seconds: 0.5},
+		{Kind: "cpu", Seconds: 10, WaitedSeconds: report.F(2)}, {Kind: "cpu", Seconds: 10},
+	}
+	assert.Equal(t, 2.75, ProfilesCost(ps))
+	assert.Zero(t, ProfilesCost(nil))
 }
