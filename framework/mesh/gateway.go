@@ -7,8 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
@@ -24,22 +25,20 @@ const (
 	HBONEPort = hbone.Port
 )
 
-var gatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
-
 // EnsureEastWestGateway creates the cluster's ambient east-west Gateway and writes its address
 // into status.addresses, standing in for the LoadBalancer the local provider does not have.
 // istiod never writes addresses itself, so the value stays; the Gateway stays Programmed=False,
 // which istiod ignores (notes/istio-embedded.md section 9).
 func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address string) error {
-	gw := EastWestGatewayObject(c.Network)
-	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
-	if _, err := api.Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+	api := c.GatewayAPI.GatewayV1().Gateways(SystemNamespace)
+	if _, err := api.Create(ctx, NewEastWestGateway(c.Network), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("cluster %s: creating the east-west gateway: %w", c.Name, err)
 	}
 	// A merge patch of the addresses alone: a running istiod writes the Gateway's conditions at
 	// the same time, and an update of the whole status would conflict with it.
+	ip := gatewayv1.IPAddressType
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{
-		"addresses": []any{map[string]any{"type": "IPAddress", "value": address}},
+		"addresses": []gatewayv1.GatewayStatusAddress{{Type: &ip, Value: address}},
 	}})
 	if err != nil {
 		return err
@@ -50,29 +49,41 @@ func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address stri
 	return nil
 }
 
-// EastWestGatewayObject is the ambient east-west Gateway of a cluster on network, as istio's
+// NewEastWestGateway is the ambient east-west Gateway of a cluster on network, as istio's
 // samples/multicluster/gen-eastwest-gateway.sh --ambient emits it: class istio-east-west, one
 // HBONE listener on 15008 that terminates ISTIO_MUTUAL. Every provider installs this same object.
-func EastWestGatewayObject(network string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1",
-		"kind":       "Gateway",
-		"metadata": map[string]any{
-			"name":      EastWestGateway,
-			"namespace": SystemNamespace,
-			"labels":    map[string]any{NetworkLabel: network},
+func NewEastWestGateway(network string) *gatewayv1.Gateway {
+	terminate := gatewayv1.TLSModeTerminate
+	return &gatewayv1.Gateway{
+		TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      EastWestGateway,
+			Namespace: SystemNamespace,
+			Labels:    map[string]string{NetworkLabel: network},
 		},
-		"spec": map[string]any{
-			"gatewayClassName": EastWestGatewayClass,
-			"listeners": []any{map[string]any{
-				"name":     "mesh",
-				"port":     int64(HBONEPort),
-				"protocol": "HBONE",
-				"tls": map[string]any{
-					"mode":    "Terminate",
-					"options": map[string]any{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: EastWestGatewayClass,
+			Listeners: []gatewayv1.Listener{{
+				Name:     "mesh",
+				Port:     HBONEPort,
+				Protocol: "HBONE",
+				TLS: &gatewayv1.ListenerTLSConfig{
+					Mode:    &terminate,
+					Options: map[gatewayv1.AnnotationKey]gatewayv1.AnnotationValue{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
 				},
 			}},
 		},
-	}}
+	}
+}
+
+// EastWestGatewayObject is NewEastWestGateway as an unstructured object, for the rendered
+// manifests: spec and metadata only (no empty status, no creationTimestamp: null).
+func EastWestGatewayObject(network string) *unstructured.Unstructured {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(NewEastWestGateway(network))
+	if err != nil {
+		panic(fmt.Sprintf("mesh: the east-west Gateway does not convert: %v", err)) // a typed object always does
+	}
+	delete(obj, "status")
+	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+	return &unstructured.Unstructured{Object: obj}
 }
