@@ -57,3 +57,12 @@ func (p *Pacer) Started(now time.Time) {
 	}
 	p.n++
 }
+
+// Due is how many changes the schedule puts before end.
+func (p *Pacer) Due(end time.Time) int {
+	d := end.Sub(p.start)
+	if d <= 0 {
+		return 0
+	}
+	return int((d + p.interval - 1) / p.interval)
+}

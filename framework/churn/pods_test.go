@@ -126,6 +126,23 @@ func TestReplaceWaitsForIdleTargets(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+func TestTimedWindowEndsOnTimeWhenTargetsFallBehind(t *testing.T) {
+	s := workload.Scale{Name: "test", Services: 1, Pods: 1, Namespaces: 1, Nodes: 1}
+	c := fakeCluster(t, s)
+	p, err := NewPods(context.Background(), c, s, nil, time.Second)
+	require.NoError(t, err)
+	tr := NewTracker(nil)
+	observeTruth(t, tr, p, time.Now())
+	// Nothing observes the replacement, so the only pod never becomes idle again: every change
+	// after the first is due but cannot start.
+	start := time.Now()
+	churned, err := Run(context.Background(), tr, Window{Mode: Replace, Rate: 100, Duration: 300 * time.Millisecond}, p)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), time.Second, "the window ends at its length, not when its schedule is done")
+	assert.Equal(t, 1, churned.Changes)
+	assert.InDelta(t, 29, churned.Dropped, 1, "the changes due in 300 ms at 100/s, less the one made")
+}
+
 func TestReadyFlipsAlternate(t *testing.T) {
 	c := fakeCluster(t, smallScale)
 	p, err := NewPods(context.Background(), c, smallScale, nil, time.Second)

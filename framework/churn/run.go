@@ -10,7 +10,9 @@ import (
 )
 
 // Window is one churn window: every target cluster changes at Rate pods per second, either for
-// Duration or until it has made Count changes (Count > 0 wins).
+// Duration of wall time or until it has made Count changes (Count > 0 wins). A timed window ends
+// on time even when its targets fall behind: changes still due then are counted as Dropped, so a
+// slow API server shortens the achieved rate instead of stretching the run.
 type Window struct {
 	Mode     string
 	Rate     float64
@@ -27,6 +29,8 @@ type Churned struct {
 	// Late counts changes that started more than one interval behind schedule, mostly because
 	// every target had a change in flight.
 	Late int
+	// Dropped counts the changes a timed window had scheduled but did not start before it ended.
+	Dropped int
 }
 
 // AchievedRate is the changes per second per target the window reached.
@@ -54,6 +58,9 @@ func Run(ctx context.Context, tr *Tracker, w Window, targets ...*Pods) (Churned,
 			mu.Lock()
 			out.Changes += n
 			out.Late += pacer.Late
+			if w.Count <= 0 {
+				out.Dropped += pacer.Due(start.Add(w.Duration)) - n
+			}
 			mu.Unlock()
 			return err
 		})
@@ -67,8 +74,9 @@ func Run(ctx context.Context, tr *Tracker, w Window, targets ...*Pods) (Churned,
 // waits for its first step to show does not hold up the schedule.
 func churnOne(ctx context.Context, tr *Tracker, w Window, t *Pods, pacer *Pacer) (int, error) {
 	end := time.Now().Add(w.Duration)
+	timed := w.Count <= 0
 	g, gctx := errgroup.WithContext(ctx)
-	for w.Count > 0 && pacer.Count() < w.Count || w.Count <= 0 && pacer.Next().Before(end) {
+	for !timed && pacer.Count() < w.Count || timed && pacer.Next().Before(end) && time.Now().Before(end) {
 		due := pacer.Next()
 		if err := sleepUntil(gctx, due); err != nil {
 			break
@@ -84,6 +92,9 @@ func churnOne(ctx context.Context, tr *Tracker, w Window, t *Pods, pacer *Pacer)
 				return pacer.Count(), errors.Join(err, g.Wait())
 			}
 			if err := sleepUntil(gctx, time.Now().Add(5*time.Millisecond)); err != nil {
+				return pacer.Count(), g.Wait()
+			}
+			if timed && !time.Now().Before(end) {
 				return pacer.Count(), g.Wait()
 			}
 		}

@@ -24,6 +24,9 @@ type Flags struct {
 	Observe string // whose istiod is measured
 	Istiods string // all | observed
 
+	// PlanFactor scales the time plan's estimates (1: the 2-core reference host).
+	PlanFactor float64
+
 	Istiod IstiodFlags // -istiod.version, -istiod.binary (istiod_flags.go)
 
 	// Istio images and options of the providers that install into real clusters.
@@ -46,6 +49,7 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Pods, "pods", 0, "pods per cluster, spread over the services (overrides -scale)")
 	fs.StringVar(&f.Observe, "observe", "", "cluster whose istiod the join suite measures (default: the first primary)")
 	fs.StringVar(&f.Istiods, "mesh.istiods", "all", "which primaries run istiod: all, or observed (quieter CPU figures on small hosts)")
+	fs.Float64Var(&f.PlanFactor, "plan.factor", 1, "scale the time plan's estimates for this host: 2 for a machine half as fast as the 2-core reference, so the plan trims and refuses in time; below 1 the plan is optimistic and a run may be cut short")
 	registerProvider(fs, &f.ProviderFlags)
 	return f
 }
@@ -60,6 +64,9 @@ func (f *Flags) validate() error {
 	}
 	if f.Networks < 0 {
 		return fmt.Errorf("-networks=%d: 0 for one network per cluster, or 1 to -clusters", f.Networks)
+	}
+	if !(f.PlanFactor > 0 && f.PlanFactor <= 100) {
+		return fmt.Errorf("-plan.factor=%g: a positive factor up to 100 (1 for the 2-core reference host, 2 for a host half as fast)", f.PlanFactor)
 	}
 	if f.Istiods != "all" && f.Istiods != "observed" {
 		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)

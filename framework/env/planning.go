@@ -21,11 +21,11 @@ func (e *Env) planRun(s Suite) error {
 	if err != nil {
 		return err
 	}
-	p.Setup = append(e.binariesItems(), e.clusterItems()...)
+	p.Setup = append(e.binariesItems(), plan.Scale(e.clusterItems(), e.Flags.PlanFactor)...)
 	if s.Plan != nil {
 		steps, tests := s.Plan(PlanInput{Topology: e.Topology, Scale: e.Scale, Flags: e.Flags, Provider: e.Provider.Name(), Istiods: e.istiodCount()})
-		p.Setup = append(p.Setup, steps...)
-		for _, it := range tests {
+		p.Setup = append(p.Setup, plan.Scale(steps, e.Flags.PlanFactor)...)
+		for _, it := range plan.Scale(tests, e.Flags.PlanFactor) {
 			if sel.Runs(it.Name) {
 				p.Tests = append(p.Tests, it)
 			}
@@ -36,7 +36,11 @@ func (e *Env) planRun(s Suite) error {
 	if fitErr != nil {
 		return fmt.Errorf("plan: %w", fitErr)
 	}
-	e.Logf("plan (%d clusters, scale %s):\n%s", len(e.Topology.Clusters), e.Scale.Name, strings.TrimRight(p.Table(), "\n"))
+	factor := ""
+	if e.Flags.PlanFactor != 1 {
+		factor = fmt.Sprintf(", estimates x%g by -plan.factor", e.Flags.PlanFactor)
+	}
+	e.Logf("plan (%d clusters, scale %s%s):\n%s", len(e.Topology.Clusters), e.Scale.Name, factor, strings.TrimRight(p.Table(), "\n"))
 	for _, w := range p.Warnings {
 		e.Logf("plan: %s", w)
 	}

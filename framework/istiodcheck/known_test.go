@@ -1,14 +1,19 @@
 package istiodcheck
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var table = []Known{
 	{Check: "leaks", Reference: "istio/istio#1", Affected: []string{"v1.2.3", "v0.0.0-2026*"}},
 	{Check: "wedges", Reference: "istio/istio#2", Affected: []string{"v9"}},
+	{Check: "races", Reference: "docs/findings.md#a-race", Affected: []string{"v1.2.3"}, Intermittent: true},
 }
 
 func TestJudge(t *testing.T) {
@@ -26,6 +31,8 @@ func TestJudge(t *testing.T) {
 		{"another check's entry does not apply", "wedges", "v1.2.3", false, Fail, "", "wedges on istiod v1.2.3"},
 		{"a prefix needs its star", "wedges", "v9.1", false, Fail, "", "wedges on istiod v9.1"},
 		{"an unknown version fails", "leaks", "", false, Fail, "", "leaks on istiod "},
+		{"a race hit on a listed version", "races", "v1.2.3", false, KnownIssue, "docs/findings.md#a-race", "known istiod issue reproduced"},
+		{"a race missed on a listed version passes", "races", "v1.2.3", true, Pass, "docs/findings.md#a-race", "was not hit this time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := Judge(table, tc.check, tc.version, tc.passed, "fine")
@@ -37,11 +44,39 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// Every entry names a check, and a reference that exists: an upstream issue, or a section of
+// docs/findings.md for a fault not reported upstream yet.
 func TestTableNamesChecksAndReferences(t *testing.T) {
+	findings, err := os.ReadFile(filepath.Join("..", "..", "docs", "findings.md"))
+	require.NoError(t, err)
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(findings), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			anchors[anchor(h)] = true
+		}
+	}
+	checks := []string{MemoryComesBack, MidSyncDeletion, RejoinLongLived, RotationNoLeak, TrafficDuringRotation, TrafficDuringRestart, RemoteOutage, SyncStatusTruth}
 	for _, k := range Table {
-		assert.Contains(t, []string{MemoryComesBack, MidSyncDeletion, RejoinLongLived}, k.Check)
-		assert.Regexp(t, `^istio/istio#\d+$`, k.Reference)
+		assert.Contains(t, checks, k.Check)
+		assert.Regexp(t, `^(istio/istio#\d+|docs/findings\.md#[a-z0-9-]+)$`, k.Reference)
+		if a, ok := strings.CutPrefix(k.Reference, "docs/findings.md#"); ok {
+			assert.True(t, anchors[a], "docs/findings.md has a section for %s (headings: %v)", k.Reference, anchors)
+		}
 		assert.NotEmpty(t, k.Affected)
 		assert.NotEmpty(t, k.Why)
 	}
+}
+
+// anchor is the fragment GitHub gives a Markdown heading.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteRune('-')
+		}
+	}
+	return b.String()
 }

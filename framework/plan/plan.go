@@ -150,3 +150,24 @@ func TestTimeout() time.Duration {
 	}
 	return d
 }
+
+// Scale multiplies every item's expected time by f, trimmed versions included: -plan.factor, for
+// a host slower (f > 1) or faster than the 2-core reference the estimates come from.
+func Scale(items []Item, f float64) []Item {
+	if f == 1 {
+		return items
+	}
+	out := make([]Item, len(items))
+	for i, it := range items {
+		it.Expected = time.Duration(float64(it.Expected) * f)
+		if trim := it.Trim; trim != nil {
+			it.Trim = func() (Item, string) {
+				short, warning := trim()
+				short.Expected = time.Duration(float64(short.Expected) * f)
+				return short, warning
+			}
+		}
+		out[i] = it
+	}
+	return out
+}

@@ -93,3 +93,14 @@ func TestSelectReadsRunAndSkipAsTestingDoes(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `-run="Test("`)
 }
+
+func TestScaleStretchesEstimatesAndTheirTrims(t *testing.T) {
+	items := Scale([]Item{
+		item("setup", 10*time.Second),
+		{Name: "TestB", Expected: time.Minute, Trim: func() (Item, string) { return Item{Name: "TestB", Expected: 20 * time.Second}, "trimmed" }},
+	}, 2)
+	assert.Equal(t, 20*time.Second, items[0].Expected)
+	assert.Equal(t, 2*time.Minute, items[1].Expected)
+	short, _ := items[1].Trim()
+	assert.Equal(t, 40*time.Second, short.Expected, "the trimmed version is scaled too")
+}

@@ -45,8 +45,11 @@ type ChurnRun struct {
 	Clusters              []string `json:"clusters"`
 	DurationSeconds       float64  `json:"durationSeconds"`
 	// Changes counts pods changed; Samples the tracked API writes (a replacement is two: the old
-	// pod deleted, the new one Ready); Superseded those a later write's push reflected.
+	// pod deleted, the new one Ready); Superseded those a later write's push reflected. Dropped
+	// counts changes a timed window had due but did not start before it ended (every target had
+	// a change in flight): the window keeps its length and the achieved rate says the difference.
 	Changes    int `json:"changes"`
+	Dropped    int `json:"dropped"`
 	Samples    int `json:"samples"`
 	Superseded int `json:"superseded"`
 	Lost       int `json:"lost"`

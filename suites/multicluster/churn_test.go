@@ -174,7 +174,7 @@ func churnWindow(t *testing.T, ctx context.Context, w *xdswatch.Watcher, istiod 
 	run := report.ChurnRun{
 		Where: s.where, Mode: s.mode, RatePodsPerSecond: s.rate, PercentOfPods: s.percent, Clusters: s.clusters,
 		AchievedPodsPerSecond: churned.AchievedRate(1), DurationSeconds: churned.Elapsed.Seconds(), CostSeconds: cost.Seconds,
-		Changes: churned.Changes, Samples: sum.Samples, Superseded: sum.Superseded, Lost: sum.Lost,
+		Changes: churned.Changes, Dropped: churned.Dropped, Samples: sum.Samples, Superseded: sum.Superseded, Lost: sum.Lost,
 		P50Ms: msp(sum.P50), P90Ms: msp(sum.P90), P99Ms: msp(sum.P99), MaxMs: msp(sum.Max),
 		IstiodCPUCores: report.F(cost.CPUCores), IstiodCPUResolutionCores: report.F(cost.ResolutionCores),
 		IstiodCPUSource: cost.CPUSource, PushesPerSecond: cost.PushesPerSecond, PushesPerSecondByType: cost.ByType,
@@ -190,8 +190,8 @@ func churnWindow(t *testing.T, ctx context.Context, w *xdswatch.Watcher, istiod 
 		s.where, s.mode, s.rate, size, run.AchievedPodsPerSecond, run.Changes, sum.Samples, sum.Lost, sum.Late, sum.Unseen, sum.Mismatched, sum.Superseded,
 		fmt1(run.P50Ms), fmt1(run.P90Ms), fmt1(run.P99Ms), fmt1(run.MaxMs), cost.CPUCores, cost.CPUSource, cost.ResolutionCores,
 		fmt1(cost.PushesPerSecond), roundMap(cost.ByType), fmt1(cost.ConnectedXDS), settled.RSSBytes/1e6, settled.LiveHeapBytes/1e6)
-	if churned.Late > 0 {
-		mc.Logf("churn: %s %s %.0f pods/s: %d changes started late (every target had a change in flight)", s.where, s.mode, s.rate, churned.Late)
+	if churned.Late > 0 || churned.Dropped > 0 {
+		mc.Logf("churn: %s %s %.0f pods/s: %d changes started late and %d due ones dropped at the window's end (every target had a change in flight)", s.where, s.mode, s.rate, churned.Late, churned.Dropped)
 	}
 	assert.True(t, drained || sum.Unseen > 0, "drain ended with changes in flight but none unseen")
 	assert.Zero(t, sum.Lost, "lost changes: %d late (over %s), %d never seen, %d keys in a wrong final state (first: %v)",

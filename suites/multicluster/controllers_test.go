@@ -20,14 +20,16 @@ import (
 // TestClustersRunControllers checks that every cluster behaves like a real one where its
 // controllers are concerned: the scale services' EndpointSlices hold their pods' addresses, a
 // Deployment gets its ReplicaSet and pods, a deleted namespace goes away, and every namespace has
-// the root CA ConfigMap.
+// the root CA ConfigMap. The clusters are checked at once: the wait is the controllers', so it
+// does not grow with the cluster count.
 func TestClustersRunControllers(t *testing.T) {
+	ctx := mc.Context(t)
 	for _, c := range mc.Clusters {
 		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
 			if c.WithoutControllers {
 				t.Skip("-local.controllers=false: no kube-controller-manager runs")
 			}
-			ctx := mc.Context(t)
 			t.Run("EndpointSlices hold the scale pods' addresses", func(t *testing.T) { slicesHoldPods(ctx, t, c) })
 			t.Run("a Deployment gets its ReplicaSet and pods", func(t *testing.T) { deploymentGetsPods(ctx, t, c) })
 			t.Run("every namespace has kube-root-ca.crt", func(t *testing.T) {

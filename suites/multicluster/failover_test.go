@@ -20,6 +20,7 @@ type trafficLoop struct {
 	mu       sync.Mutex
 	answers  []answer
 	stop     chan struct{}
+	stopOnce sync.Once
 	done     chan struct{}
 }
 
@@ -53,7 +54,8 @@ func startTraffic(ctx context.Context, p *probeEnv, app string, interval time.Du
 	return l
 }
 
-func (l *trafficLoop) Stop() { close(l.stop); <-l.done }
+// Stop ends the loop and waits for its last request; it may be called again.
+func (l *trafficLoop) Stop() { l.stopOnce.Do(func() { close(l.stop) }); <-l.done }
 
 // since returns the answers received after t.
 func (l *trafficLoop) since(t time.Time) []answer {

@@ -29,21 +29,21 @@ func TestJoinFailurePaths(t *testing.T) {
 		// A fresh istiod for the observed cluster reads remote secrets from its own namespace
 		// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
 		// sync timeout is short, so that istiod itself says it gave up on the cluster.
-		isolated := isolatedIstiod(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
+		isolated := newIsolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 		// A kubeconfig for an API server that is not there: nothing listens on the port.
 		ports, err := proc.FreePorts(1)
 		require.NoError(t, err)
 		data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.mesh.Root.CertPEM, "no-token"))
 		require.NoError(t, err)
 		secret := mesh.SecretFor("ghost", data)
-		secret.Namespace = checkNamespace
-		createSecret(t, obs, secret)
+		secret.Namespace = isolated.ns
+		isolated.add(t, secret)
 		ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
-		_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), 8*time.Second)
+		_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "join of ghost")
-		assert.Contains(t, err.Error(), "-join.timeout=8s")
+		assert.Contains(t, err.Error(), "-join.timeout="+ghostWait.String())
 		assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
 
 		// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
@@ -61,9 +61,9 @@ func TestJoinFailurePaths(t *testing.T) {
 		// seconds; a limit inside that delay must give up while istiod still reports syncing.
 		// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
 		other := otherCluster(obs)
-		fresh := isolatedIstiod(t, ctx, obs)
-		slow, _ := slowRemote(t, other, other.Name, slowSync)
-		createSecret(t, obs, slow)
+		fresh := newIsolated(t, ctx, obs)
+		slow, _ := fresh.slow(t, other, other.Name, slowSync)
+		fresh.add(t, slow)
 		// The limit counts from istiod's taking up the secret.
 		_, _, err := waitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
 		require.NoError(t, err)
@@ -100,8 +100,9 @@ func TestJoinFailurePaths(t *testing.T) {
 
 const (
 	// ghostSyncTimeout is PILOT_REMOTE_CLUSTER_TIMEOUT for the istiod that meets an unreachable
-	// cluster: short enough to pass inside the test's 8 s wait.
-	ghostSyncTimeout = 3 * time.Second
+	// cluster: short enough to pass inside the test's wait, ghostWait.
+	ghostSyncTimeout = 2 * time.Second
+	ghostWait        = 5 * time.Second
 	// joinLimit is the join timeout used against a sync slowed to several seconds (slowSync).
 	joinLimit = time.Second
 	// metricSyncTimeouts counts remote syncs that passed PILOT_REMOTE_CLUSTER_TIMEOUT, per cluster

@@ -6,24 +6,21 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/faults"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/measure"
-	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
@@ -32,9 +29,10 @@ import (
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.
 // Each outcome goes through istiodcheck's known-issues table: a known fault on a listed version is
-// skipped and recorded, anything else that fails fails. Each check runs its own istiod for the
-// observed cluster, fresh and isolated: it reads remote secrets from checkNamespace only, which the
-// check writes, so the suite's istiods and membership are never touched.
+// skipped and recorded, anything else that fails fails. The checks of the data plane drive the
+// suite's own mesh, one after the other; every other check runs an isolated istiod of its own for
+// the observed cluster (isolated_test.go), so those run in parallel once the data-plane ones are
+// done, and none touches the suite's istiods or membership.
 func TestIstiodProperties(t *testing.T) {
 	if len(mc.Clusters) < 2 {
 		t.Skip("the istiod checks need two clusters")
@@ -42,14 +40,27 @@ func TestIstiodProperties(t *testing.T) {
 	ctx := mc.Context(t)
 	obs := mc.observed()
 	other := otherCluster(obs)
-	t.Run(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
-	t.Run(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) })
-	t.Run(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) })
-	t.Run(istiodcheck.RotationNoLeak, func(t *testing.T) { checkRotation(t, ctx, obs, other) })
-	t.Run(istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) })
-	t.Run(istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) })
+	parallel := func(name string, check func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) { t.Parallel(); check(t) })
+	}
+	parallel(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
+	parallel(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) })
+	parallel(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) })
+	parallel(istiodcheck.RotationNoLeak, func(t *testing.T) { checkRotation(t, ctx, obs, other) })
+	parallel(istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) })
+	parallel(istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) })
+	// The parallel ones wait until these have returned.
 	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
 	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
+}
+
+// checksMu guards the report's check rows, which parallel checks append to.
+var checksMu sync.Mutex
+
+func recordCheck(row report.IstiodCheck) {
+	checksMu.Lock()
+	defer checksMu.Unlock()
+	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, row)
 }
 
 // istiodVersion is the istio.io/istio module version of the istiod under test (-istiod.version,
@@ -86,7 +97,7 @@ func verdict(t *testing.T, row report.IstiodCheck, passed bool) {
 	t.Helper()
 	v := istiodcheck.Judge(istiodcheck.Table, row.Name, istiodVersion(), passed, row.Detail)
 	row.Result, row.Reference, row.IstiodVersion = string(v.Result), v.Reference, istiodVersion()
-	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, row)
+	recordCheck(row)
 	if v.Result != istiodcheck.Pass && len(row.Profiles) > 0 {
 		v.Message += "; its istiod's profiles: " + strings.Join(row.Profiles, ", ")
 	}
@@ -102,7 +113,7 @@ func verdict(t *testing.T, row report.IstiodCheck, passed bool) {
 // broken records a check that could not reach a verdict about istiod (the test itself failed).
 func broken(t *testing.T, name, detail string) {
 	t.Helper()
-	mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, report.IstiodCheck{Name: name, Result: report.CheckFail, Detail: "no verdict: " + detail})
+	recordCheck(report.IstiodCheck{Name: name, Result: report.CheckFail, Detail: "no verdict: " + detail})
 	t.Fatal(detail)
 }
 
@@ -171,13 +182,13 @@ const (
 )
 
 func checkMemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
-	istiod := isolatedIstiod(t, ctx, obs)
+	istiod := newIsolated(t, ctx, obs)
 	remotes := memoryCheckRemotes(obs)
 	var secrets []*corev1.Secret
 	joinAll := func() {
 		for _, c := range remotes {
-			s := directRemote(t, c, c.Name)
-			createSecret(t, obs, s)
+			s := istiod.direct(t, c, c.Name)
+			istiod.add(t, s)
 			secrets = append(secrets, s)
 			_, _, err := waitStatus(ctx, istiod, c.Name, measure.StatusSynced, mc.opts.Join.Timeout)
 			require.NoError(t, err)
@@ -185,7 +196,7 @@ func checkMemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cluste
 	}
 	leaveAll := func() {
 		for _, s := range secrets {
-			require.NoError(t, deleteSecret(obs, s))
+			require.NoError(t, istiod.remove(s))
 		}
 		for _, c := range remotes {
 			_, err := istiod.Sampler().WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
@@ -265,106 +276,6 @@ func firstLine(s string, n int) string {
 // seconds instead of ~0.1 s: every chunk the remote API server sends waits this long.
 var slowSync = faults.Delay{PerChunk: 150 * time.Millisecond}
 
-// checkNamespace holds the remote secrets of the fresh istiods the checks start. A fresh istiod
-// runs with POD_NAMESPACE set to it, which is istiod's --namespace default
-// (pilot/cmd/pilot-discovery/app/cmd.go) and the namespace its secret controller watches
-// (pilot/pkg/bootstrap/server.go initMulticluster: SystemNamespace: args.Namespace), so the
-// suite's own istiods, which watch istio-system, never see these secrets. (Namespaces are never
-// deleted: without kube-controller-manager they would stay Terminating.)
-const checkNamespace = "ambientmc-istiod-checks"
-
-// freshIstiod starts an istiod for c that reads remote secrets from checkNamespace only.
-func isolatedIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) cluster.Istiod {
-	t.Helper()
-	// istiod reads each cluster's network from its own namespace's label there.
-	for _, o := range mc.Clusters {
-		require.NoError(t, mesh.EnsureNetworkNamespace(ctx, o, checkNamespace))
-	}
-	return extraIstiod(t, ctx, c, append([]string{"POD_NAMESPACE=" + checkNamespace}, env...)...)
-}
-
-// slowRemote returns a remote secret for c (as cluster ID id) that reaches c's API server through
-// a delaying proxy, and the proxy; the proxy closes when the test ends. The API server's serving
-// certificate is for 127.0.0.1 and the proxy listens there too, so it still verifies.
-func slowRemote(t *testing.T, c *cluster.Cluster, id string, d faults.Delay) (*corev1.Secret, *faults.Proxy) {
-	t.Helper()
-	s, err := mesh.RemoteSecret(mc.RunContext(), c)
-	require.NoError(t, err)
-	cfg, err := clientcmd.Load(s.Data[c.Name])
-	require.NoError(t, err)
-	var p *faults.Proxy
-	for _, cl := range cfg.Clusters {
-		u, err := url.Parse(cl.Server)
-		require.NoError(t, err)
-		require.Equal(t, "127.0.0.1", u.Hostname(), "the proxy keeps the certificate's IP only for a server on 127.0.0.1")
-		p, err = faults.Listen(u.Host, d)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-	}
-	out, err := throughProxy(s, c, id, p)
-	require.NoError(t, err)
-	return out, p
-}
-
-// remoteThrough is a remote secret for c under cluster ID id, in checkNamespace, with a fresh
-// token, whose server is the proxy p (a rotation of a secret slowRemote made).
-func remoteThrough(c *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
-	s, err := mesh.RemoteSecret(mc.RunContext(), c)
-	if err != nil {
-		return nil, err
-	}
-	return throughProxy(s, c, id, p)
-}
-
-// throughProxy rewrites c's remote secret s to reach c through p, under cluster ID id, in
-// checkNamespace.
-func throughProxy(s *corev1.Secret, c *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
-	cfg, err := clientcmd.Load(s.Data[c.Name])
-	if err != nil {
-		return nil, err
-	}
-	for _, cl := range cfg.Clusters {
-		u, err := url.Parse(cl.Server)
-		if err != nil {
-			return nil, err
-		}
-		u.Host = p.Addr()
-		cl.Server = u.String()
-	}
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return nil, err
-	}
-	out := mesh.SecretFor(id, data)
-	out.Namespace = checkNamespace
-	return out, nil
-}
-
-// directRemote is a remote secret for c under cluster ID id, in checkNamespace, with no proxy.
-func directRemote(t *testing.T, c *cluster.Cluster, id string) *corev1.Secret {
-	t.Helper()
-	s, err := mesh.RemoteSecret(mc.RunContext(), c)
-	require.NoError(t, err)
-	out := mesh.SecretFor(id, s.Data[c.Name])
-	out.Namespace = checkNamespace
-	return out
-}
-
-func createSecret(t *testing.T, into *cluster.Cluster, s *corev1.Secret) {
-	t.Helper()
-	_, err := into.Client.CoreV1().Secrets(s.Namespace).Create(mc.RunContext(), s, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = deleteSecret(into, s) })
-}
-
-func deleteSecret(from *cluster.Cluster, s *corev1.Secret) error {
-	err := from.Client.CoreV1().Secrets(s.Namespace).Delete(context.Background(), s.Name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
 // waitStatus polls until istiod reports cluster id in status st, returning the time it took.
 func waitStatus(ctx context.Context, i cluster.Istiod, id, st string, timeout time.Duration) (time.Duration, *measure.Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -413,10 +324,10 @@ func checkMidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluste
 	var syncTime time.Duration
 	for k, frac := range []float64{-1, 0.2, 0.5, 0.8} {
 		ok := t.Run(fmt.Sprintf("attempt %d", k), func(t *testing.T) {
-			fresh := isolatedIstiod(t, ctx, obs)
-			slow, _ := slowRemote(t, remote, remote.Name, slowSync)
+			fresh := newIsolated(t, ctx, obs)
+			slow, _ := fresh.slow(t, remote, remote.Name, slowSync)
 			start := time.Now()
-			createSecret(t, obs, slow)
+			fresh.add(t, slow)
 			_, _, err := waitStatus(ctx, fresh, remote.Name, measure.StatusSyncing, 10*time.Second)
 			require.NoError(t, err, "the slowed cluster starts syncing")
 			var at string
@@ -434,9 +345,9 @@ func checkMidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluste
 				require.Equal(t, measure.StatusSyncing, st, "istiod must still be syncing %s at the deletion (%.0f%% of %s)", remote.Name, 100*frac, syncTime)
 				at = fmt.Sprintf("at %.1fs (syncing)", time.Since(start).Seconds())
 			}
-			require.NoError(t, deleteSecret(obs, slow))
-			canary := directRemote(t, remote, "canary-"+remote.Name)
-			createSecret(t, obs, canary)
+			require.NoError(t, fresh.remove(slow))
+			canary := fresh.direct(t, remote, "canary-"+remote.Name)
+			fresh.add(t, canary)
 			took, m, err := waitStatus(ctx, fresh, "canary-"+remote.Name, measure.StatusSynced, canaryWithin)
 			line := fmt.Sprintf("deleted %s; canary synced in %.1fs; deleted cluster's status %s", at, took.Seconds(), statusOf(m, remote.Name))
 			if err != nil {
@@ -482,20 +393,20 @@ func sameAs(ref *xdswatch.Watcher, c *cluster.Cluster) func(*xdswatch.Watcher) b
 }
 
 func checkRejoin(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
-	istiod := isolatedIstiod(t, ctx, obs)
+	istiod := newIsolated(t, ctx, obs)
 	old := startWatcher(t, ctx, obs, istiod)
-	secret := directRemote(t, remote, remote.Name)
-	createSecret(t, obs, secret)
+	secret := istiod.direct(t, remote, remote.Name)
+	istiod.add(t, secret)
 	wctx, cancel := context.WithTimeout(ctx, mc.opts.Join.Timeout)
 	defer cancel()
 	require.NoError(t, old.WaitFor(wctx, coversCluster(remote)), "the stream gets %s before the leave", remote.Name)
-	require.NoError(t, deleteSecret(obs, secret))
+	require.NoError(t, istiod.remove(secret))
 	_, err := istiod.Sampler().WaitRemoteGone(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
 	require.NoError(t, old.WaitFor(wctx, lacksCluster(remote)), "the stream loses %s after the leave", remote.Name)
 
 	start := time.Now()
-	createSecret(t, obs, directRemote(t, remote, remote.Name))
+	istiod.add(t, istiod.direct(t, remote, remote.Name))
 	_, err = istiod.Sampler().WaitRemoteSynced(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
 	fresh := startWatcher(t, ctx, obs, istiod)

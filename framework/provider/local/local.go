@@ -15,6 +15,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
@@ -57,8 +58,10 @@ type Provider struct {
 	istiods  []*Istiod
 	slots    *slots
 	keepers  []*workload.NodeKeeper
-	waves    []Wave
-	egress   []*egressProxy
+	// addressKeepers keep each east-west Gateway's status address (mesh.KeepEastWestGatewayAddress).
+	addressKeepers []*mesh.AddressKeeper
+	waves          []Wave
+	egress         []*egressProxy
 }
 
 // apiServerReadyTimeout stretches the readiness bound with the API servers that start together:
@@ -268,10 +271,13 @@ func (p *Provider) Destroy(context.Context) error {
 
 func (p *Provider) stopAll() {
 	p.mu.Lock()
-	members, istiods, etcd, keepers, egress := p.members, p.istiods, p.etcd, p.keepers, p.egress
-	p.istiods, p.etcd, p.keepers, p.egress = nil, nil, nil, nil
+	members, istiods, etcd, keepers, egress, addressKeepers := p.members, p.istiods, p.etcd, p.keepers, p.egress, p.addressKeepers
+	p.istiods, p.etcd, p.keepers, p.egress, p.addressKeepers = nil, nil, nil, nil, nil
 	p.mu.Unlock()
 	for _, k := range keepers {
+		k.Stop()
+	}
+	for _, k := range addressKeepers {
 		k.Stop()
 	}
 	proc.StopParallel(istiods, func(i *Istiod) { _ = i.Stop() })

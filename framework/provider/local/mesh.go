@@ -32,5 +32,9 @@ func (p *Provider) EastWestGateway(ctx context.Context, c *cluster.Cluster, _ ti
 	if err := mesh.EnsureEastWestGateway(ctx, c, gw.String()); err != nil {
 		return "", err
 	}
+	k := mesh.KeepEastWestGatewayAddress(context.Background(), c, gw.String(), p.opts.Log)
+	p.mu.Lock()
+	p.addressKeepers = append(p.addressKeepers, k)
+	p.mu.Unlock()
 	return gw.String(), nil
 }

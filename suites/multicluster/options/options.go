@@ -60,13 +60,13 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.DurationVar(&o.Join.Steady, "join.steady", 0, "fixed steady-CPU window ending at the settle point (0: the quiet stretch that ended the settle, as long as the CPU source's resolution needs, at least 2s)")
 	fs.IntVar(&o.Join.Samples, "join.samples", 3, "memory samples (half a second apart) per join; medians are reported")
 	fs.IntVar(&o.Join.XDSClients, "join.xds-clients", 0, "ztunnel-like delta xDS clients connected to the observed istiod during the joins, as the fake ztunnels of Istio's published test (0: 15 at published scale, 1 otherwise)")
-	fs.DurationVar(&o.Latency.Duration, "latency.duration", 10*time.Second, "length of each latency run")
+	fs.DurationVar(&o.Latency.Duration, "latency.duration", 5*time.Second, "length of each latency run (make e2e: 10s)")
 	fs.DurationVar(&o.Latency.FloorDuration, "latency.floor-duration", 3*time.Second, "length of each harness-floor run (fortio straight at the echo server)")
 	fs.Float64Var(&o.Latency.QPS, "latency.qps", 0, "requests per second of each latency run, all connections together (0: the highest rate up to 1000 this host carries, found by short probe steps)")
 	fs.IntVar(&o.Latency.Connections, "latency.connections", 16, "concurrent connections of each latency run")
 	fs.IntVar(&o.Latency.Payload, "latency.payload", 1024, "response size in bytes")
 	fs.IntVar(&o.Checks.Clusters, "checks.clusters", 2, "remote clusters the istiod memory check joins and leaves (0: every cluster)")
-	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 3, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
+	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 2, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
 	registerChurn(fs, &o.Churn)
 	return o
 }

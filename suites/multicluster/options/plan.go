@@ -59,7 +59,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 	tests = scaled([]plan.Item{
 		{Name: "TestClusters", Expected: s(0.3 * float64(n)), Detail: fmt.Sprintf("%d clusters", n)},
 		{Name: "TestClustersAreIndependent", Expected: s(0.02 * float64(n*n)), Detail: fmt.Sprintf("%d x %d reads", n, n)},
-		{Name: "TestClustersRunControllers", Expected: s(4 + 0.5*float64(n)), Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters", n)},
+		{Name: "TestClustersRunControllers", Expected: s(6 + 0.2*float64(n)), Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", n)},
 		{Name: "TestControlPlaneJoin", Expected: s(restart + 6 + float64(remotes)*join), Detail: fmt.Sprintf("baseline + %d joins x ~%.1fs", remotes, join)},
 		{Name: "TestControlPlaneLeave", Expected: s(restart + float64(remotes)*(1.0+pods/4000*3) + float64(remotes)*(0.4+1.2)), Detail: fmt.Sprintf("%d joins (unmeasured), %d leaves", remotes, remotes)},
 		{Name: "TestJoinFailurePaths", Expected: s(18), Detail: "an unreachable remote (8s wait), a join timeout, a killed istiod"},

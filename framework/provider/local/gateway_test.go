@@ -1,0 +1,68 @@
+package local
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// TestEastWestGatewayKeepsItsAddress: a status write that replaces the Gateway's whole status
+// from an older read, as istiod's status writer does, drops the address the provider wrote; the
+// provider writes it again.
+func TestEastWestGatewayKeepsItsAddress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, err := bins.SourceRoot()
+	require.NoError(t, err)
+	set, err := crds.Load(ctx, root)
+	require.NoError(t, err)
+	p := cachedProvider(t)
+	p.opts.NoControllers = true
+	topo, err := topology.Generate(1)
+	require.NoError(t, err)
+	require.NoError(t, p.Preflight(ctx, topo))
+	slim, err := p.PreloadCRDs(set)
+	require.NoError(t, err)
+	cs, err := p.Create(ctx, topo)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+	c := cs[0]
+	require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+
+	address, err := p.EastWestGateway(ctx, c, 0)
+	require.NoError(t, err)
+	api := c.GatewayAPI.GatewayV1().Gateways(mesh.SystemNamespace)
+	gw, err := api.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, gw.Status.Addresses, 1)
+
+	// The racing write: conditions only, the addresses gone.
+	gw.Status.Conditions = []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "racing write",
+		LastTransitionTime: metav1.Now(), ObservedGeneration: gw.Generation}}
+	gw.Status.Addresses = nil
+	_, err = api.UpdateStatus(ctx, gw, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	assert.Eventually(t, func() bool {
+		gw, err := api.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		return len(gw.Status.Addresses) == 1 && gw.Status.Addresses[0].Value == address
+	}, 10*time.Second, 50*time.Millisecond, "the address is written again")
+	p.mu.Lock()
+	keepers := p.addressKeepers
+	p.mu.Unlock()
+	require.Len(t, keepers, 1)
+	assert.Equal(t, 1, keepers[0].Restored())
+}

@@ -1,0 +1,144 @@
+package multicluster
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/faults"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+)
+
+// isolated is an istiod of one check's own: a fresh process for cluster c whose POD_NAMESPACE
+// is a namespace only that check writes remote secrets into. POD_NAMESPACE is istiod's --namespace
+// default (pilot/cmd/pilot-discovery/app/cmd.go) and the namespace its secret controller watches
+// (pilot/pkg/bootstrap/server.go initMulticluster: SystemNamespace: args.Namespace), so the
+// suite's istiods (istio-system), its membership and the other checks never see them: checks on
+// isolated istiods run in parallel. It stops when the test ends.
+type isolated struct {
+	cluster.Istiod
+	c  *cluster.Cluster
+	ns string
+}
+
+// newIsolated starts an isolated istiod for c, with extra environment env.
+func newIsolated(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *isolated {
+	t.Helper()
+	ns := checkNamespaceOf(t.Name())
+	// istiod reads each cluster's network from its own namespace's label there.
+	for _, o := range mc.Clusters {
+		require.NoError(t, mesh.EnsureNetworkNamespace(ctx, o, ns))
+	}
+	i := extraIstiod(t, ctx, c, append([]string{"POD_NAMESPACE=" + ns}, env...)...)
+	return &isolated{Istiod: i, c: c, ns: ns}
+}
+
+// checkNamespaceOf names a check's namespace after its test: a DNS label of at most 63 characters.
+func checkNamespaceOf(test string) string {
+	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(test), "-"), "-")
+	ns := "amc-" + slug
+	if len(ns) > 63 {
+		ns = strings.TrimRight(ns[:63], "-")
+	}
+	return ns
+}
+
+// secrets is the client of the check's secrets.
+func (s *isolated) secrets() interface {
+	Create(context.Context, *corev1.Secret, metav1.CreateOptions) (*corev1.Secret, error)
+	Update(context.Context, *corev1.Secret, metav1.UpdateOptions) (*corev1.Secret, error)
+} {
+	return s.c.Client.CoreV1().Secrets(s.ns)
+}
+
+// direct is a remote secret for remote under cluster ID id, with a fresh token.
+func (s *isolated) direct(t *testing.T, remote *cluster.Cluster, id string) *corev1.Secret {
+	t.Helper()
+	sec, err := mesh.RemoteSecret(mc.RunContext(), remote)
+	require.NoError(t, err)
+	out := mesh.SecretFor(id, sec.Data[remote.Name])
+	out.Namespace = s.ns
+	return out
+}
+
+// slow is a remote secret for remote (as cluster ID id) that reaches its API server through a
+// delaying proxy, and the proxy, which closes when the test ends. The API server's serving
+// certificate is for 127.0.0.1 and the proxy listens there too, so it still verifies.
+func (s *isolated) slow(t *testing.T, remote *cluster.Cluster, id string, d faults.Delay) (*corev1.Secret, *faults.Proxy) {
+	t.Helper()
+	sec, err := mesh.RemoteSecret(mc.RunContext(), remote)
+	require.NoError(t, err)
+	cfg, err := clientcmd.Load(sec.Data[remote.Name])
+	require.NoError(t, err)
+	var p *faults.Proxy
+	for _, cl := range cfg.Clusters {
+		u, err := url.Parse(cl.Server)
+		require.NoError(t, err)
+		require.Equal(t, "127.0.0.1", u.Hostname(), "the proxy keeps the certificate's IP only for a server on 127.0.0.1")
+		p, err = faults.Listen(u.Host, d)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+	}
+	out, err := s.throughProxy(sec, remote, id, p)
+	require.NoError(t, err)
+	return out, p
+}
+
+// through is a remote secret for remote under cluster ID id, with a fresh token, whose server is
+// the proxy p (a rotation of a secret slow made).
+func (s *isolated) through(remote *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
+	sec, err := mesh.RemoteSecret(mc.RunContext(), remote)
+	if err != nil {
+		return nil, err
+	}
+	return s.throughProxy(sec, remote, id, p)
+}
+
+// throughProxy rewrites remote's secret sec to reach it through p, under cluster ID id.
+func (s *isolated) throughProxy(sec *corev1.Secret, remote *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
+	cfg, err := clientcmd.Load(sec.Data[remote.Name])
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range cfg.Clusters {
+		u, err := url.Parse(cl.Server)
+		if err != nil {
+			return nil, err
+		}
+		u.Host = p.Addr()
+		cl.Server = u.String()
+	}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := mesh.SecretFor(id, data)
+	out.Namespace = s.ns
+	return out, nil
+}
+
+// add writes a secret for the istiod to read; it is removed when the test ends.
+func (s *isolated) add(t *testing.T, sec *corev1.Secret) {
+	t.Helper()
+	_, err := s.c.Client.CoreV1().Secrets(sec.Namespace).Create(mc.RunContext(), sec, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.remove(sec) })
+}
+
+// remove deletes a secret (gone already is fine).
+func (s *isolated) remove(sec *corev1.Secret) error {
+	err := s.c.Client.CoreV1().Secrets(sec.Namespace).Delete(context.Background(), sec.Name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
