@@ -108,13 +108,16 @@ func TestApplyAndWaitOnRealAPIServer(t *testing.T) {
 	assert.Equal(t, []string{"gadgets.apply.test"}, pending)
 
 	// An Established CRD found in the cluster is not waited for; one that is not, is.
-	a = apply.New(c.Dynamic, nil)
-	for name, want := range map[string][]string{"widgets.apply.test": nil, "gadgets.apply.test": {"gadgets.apply.test"}} {
-		found, err := c.Dynamic.Resource(apply.CRDs).Get(ctx, name, metav1.GetOptions{})
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{{"widgets.apply.test", nil}, {"gadgets.apply.test", []string{"gadgets.apply.test"}}} {
+		a := apply.New(c.Dynamic, nil)
+		found, err := c.Dynamic.Resource(apply.CRDs).Get(ctx, tc.name, metav1.GetOptions{})
 		require.NoError(t, err)
 		a.Expect(found)
 		pending, _ := a.WaitEstablished(ctx, time.Second)
-		assert.Equal(t, want, pending, name)
+		assert.Equal(t, tc.want, pending, tc.name)
 	}
 }
 
