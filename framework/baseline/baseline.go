@@ -53,7 +53,7 @@ func (s Selector) String() string {
 	return strings.Join(append([]string{s.Base}, s.Parts...), "/") + ":" + s.Unit
 }
 
-// Benchmarks are the base names report.Bench writes (framework/report/bench.go).
+// Benchmarks are the base names bench.Render writes (framework/report/bench).
 var Benchmarks = []string{"Setup", "Join", "Leave", "Latency", "Churn"}
 
 // ParseSelector reads "Base/part/...:unit".

@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
 const header = "goos: linux\ngoarch: amd64\npkg: github.com/ambientmc/ambientmc/suites/multicluster\nprovider: local\n"
 
-// bench writes one run's bench lines: the per-remote live heap and join CPU.
-func bench(liveHeap, joinCPU float64) string {
+// benchLines writes one run's bench lines: the per-remote live heap and join CPU.
+func benchLines(liveHeap, joinCPU float64) string {
 	return header + fmt.Sprintf("BenchmarkJoin/clusters=3/services=20/pods=100/istiods=all/perRemote 1 %g live-heap-B %g join-cpu-s\n", liveHeap, joinCPU) +
 		fmt.Sprintf("BenchmarkJoin/clusters=3/services=20/pods=100/istiods=all/join=1 1 %g live-heap-B\n", liveHeap*10)
 }
@@ -59,7 +60,7 @@ func TestSelectors(t *testing.T) {
 }
 
 func TestMatch(t *testing.T) {
-	s := samples(t, bench(3e6, 0.07))
+	s := samples(t, benchLines(3e6, 0.07))
 	keys := s.Match(Selector{Base: "Join", Parts: []string{"perRemote"}, Unit: "live-heap-B"})
 	if len(keys) != 1 || keys[0].Name != "Join/clusters=3/services=20/pods=100/istiods=all/perRemote" {
 		t.Fatalf("%+v", keys)
@@ -87,7 +88,7 @@ func TestMinP(t *testing.T) {
 
 func TestCheckBeforeStart(t *testing.T) {
 	b := Bound{Selector: Selector{Base: "Join", Parts: []string{"perRemote"}, Unit: "live-heap-B"}, MaxIncrease: ptr(0.1)}
-	three := samples(t, bench(3e6, 0.07), bench(3.1e6, 0.07), bench(2.9e6, 0.07))
+	three := samples(t, benchLines(3e6, 0.07), benchLines(3.1e6, 0.07), benchLines(2.9e6, 0.07))
 	err := Check(three, b, 1, 0.05)
 	if err == nil || !strings.Contains(err.Error(), "the baseline has 3 values of BenchmarkJoin/clusters=3/services=20/pods=100/istiods=all/perRemote and this comparison brings 1") ||
 		!strings.Contains(err.Error(), "one run against a baseline needs 39 baseline runs at alpha 0.05") {
@@ -116,9 +117,9 @@ func TestJudge(t *testing.T) {
 	var base, up30, up5 []string
 	for i := range 5 {
 		d := float64(i) * 0.01e6
-		base = append(base, bench(3e6+d, 0.07))
-		up30 = append(up30, bench(3.9e6+d, 0.07))
-		up5 = append(up5, bench(3.15e6+d, 0.07))
+		base = append(base, benchLines(3e6+d, 0.07))
+		up30 = append(up30, benchLines(3.9e6+d, 0.07))
+		up5 = append(up5, benchLines(3.15e6+d, 0.07))
 	}
 	b := []Bound{{Selector: Selector{Base: "Join", Parts: []string{"perRemote"}, Unit: "live-heap-B"}, MaxIncrease: ptr(0.1), Reason: "structural cost"}}
 	gs := Judge(samples(t, base...), samples(t, up30...), b, 0.05)
@@ -161,7 +162,7 @@ func TestRead(t *testing.T) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, report.BenchFile), []byte(bench(v, 0.07)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d, bench.File), []byte(benchLines(v, 0.07)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +178,7 @@ func TestRead(t *testing.T) {
 	if s, files, err := Read(filepath.Join(dir, "a-1")); err != nil || len(files) != 1 || len(s[k]) != 1 {
 		t.Errorf("report dir: %v %v", files, err)
 	}
-	if _, _, err := Read(filepath.Join(dir, "a-1", report.BenchFile)); err != nil {
+	if _, _, err := Read(filepath.Join(dir, "a-1", bench.File)); err != nil {
 		t.Error(err)
 	}
 	if _, _, err := Read(t.TempDir()); err == nil || !strings.Contains(err.Error(), "has no bench.txt, and no sub-directory has one") {
@@ -195,7 +196,7 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// Benchmarks must name every benchmark report.Bench writes, or a selector of a new one is refused.
+// Benchmarks must name every benchmark bench.Render writes, or a selector of a new one is refused.
 func TestBenchmarksAreWhatTheReportWrites(t *testing.T) {
 	r := report.New(report.ProviderLocal)
 	r.DataPlane = report.DataPlaneEmulated
@@ -206,7 +207,7 @@ func TestBenchmarksAreWhatTheReportWrites(t *testing.T) {
 		Leaves:   []report.Leave{{Cluster: "cluster-2", Seconds: report.F(0.1)}}}
 	r.Latency = &report.Latency{Runs: []report.LatencyRun{{Path: report.PathLocal, Connections: report.ConnNew, AvgMs: 1}}}
 	r.Churn = &report.Churn{Runs: []report.ChurnRun{{Where: report.ChurnLocal, Mode: "replace", Changes: 1, Samples: 1, P50Ms: report.F(100)}}}
-	s := samples(t, string(report.Bench(r)))
+	s := samples(t, string(bench.Render(r)))
 	seen := map[string]bool{}
 	for k := range s {
 		base, _, _ := strings.Cut(k.Name, "/")
@@ -214,10 +215,10 @@ func TestBenchmarksAreWhatTheReportWrites(t *testing.T) {
 	}
 	for base := range seen {
 		if _, err := ParseSelector(base + ":u"); err != nil {
-			t.Errorf("report.Bench writes Benchmark%s, which Benchmarks lacks", base)
+			t.Errorf("bench.Render writes Benchmark%s, which Benchmarks lacks", base)
 		}
 	}
 	if len(seen) != len(Benchmarks) {
-		t.Errorf("report.Bench wrote %v; Benchmarks lists %v", seen, Benchmarks)
+		t.Errorf("bench.Render wrote %v; Benchmarks lists %v", seen, Benchmarks)
 	}
 }

@@ -43,8 +43,8 @@ func TestVerdictsAgreeWithBenchstat(t *testing.T) {
 	var base, up30, up30few []string
 	for i := range 5 {
 		d := float64(i) * 0.01e6
-		base = append(base, bench(3e6+d, 0.07))
-		up30 = append(up30, bench(3.9e6+d, 0.07+float64(i%2)*0.001))
+		base = append(base, benchLines(3e6+d, 0.07))
+		up30 = append(up30, benchLines(3.9e6+d, 0.07+float64(i%2)*0.001))
 	}
 	up30few = up30[:3]
 	write := func(name string, runs []string) string {

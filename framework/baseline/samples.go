@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 
-	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
 // Key is one benchmark's full name (without "Benchmark") and one of its units.
@@ -47,15 +47,15 @@ func benchFiles(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	if own := filepath.Join(path, report.BenchFile); exists(own) {
+	if own := filepath.Join(path, bench.File); exists(own) {
 		return []string{own}, nil
 	}
-	subs, err := filepath.Glob(filepath.Join(path, "*", report.BenchFile))
+	subs, err := filepath.Glob(filepath.Join(path, "*", bench.File))
 	if err != nil {
 		return nil, err
 	}
 	if len(subs) == 0 {
-		return nil, fmt.Errorf("%s has no %s, and no sub-directory has one: give a report directory, a directory of them, or a file of bench lines", path, report.BenchFile)
+		return nil, fmt.Errorf("%s has no %s, and no sub-directory has one: give a report directory, a directory of them, or a file of bench lines", path, bench.File)
 	}
 	slices.Sort(subs)
 	return subs, nil

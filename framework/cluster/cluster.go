@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+	gatewayapi "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -22,9 +23,12 @@ type Cluster struct {
 	Kubeconfig string
 	// InternalKubeconfig is what another cluster's istiod uses to reach this API server.
 	InternalKubeconfig string
-	// RESTConfig, Client and Dynamic talk to the API server as admin.
+	// RESTConfig, Client, GatewayAPI and Dynamic talk to the API server as admin: Client for
+	// the built-in kinds, GatewayAPI for the Gateway API's (the east-west Gateway, its class),
+	// Dynamic for rendered manifests and CRDs.
 	RESTConfig *rest.Config
 	Client     kubernetes.Interface
+	GatewayAPI gatewayapi.Interface
 	Dynamic    dynamic.Interface
 	// KubernetesVersion is the API server's gitVersion.
 	KubernetesVersion string
@@ -38,7 +42,7 @@ type Cluster struct {
 	WithoutControllers bool
 	// FakeNodes says how scale workloads' fake nodes must be set up in this cluster.
 	FakeNodes FakeNodes
-	// ClientWaits counts the client-side rate limiter's waits of Client and Dynamic.
+	// ClientWaits counts the client-side rate limiter's waits of Client, GatewayAPI and Dynamic.
 	ClientWaits *ClientWaits
 }
 
@@ -81,6 +85,11 @@ func New(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*C
 	if err != nil {
 		return nil, err
 	}
+	// The Gateway API's types have no protobuf form: JSON, as Dynamic.
+	gw, err := gatewayapi.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -95,6 +104,7 @@ func New(tc topology.Cluster, kubeconfig, internal string, cfg *rest.Config) (*C
 		InternalKubeconfig: internal,
 		RESTConfig:         cfg,
 		Client:             client,
+		GatewayAPI:         gw,
 		Dynamic:            dyn,
 		KubernetesVersion:  v.GitVersion,
 		ClientWaits:        waits,

@@ -18,6 +18,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/junit"
 	"github.com/ambientmc/ambientmc/framework/profiles"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 	"github.com/ambientmc/ambientmc/framework/testrun"
 	"github.com/ambientmc/ambientmc/framework/timeline"
 )
@@ -269,7 +270,7 @@ func (e *Env) judgeGates(code int) int {
 	}
 	if e.ci.base != nil {
 		cur := baseline.Samples{}
-		if err := cur.ReadBench("this run", report.Bench(e.Report)); err != nil {
+		if err := cur.ReadBench("this run", bench.Render(e.Report)); err != nil {
 			e.Logf("gates: this run's bench lines: %v", err)
 			return max(code, 1)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/render"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -472,7 +473,7 @@ func (e *Env) writeReport() error {
 	if e.Report.Setup != nil && syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil && self.Maxrss > 0 {
 		e.Report.Setup.TestProcessPeakRSSBytes = report.F(float64(self.Maxrss) * 1024) // Linux reports KiB
 	}
-	if err := report.Write(e.ReportDir, e.Report); err != nil {
+	if err := render.Write(e.ReportDir, e.Report); err != nil {
 		return err
 	}
 	e.Logf("report written to %s", e.ReportDir)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/markdown"
 )
 
 // The paths the issue and the project's own gates files use must load.
@@ -208,7 +209,7 @@ gates:
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	md := string(report.Markdown(r))
+	md := string(markdown.Render(r))
 	if !strings.Contains(md, "## Gates\n\n5 of 9 broken.") || !strings.Contains(md, "| churn.runs[*].lost | max 0 | not measured | not-measured |") {
 		t.Errorf("report.md gates section:\n%s", md)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/baseline"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
 // joinedReport is a control-plane report with every section the bench lines come from.
@@ -23,10 +25,10 @@ func joinedReport() *report.Report {
 		},
 		Leaves: []report.Leave{{Cluster: "cluster-3", RemoteClusters: 1, Seconds: report.F(0.1), LiveHeapBytes: report.F(24e6)},
 			{Cluster: "cluster-2", RemoteClusters: 0, Seconds: report.F(0.1), LiveHeapBytes: report.F(21e6)}}}
-	if err := r.ControlPlane.FitPerRemote(); err != nil {
+	if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 		panic(err)
 	}
-	r.ControlPlane.FitJoinGrowth()
+	analysis.FitJoinGrowth(r.ControlPlane)
 	return r
 }
 
@@ -38,7 +40,7 @@ func TestProjectGatesFiles(t *testing.T) {
 		t.Fatalf("gates files: %v %v", files, err)
 	}
 	lines := baseline.Samples{}
-	if err := lines.ReadBench("joined", report.Bench(joinedReport())); err != nil {
+	if err := lines.ReadBench("joined", bench.Render(joinedReport())); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range files {
@@ -49,7 +51,7 @@ func TestProjectGatesFiles(t *testing.T) {
 		}
 		for _, b := range f.Baseline {
 			if len(lines.Match(b.Selector)) == 0 {
-				t.Errorf("%s: baseline bound %s matches no bench line report.Bench writes", name, b.Selector)
+				t.Errorf("%s: baseline bound %s matches no bench line bench.Render writes", name, b.Selector)
 			}
 		}
 	}

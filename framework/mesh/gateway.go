@@ -10,9 +10,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
@@ -28,17 +29,14 @@ const (
 	HBONEPort = hbone.Port
 )
 
-var gatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
-
 // EnsureEastWestGateway creates the cluster's ambient east-west Gateway and writes its address
 // into status.addresses, standing in for the LoadBalancer the local provider does not have.
 // istiod keeps the addresses it finds in the status (it computes none without a Service), but a
 // status write of its can race the patch and drop it: KeepEastWestGatewayAddress puts it back.
 // The Gateway stays Programmed=False, which istiod ignores (notes/istio-embedded.md section 9).
 func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address string) error {
-	gw := EastWestGatewayObject(c.Network)
-	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
-	if _, err := api.Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+	api := c.GatewayAPI.GatewayV1().Gateways(SystemNamespace)
+	if _, err := api.Create(ctx, NewEastWestGateway(c.Network), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("cluster %s: creating the east-west gateway: %w", c.Name, err)
 	}
 	return EnsureEastWestGatewayAddress(ctx, c, address)
@@ -46,11 +44,12 @@ func EnsureEastWestGateway(ctx context.Context, c *cluster.Cluster, address stri
 
 // EnsureEastWestGatewayAddress writes address into c's east-west Gateway's status.addresses.
 func EnsureEastWestGatewayAddress(ctx context.Context, c *cluster.Cluster, address string) error {
-	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
+	api := c.GatewayAPI.GatewayV1().Gateways(SystemNamespace)
 	// A merge patch of the addresses alone: a running istiod writes the Gateway's conditions at
 	// the same time, and an update of the whole status would conflict with it.
+	ip := gatewayv1.IPAddressType
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{
-		"addresses": []any{map[string]any{"type": "IPAddress", "value": address}},
+		"addresses": []gatewayv1.GatewayStatusAddress{{Type: &ip, Value: address}},
 	}})
 	if err != nil {
 		return err
@@ -62,10 +61,9 @@ func EnsureEastWestGatewayAddress(ctx context.Context, c *cluster.Cluster, addre
 }
 
 // hasStatusAddress says whether the Gateway's status.addresses holds address.
-func hasStatusAddress(gw *unstructured.Unstructured, address string) bool {
-	list, _, _ := unstructured.NestedSlice(gw.Object, "status", "addresses")
-	for _, a := range list {
-		if m, ok := a.(map[string]any); ok && m["value"] == address {
+func hasStatusAddress(gw *gatewayv1.Gateway, address string) bool {
+	for _, a := range gw.Status.Addresses {
+		if a.Value == address {
 			return true
 		}
 	}
@@ -93,7 +91,7 @@ func KeepEastWestGatewayAddress(ctx context.Context, c *cluster.Cluster, address
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	k := &AddressKeeper{cancel: cancel}
-	api := c.Dynamic.Resource(gatewayGVR).Namespace(SystemNamespace)
+	api := c.GatewayAPI.GatewayV1().Gateways(SystemNamespace)
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()
@@ -104,7 +102,7 @@ func KeepEastWestGatewayAddress(ctx context.Context, c *cluster.Cluster, address
 				continue
 			}
 			for ev := range w.ResultChan() {
-				gw, ok := ev.Object.(*unstructured.Unstructured)
+				gw, ok := ev.Object.(*gatewayv1.Gateway)
 				if !ok || ev.Type == watch.Deleted || hasStatusAddress(gw, address) {
 					continue
 				}
@@ -144,29 +142,41 @@ func (k *AddressKeeper) Restored() int {
 // Stop ends the keeper and waits for it.
 func (k *AddressKeeper) Stop() { k.cancel(); k.wg.Wait() }
 
-// EastWestGatewayObject is the ambient east-west Gateway of a cluster on network, as istio's
+// NewEastWestGateway is the ambient east-west Gateway of a cluster on network, as istio's
 // samples/multicluster/gen-eastwest-gateway.sh --ambient emits it: class istio-east-west, one
 // HBONE listener on 15008 that terminates ISTIO_MUTUAL. Every provider installs this same object.
-func EastWestGatewayObject(network string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1",
-		"kind":       "Gateway",
-		"metadata": map[string]any{
-			"name":      EastWestGateway,
-			"namespace": SystemNamespace,
-			"labels":    map[string]any{NetworkLabel: network},
+func NewEastWestGateway(network string) *gatewayv1.Gateway {
+	terminate := gatewayv1.TLSModeTerminate
+	return &gatewayv1.Gateway{
+		TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      EastWestGateway,
+			Namespace: SystemNamespace,
+			Labels:    map[string]string{NetworkLabel: network},
 		},
-		"spec": map[string]any{
-			"gatewayClassName": EastWestGatewayClass,
-			"listeners": []any{map[string]any{
-				"name":     "mesh",
-				"port":     int64(HBONEPort),
-				"protocol": "HBONE",
-				"tls": map[string]any{
-					"mode":    "Terminate",
-					"options": map[string]any{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: EastWestGatewayClass,
+			Listeners: []gatewayv1.Listener{{
+				Name:     "mesh",
+				Port:     HBONEPort,
+				Protocol: "HBONE",
+				TLS: &gatewayv1.ListenerTLSConfig{
+					Mode:    &terminate,
+					Options: map[gatewayv1.AnnotationKey]gatewayv1.AnnotationValue{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
 				},
 			}},
 		},
-	}}
+	}
+}
+
+// EastWestGatewayObject is NewEastWestGateway as an unstructured object, for the rendered
+// manifests: spec and metadata only (no empty status, no creationTimestamp: null).
+func EastWestGatewayObject(network string) *unstructured.Unstructured {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(NewEastWestGateway(network))
+	if err != nil {
+		panic(fmt.Sprintf("mesh: the east-west Gateway does not convert: %v", err)) // a typed object always does
+	}
+	delete(obj, "status")
+	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+	return &unstructured.Unstructured{Object: obj}
 }

@@ -1,13 +1,8 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
-	"strings"
 )
-
-// RotationSVG charts the rotation check: istiod live heap and goroutines against rotations.
-const RotationSVG = "rotation.svg"
 
 // Results of an istiod property check.
 const (
@@ -90,54 +85,6 @@ func validateChecks(cs []IstiodCheck) error {
 		default:
 			return fmt.Errorf("istiodChecks[%d].result %q is not pass, fail or known-issue", i, c.Result)
 		}
-	}
-	return nil
-}
-
-func markdownChecks(b *bytes.Buffer, cs []IstiodCheck) {
-	if len(cs) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "## istiod property checks\n\n| Check | Result | Reference | Detail |\n|---|---|---|---|\n")
-	for _, c := range cs {
-		detail := c.Detail
-		if len(c.Profiles) > 0 {
-			detail += " Profiles: " + strings.Join(c.Profiles, ", ") + "."
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", cell(c.Name), c.Result, cell(c.Reference), cell(strings.ReplaceAll(detail, "\n", " ")))
-	}
-	b.WriteString("\n")
-	for _, c := range cs {
-		if r := c.Rotation; r != nil && len(r.Points) > 0 {
-			fmt.Fprintf(b, "### %s\n\n| Rotations | Mode | Live heap MB | Goroutines |\n|---|---|---|---|\n", cell(c.Name))
-			for _, p := range r.Points {
-				fmt.Fprintf(b, "| %d | %s | %s | %s |\n", p.Rotations, cell(p.Mode), num(p.LiveHeapBytes/bytesPerMB, 2), num(p.Goroutines, 0))
-			}
-			fmt.Fprintf(b, "\nPer rotation: live heap %s KB (bound %s KB), goroutines %s (bound %s).\n\n",
-				slope(r.LiveHeapSlopeBytes, r.LiveHeapSlopeStdErr, 1e3, 1), opt(r.LiveHeapBoundBytes, 1e3, 1),
-				slope(r.GoroutineSlope, r.GoroutineSlopeStdErr, 1, 2), opt(r.GoroutineBound, 1, 2))
-		}
-	}
-}
-
-// rotationSVG charts live heap and goroutines against rotations, or returns nil without a
-// rotation check.
-func rotationSVG(cs []IstiodCheck) []byte {
-	for _, c := range cs {
-		r := c.Rotation
-		if r == nil || len(r.Points) == 0 {
-			continue
-		}
-		heap, gr := series{name: "live heap"}, series{name: "goroutines"}
-		for _, p := range r.Points {
-			heap.points = append(heap.points, point{float64(p.Rotations), p.LiveHeapBytes / bytesPerMB})
-			gr.points = append(gr.points, point{float64(p.Rotations), p.Goroutines})
-		}
-		const x = "remote-secret rotations"
-		return linePanels([]panel{
-			{title: "istiod live heap against rotations", xLabel: x, yLabel: "MB", series: []series{heap}},
-			{title: "istiod goroutines against rotations", xLabel: x, yLabel: "goroutines", series: []series{gr}},
-		})
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package report
+package report_test
 
 import (
 	"encoding/json"
@@ -6,29 +6,25 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/reporttest"
 )
 
 func TestIstiodChecks(t *testing.T) {
-	r := New(ProviderLocal)
+	r := report.New(report.ProviderLocal)
 	data, err := json.Marshal(r)
 	require.NoError(t, err)
 	assert.NotContains(t, string(data), "istiodChecks", "absent when no check ran")
-	assert.NotContains(t, string(Markdown(r)), "istiod property checks")
 
-	r.IstiodChecks = []IstiodCheck{
-		{Name: "memory comes back", Result: CheckKnownIssue, Reference: "istio/istio#61263", Detail: "krt collections 120 to 180"},
-		{Name: "a deletion mid-sync does not wedge", Result: CheckPass, Detail: "canary synced in 0.2s"},
-	}
+	r.IstiodChecks = reporttest.Checks()
 	require.NoError(t, r.Validate())
 	data, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.Contains(t, string(data), `"istiodChecks":[{"name":"memory comes back","result":"known-issue","reference":"istio/istio#61263","detail":"krt collections 120 to 180"}`)
-	md := string(Markdown(r))
-	assert.Contains(t, md, "| memory comes back | known-issue | istio/istio#61263 | krt collections 120 to 180 |")
-	assert.Contains(t, md, "| a deletion mid-sync does not wedge | pass |  | canary synced in 0.2s |")
 
 	r.IstiodChecks[1].Result = "flaky"
 	assert.ErrorContains(t, r.Validate(), `istiodChecks[1].result "flaky"`)
-	r.IstiodChecks[1].Result = CheckKnownIssue
+	r.IstiodChecks[1].Result = report.CheckKnownIssue
 	assert.ErrorContains(t, r.Validate(), "known-issue without a reference")
 }

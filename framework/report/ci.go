@@ -1,9 +1,7 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
-	"strings"
 )
 
 // Verdicts of a gate.
@@ -72,21 +70,6 @@ type Profile struct {
 	Bytes         int64    `json:"bytes"`
 }
 
-// ProfilesCost is the wall time the profiles cost a run (see Profile).
-func ProfilesCost(ps []Profile) float64 {
-	var s float64
-	for _, p := range ps {
-		if p.Kind == "cpu" {
-			if p.WaitedSeconds != nil {
-				s += *p.WaitedSeconds
-			}
-			continue
-		}
-		s += p.Seconds
-	}
-	return s
-}
-
 // Artifacts says where a run left what a CI job uploads besides the report.
 type Artifacts struct {
 	// Dir is $ARTIFACTS, when the report directory defaulted to it.
@@ -110,74 +93,4 @@ func validateGates(gs []Gate) error {
 		}
 	}
 	return nil
-}
-
-// GatesMarkdown is the report.md section on gates alone (make compare's FAIL_ON uses it).
-func GatesMarkdown(gs []Gate) []byte {
-	var b bytes.Buffer
-	markdownGates(&b, gs)
-	return b.Bytes()
-}
-
-func markdownGates(b *bytes.Buffer, gs []Gate) {
-	if len(gs) == 0 {
-		return
-	}
-	broken := 0
-	for _, g := range gs {
-		if g.Verdict != GatePass {
-			broken++
-		}
-	}
-	fmt.Fprintf(b, "## Gates\n\n%d of %d broken.\n\n| Path | Bound | Value | Verdict | Reason | Profiles |\n|---|---|---|---|---|---|\n", broken, len(gs))
-	for _, g := range gs {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", cell(g.Path), cell(g.Bound), cell(gateValues(g)), g.Verdict, cell(g.Reason), cell(strings.Join(g.Profiles, ", ")))
-	}
-	b.WriteString("\n")
-}
-
-// gateValues prints a gate's values compactly for the table.
-func gateValues(g Gate) string {
-	if bl := g.Baseline; bl != nil {
-		change := missingCellValue
-		if bl.Change != nil {
-			change = fmt.Sprintf("%+.1f%%", 100**bl.Change)
-		}
-		return fmt.Sprintf("%.4g vs %.4g (%s, p=%.3f, n=%d+%d)", bl.Median, bl.BaseMedian, change, bl.P, bl.N, bl.BaseN)
-	}
-	var parts []string
-	for _, v := range g.Values {
-		s := missingCellValue
-		switch {
-		case v.Number != nil:
-			s = fmt.Sprintf("%.4g", *v.Number)
-		case v.Text != nil:
-			s = *v.Text
-		}
-		if len(g.Values) > 1 {
-			s = v.Path + " " + s
-		}
-		parts = append(parts, s)
-	}
-	if len(parts) == 0 {
-		return "not measured"
-	}
-	return strings.Join(parts, "; ")
-}
-
-func markdownProfiles(b *bytes.Buffer, ps []Profile) {
-	if len(ps) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "## istiod profiles\n\n`go tool pprof -http=: FILE`; two heap profiles side by side: `go tool pprof -diff_base=BASE FILE`. "+
-		"They cost this run %.2f s of wall time (taking the heap and goroutine profiles, and waiting for CPU profiles to end; -profiles=false turns them off).\n\n"+
-		"| istiod | Kind | When | File | Seconds | Waited s |\n|---|---|---|---|---|---|\n", ProfilesCost(ps))
-	for _, p := range ps {
-		waited := missingCellValue
-		if p.WaitedSeconds != nil {
-			waited = num(*p.WaitedSeconds, 2)
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", cell(p.Istiod), p.Kind, cell(p.When), cell(p.File), num(p.Seconds, 2), waited)
-	}
-	b.WriteString("\n")
 }

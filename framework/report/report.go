@@ -1,5 +1,7 @@
-// Package report holds a run's results as the report.json schema of DESIGN.md and writes them as
-// JSON, Markdown, SVG charts and benchstat-readable benchmark lines.
+// Package report is the report.json schema of DESIGN.md: a run's results as types, their JSON
+// (JSON, Read) and their validation. What is derived from the measurements (slopes, deltas,
+// overheads) is package analysis; report.md, the charts and bench.txt are packages markdown, svg
+// and bench, and render writes them all into a report directory.
 //
 // Absent, never zero-filled: a section a run did not produce is a nil pointer or empty slice and is
 // left out of the JSON. Inside controlPlane every measured number is a *float64 for the same reason:
@@ -41,9 +43,6 @@ const (
 	ConnNew    = "new"
 	ConnReused = "reused"
 )
-
-// EmulatedNote is printed in report.md whenever the latency comes from the emulated data plane.
-const EmulatedNote = "Data-plane latency here is from the emulated Go data plane, not ztunnel."
 
 // Report is the content of report.json.
 type Report struct {
@@ -167,217 +166,6 @@ type Scale struct {
 	PodsPerCluster     int `json:"podsPerCluster"`
 }
 
-// ControlPlane holds the observed istiod's cost as clusters join (and leave).
-type ControlPlane struct {
-	ObservedIstiod string `json:"observedIstiod"`
-	// Istiods is "all" or "observed": whether the other istiods ran during the joins.
-	Istiods string `json:"istiods"`
-	// XDSClients is how many ztunnel-like delta xDS clients the observed istiod served during
-	// the joins (push cost grows with connected clients).
-	XDSClients int `json:"xdsClients,omitempty"`
-	// CPUSource names where the CPU figures come from ("schedstat": nanoseconds;
-	// "process_cpu_seconds_total": 10 ms ticks), CPUResolutionSeconds its step.
-	CPUSource            string   `json:"cpuSource,omitempty"`
-	CPUResolutionSeconds *float64 `json:"cpuResolutionSeconds,omitempty"`
-	// SettleSeconds is the wait after convergence before sampling: fixed by -join.settle, or
-	// (absent) per join until istiod's CPU is back in its idle band (each join's settleSeconds),
-	// as SettleRule says. The blended CPU window runs from just before the step to the settle
-	// point; SteadyWindowSeconds is the length of the steady window that ends there.
-	SettleSeconds       *float64 `json:"settleSeconds,omitempty"`
-	SettleRule          string   `json:"settleRule,omitempty"`
-	SteadyWindowSeconds *float64 `json:"steadyWindowSeconds,omitempty"`
-	// MeasuredIstiod is the istiod the joins measured; LeaveIstiod the one the leaves did.
-	MeasuredIstiod *MeasuredIstiod `json:"measuredIstiod,omitempty"`
-	LeaveIstiod    *MeasuredIstiod `json:"leaveIstiod,omitempty"`
-
-	Baseline         Sample     `json:"baseline"`
-	Joins            []Join     `json:"joins,omitempty"`
-	PerRemoteCluster *PerRemote `json:"perRemoteCluster,omitempty"`
-	// JoinGrowth fits each join's own cost against the clusters already joined: whether a join
-	// gets dearer as the mesh grows.
-	JoinGrowth *JoinGrowth `json:"joinGrowth,omitempty"`
-	Leaves     []Leave     `json:"leaves,omitempty"` // not in DESIGN.md; extra
-}
-
-// Sample is istiod's state once settled; nil fields were not measured.
-//
-// CPUCores is the blended average from just before the step to convergence plus the settle time
-// (join burst and steady use mixed); SteadyCPUCores the average over the steady window. Each
-// ...Resolution is the smallest rate its window can show (the CPU source's step over the
-// window's length): a figure below it is not resolved.
-type Sample struct {
-	CPUCores                 *float64 `json:"cpuCores,omitempty"`
-	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
-	SteadyCPUCores           *float64 `json:"steadyCPUCores,omitempty"`
-	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
-	RSSBytes                 *float64 `json:"rssBytes,omitempty"`
-	HeapInuseBytes           *float64 `json:"heapInuseBytes,omitempty"`
-	LiveHeapBytes            *float64 `json:"liveHeapBytes,omitempty"`
-}
-
-// MeasuredIstiod says which istiod a section measured and what it had held before: a figure
-// "from nothing" needs one that held no remote cluster (istiod keeps part of a cluster's memory
-// after it leaves), so a suite restarts it fresh when it had.
-type MeasuredIstiod struct {
-	Cluster string `json:"cluster"`
-	// HeldBefore is how many remote clusters it had held since its start when the section began.
-	HeldBefore int `json:"heldBefore"`
-	// Restarted says it was restarted for the section, so it held nothing when measured.
-	Restarted bool   `json:"restarted,omitempty"`
-	Note      string `json:"note,omitempty"`
-}
-
-// Join criteria: what a ztunnel-like client of the observed istiod must hold of the joined cluster.
-const (
-	// CriterionSplitHorizon: a cluster on another network; one split-horizon workload per global
-	// service, capacities summing to its pods, via its east-west gateway.
-	CriterionSplitHorizon = "split-horizon"
-	// CriterionPodWorkloads: a cluster on the observed cluster's own network; every scale pod as a
-	// workload with its own address.
-	CriterionPodWorkloads = "pod-workloads"
-)
-
-// Join is one cluster joining; RemoteClusters is the count of remote clusters after it joined.
-type Join struct {
-	Cluster        string `json:"cluster"`
-	RemoteClusters int    `json:"remoteClusters"`
-	// Criterion is what the join waited for (CriterionSplitHorizon or CriterionPodWorkloads).
-	Criterion string `json:"criterion,omitempty"`
-	// SettleSeconds is how long after convergence the memory samples began; SettleCapped says the
-	// settle ended at its cap rather than with istiod's CPU back in its idle band.
-	SettleSeconds      *float64 `json:"settleSeconds,omitempty"`
-	SettleCapped       bool     `json:"settleCapped,omitempty"`
-	SyncSeconds        *float64 `json:"syncSeconds,omitempty"`
-	XDSSeconds         *float64 `json:"xdsSeconds,omitempty"`
-	ConvergenceSeconds *float64 `json:"convergenceSeconds,omitempty"`
-	JoinCPUSeconds     *float64 `json:"joinCPUSeconds,omitempty"`
-	// JoinCPUSecondsResolution is the CPU source's step: JoinCPUSeconds is known to within it.
-	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
-	// HostCPUBusy is the share of all host CPUs in use from the secret write to the settle point.
-	HostCPUBusy *float64 `json:"hostCPUBusy,omitempty"`
-	Sample
-	DeltaCPUCores       *float64 `json:"deltaCPUCores,omitempty"`
-	DeltaRSSBytes       *float64 `json:"deltaRSSBytes,omitempty"`
-	DeltaHeapInuseBytes *float64 `json:"deltaHeapInuseBytes,omitempty"`
-	DeltaLiveHeapBytes  *float64 `json:"deltaLiveHeapBytes,omitempty"`
-}
-
-// JoinGrowth says "the k-th join costs a + b·k", k being the remote clusters already joined,
-// for each per-join cost; a nil line could not be fitted (fewer than two joins measured it).
-type JoinGrowth struct {
-	JoinCPUSeconds     *Line `json:"joinCPUSeconds,omitempty"`
-	ConvergenceSeconds *Line `json:"convergenceSeconds,omitempty"`
-	SyncSeconds        *Line `json:"syncSeconds,omitempty"`
-}
-
-// Line is a least-squares fit y = intercept + slope·x over n points; the slope's standard error
-// is absent below three points.
-type Line struct {
-	Intercept   float64  `json:"intercept"`
-	Slope       float64  `json:"slope"`
-	SlopeStdErr *float64 `json:"slopeStdErr,omitempty"`
-	N           int      `json:"n"`
-}
-
-// PerRemote holds least-squares slopes per remote cluster over baseline + joins, each with its
-// standard error. A nil slope could not be fitted (fewer than two measured points); a nil
-// standard error could not be estimated (fewer than three: two points leave no residual). Each
-// ...Resolution is the slope of one resolution step across the fitted range of remote clusters:
-// a slope below it is not resolved.
-type PerRemote struct {
-	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
-	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
-	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
-
-	CPUCores             *float64 `json:"cpuCores,omitempty"`
-	CPUCoresStdErr       *float64 `json:"cpuCoresStdErr,omitempty"`
-	SteadyCPUCores       *float64 `json:"steadyCPUCores,omitempty"`
-	SteadyCPUCoresStdErr *float64 `json:"steadyCPUCoresStdErr,omitempty"`
-	JoinCPUSeconds       *float64 `json:"joinCPUSeconds,omitempty"`
-	JoinCPUSecondsStdErr *float64 `json:"joinCPUSecondsStdErr,omitempty"`
-	RSSBytes             *float64 `json:"rssBytes,omitempty"`
-	RSSBytesStdErr       *float64 `json:"rssBytesStdErr,omitempty"`
-	HeapInuseBytes       *float64 `json:"heapInuseBytes,omitempty"`
-	HeapInuseBytesStdErr *float64 `json:"heapInuseBytesStdErr,omitempty"`
-	LiveHeapBytes        *float64 `json:"liveHeapBytes,omitempty"`
-	LiveHeapBytesStdErr  *float64 `json:"liveHeapBytesStdErr,omitempty"`
-}
-
-// Leave is one cluster leaving; RemoteClusters is the count of remote clusters after it left, and
-// ManagedRemoteClusters what istiod itself reported managing afterwards.
-type Leave struct {
-	Cluster               string   `json:"cluster"`
-	RemoteClusters        int      `json:"remoteClusters"`
-	Seconds               *float64 `json:"seconds,omitempty"`
-	RSSBytes              *float64 `json:"rssBytes,omitempty"`
-	LiveHeapBytes         *float64 `json:"liveHeapBytes,omitempty"`
-	ManagedRemoteClusters int      `json:"managedRemoteClusters"`
-}
-
-// Latency holds the latency suite's runs.
-type Latency struct {
-	Runs []LatencyRun `json:"runs,omitempty"`
-	// Overhead is cross-cluster (another network) against local, set beside the published
-	// figures; SameNetworkOverhead is same-network against local, which they do not cover.
-	Overhead            *Overhead `json:"overhead,omitempty"`
-	SameNetworkOverhead *Overhead `json:"sameNetworkOverhead,omitempty"`
-	// HarnessFloor are runs on path "direct" (no data plane): the latency of the harness itself.
-	HarnessFloor []LatencyRun `json:"harnessFloor,omitempty"`
-	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies, or
-	// a run fell short of its requested rate; the overhead is then not comparable with published
-	// figures.
-	HostCPUSaturated bool `json:"hostCPUSaturated,omitempty"`
-	// RateSearch says how the request rate was chosen.
-	RateSearch *RateSearch `json:"rateSearch,omitempty"`
-}
-
-// RateSearch is how the latency suite chose its request rate: probe steps at rising rates, keeping
-// the highest this host carried, or the rate -latency.qps forced.
-type RateSearch struct {
-	QPS    float64    `json:"qps"`
-	Forced bool       `json:"forced,omitempty"`
-	Steps  []RateStep `json:"steps,omitempty"`
-	// Rule is the acceptance rule the steps were judged by.
-	Rule string `json:"rule,omitempty"`
-}
-
-// RateStep is one probe of the rate search.
-type RateStep struct {
-	QPS         float64 `json:"qps"`
-	AchievedQPS float64 `json:"achievedQps"`
-	HostCPUBusy float64 `json:"hostCPUBusy,omitempty"`
-	Accepted    bool    `json:"accepted"`
-	Reason      string  `json:"reason,omitempty"`
-}
-
-// LatencyRun is one fortio run.
-type LatencyRun struct {
-	Path            string  `json:"path"`        // local, cross-cluster or direct
-	Connections     string  `json:"connections"` // new or reused
-	QPS             float64 `json:"qps"`
-	DurationSeconds float64 `json:"durationSeconds"`
-	Requests        int64   `json:"requests"`
-	Errors          int64   `json:"errors"`
-	AvgMs           float64 `json:"avgMs"`
-	P50Ms           float64 `json:"p50Ms"`
-	P90Ms           float64 `json:"p90Ms"`
-	P99Ms           float64 `json:"p99Ms"`
-	// HostCPUBusy is the fraction (0..1) of all host CPUs busy during the run; 0 means unmeasured.
-	HostCPUBusy float64 `json:"hostCPUBusy,omitempty"`
-}
-
-// Overhead is cross-cluster minus local average latency per connection mode; nil when a pair is missing.
-type Overhead struct {
-	New    *Delta `json:"new,omitempty"`
-	Reused *Delta `json:"reused,omitempty"`
-}
-
-// Delta is a latency difference in milliseconds and as a percent of the local latency.
-type Delta struct {
-	DeltaMs float64 `json:"deltaMs"`
-	Percent float64 `json:"percent"`
-}
-
 // Reference holds the published figures a run is compared with.
 type Reference struct {
 	PerRemoteClusterCPUCores    float64 `json:"perRemoteClusterCPUCores"`
@@ -465,7 +253,7 @@ func checkConn(field string, i int, run LatencyRun) error {
 	return nil
 }
 
-// Read loads a report.json written by Write.
+// Read loads a report.json written by JSON (render.Write writes it).
 func Read(path string) (*Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,4 +1,4 @@
-package report
+package report_test
 
 import (
 	"encoding/json"
@@ -8,15 +8,22 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/reporttest"
 )
 
 func TestJSONRoundTrip(t *testing.T) {
-	want := fullReport()
-	dir := t.TempDir()
-	if err := Write(dir, want); err != nil {
+	want := reporttest.Full()
+	js, err := report.JSON(want)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Read(filepath.Join(dir, JSONFile))
+	p := filepath.Join(t.TempDir(), report.JSONFile)
+	if err := os.WriteFile(p, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := report.Read(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,7 @@ func wantKeys(t *testing.T, v any, path string, want ...string) {
 
 // The names below are copied from DESIGN.md's report schema; extras are marked.
 func TestJSONKeysMatchDesign(t *testing.T) {
-	b, err := json.Marshal(fullReport())
+	b, err := json.Marshal(reporttest.Full())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +117,12 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 }
 
 func TestAbsentSectionsAreAbsent(t *testing.T) {
-	r := New(ProviderKind)
-	r.Topology = Topology{Clusters: []TopologyCluster{{Name: "c1", Network: "n1", Primary: true}}}
-	r.ControlPlane = &ControlPlane{
-		ObservedIstiod: "c1", Istiods: IstiodsObserved,
-		Baseline: Sample{RSSBytes: F(100e6), CPUCores: F(0)}, // a zero reading is real and must stay
-		Joins:    []Join{{Cluster: "c2", RemoteClusters: 1, SyncSeconds: F(0.5), Sample: Sample{RSSBytes: F(200e6)}}},
+	r := report.New(report.ProviderKind)
+	r.Topology = report.Topology{Clusters: []report.TopologyCluster{{Name: "c1", Network: "n1", Primary: true}}}
+	r.ControlPlane = &report.ControlPlane{
+		ObservedIstiod: "c1", Istiods: report.IstiodsObserved,
+		Baseline: report.Sample{RSSBytes: report.F(100e6), CPUCores: report.F(0)}, // a zero reading is real and must stay
+		Joins:    []report.Join{{Cluster: "c2", RemoteClusters: 1, SyncSeconds: report.F(0.5), Sample: report.Sample{RSSBytes: report.F(200e6)}}},
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -138,46 +145,46 @@ func TestAbsentSectionsAreAbsent(t *testing.T) {
 }
 
 func TestPublished(t *testing.T) {
-	want := Reference{PerRemoteClusterCPUCores: 0.01, PerRemoteClusterMemoryBytes: 180000000,
+	want := report.Reference{PerRemoteClusterCPUCores: 0.01, PerRemoteClusterMemoryBytes: 180000000,
 		NewConnOverheadMs: 2.2, NewConnOverheadPercent: 346, ReusedConnOverheadMs: 0.13, ReusedConnOverheadPercent: 72,
-		Scale: Scale{ServicesPerCluster: 300, PodsPerCluster: 4000}}
-	if Published() != want {
-		t.Errorf("Published() = %+v", Published())
+		Scale: report.Scale{ServicesPerCluster: 300, PodsPerCluster: 4000}}
+	if report.Published() != want {
+		t.Errorf("Published() = %+v", report.Published())
 	}
-	if New(ProviderLocal).Reference != want {
+	if report.New(report.ProviderLocal).Reference != want {
 		t.Error("New does not fill the reference")
 	}
 }
 
 func TestValidate(t *testing.T) {
-	if err := fullReport().Validate(); err != nil {
+	if err := reporttest.Full().Validate(); err != nil {
 		t.Fatalf("full report: %v", err)
 	}
-	for name, mutate := range map[string]func(*Report){
-		"latency without dataPlane": func(r *Report) { r.DataPlane = "" },
-		"no provider":               func(r *Report) { r.Provider = "" },
-		"unknown dataPlane":         func(r *Report) { r.DataPlane = "sidecar" },
-		"schema version":            func(r *Report) { r.SchemaVersion = 2 },
-		"istiods":                   func(r *Report) { r.ControlPlane.Istiods = "some" },
-		"run path":                  func(r *Report) { r.Latency.Runs[0].Path = PathDirect },
-		"run connections":           func(r *Report) { r.Latency.Runs[0].Connections = "pooled" },
-		"floor path":                func(r *Report) { r.Latency.HarnessFloor[0].Path = PathLocal },
+	for name, mutate := range map[string]func(*report.Report){
+		"latency without dataPlane": func(r *report.Report) { r.DataPlane = "" },
+		"no provider":               func(r *report.Report) { r.Provider = "" },
+		"unknown dataPlane":         func(r *report.Report) { r.DataPlane = "sidecar" },
+		"schema version":            func(r *report.Report) { r.SchemaVersion = 2 },
+		"istiods":                   func(r *report.Report) { r.ControlPlane.Istiods = "some" },
+		"run path":                  func(r *report.Report) { r.Latency.Runs[0].Path = report.PathDirect },
+		"run connections":           func(r *report.Report) { r.Latency.Runs[0].Connections = "pooled" },
+		"floor path":                func(r *report.Report) { r.Latency.HarnessFloor[0].Path = report.PathLocal },
 	} {
-		r := fullReport()
+		r := reporttest.Full()
 		mutate(r)
 		if err := r.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted it", name)
 		}
 	}
 	// Any provider name with the data plane it declares is fine, and so is a report without one.
-	for _, dp := range []string{DataPlaneEmulated, DataPlaneZtunnel} {
-		r := fullReport()
+	for _, dp := range []string{report.DataPlaneEmulated, report.DataPlaneZtunnel} {
+		r := reporttest.Full()
 		r.Provider, r.DataPlane = "k3d", dp
 		if err := r.Validate(); err != nil {
 			t.Errorf("k3d with %s: %v", dp, err)
 		}
 	}
-	if err := New(ProviderKube).Validate(); err != nil {
+	if err := report.New(report.ProviderKube).Validate(); err != nil {
 		t.Errorf("kube without data plane: %v", err)
 	}
 }
@@ -187,13 +194,13 @@ func TestReadRejectsOtherSchema(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"schemaVersion": 2, "provider": "local"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(p); err == nil {
+	if _, err := report.Read(p); err == nil {
 		t.Error("Read accepted schemaVersion 2")
 	}
 	if err := os.WriteFile(p, []byte(`{`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(p); err == nil {
+	if _, err := report.Read(p); err == nil {
 		t.Error("Read accepted broken JSON")
 	}
 }

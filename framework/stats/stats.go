@@ -1,5 +1,6 @@
-// Package stats holds the small statistics the reports need: medians of repeated samples and
-// least-squares slopes (with their standard error) of istiod cost against joined clusters.
+// Package stats holds the small statistics the reports need: medians of repeated samples,
+// least-squares lines with the standard error of their slope, the resolution such a slope has,
+// and running sums for fitting cumulative costs.
 package stats
 
 import (
@@ -86,6 +87,35 @@ func LinearFit(xs, ys []float64) (Fit, error) {
 		f.SlopeStdErr = math.Sqrt(sse / float64(n-2) / sxx)
 	}
 	return f, nil
+}
+
+// KnownSlopeStdErr is the slope's standard error where the points leave a residual to estimate it
+// (three or more) and it is finite; ok is false otherwise, so that an unknown error is never
+// reported as 0 (two points fit exactly).
+func (f Fit) KnownSlopeStdErr() (se float64, ok bool) {
+	if f.N < 3 || !finite(f.SlopeStdErr) {
+		return 0, false
+	}
+	return f.SlopeStdErr, true
+}
+
+// SlopeResolution is the slope that one step of the readings' resolution makes across the range
+// of xs: a fitted slope smaller than it is not resolved. xs must span a range (as any xs
+// LinearFit fits do); without one the result is +Inf.
+func SlopeResolution(step float64, xs []float64) float64 {
+	return step / (slices.Max(xs) - slices.Min(xs))
+}
+
+// Cumulative returns the running sums of vs (out[i] = vs[0] + ... + vs[i], added in order), the
+// points of a cost fitted cumulatively.
+func Cumulative(vs []float64) []float64 {
+	out := make([]float64, len(vs))
+	var sum float64
+	for i, v := range vs {
+		sum += v
+		out[i] = sum
+	}
+	return out
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -99,3 +99,52 @@ func TestLinearFitErrors(t *testing.T) {
 		t.Errorf("equal xs: err = %v, want ErrDegenerate", err)
 	}
 }
+
+func TestKnownSlopeStdErr(t *testing.T) {
+	xs, ys := []float64{0, 1, 2, 3}, []float64{1, 3, 4, 7}
+	f, err := LinearFit(xs, ys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se, ok := f.KnownSlopeStdErr(); !ok || se != f.SlopeStdErr || se <= 0 {
+		t.Errorf("four noisy points: KnownSlopeStdErr = %v, %v; want %v, true", se, ok, f.SlopeStdErr)
+	}
+	two, err := LinearFit(xs[:2], ys[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se, ok := two.KnownSlopeStdErr(); ok {
+		t.Errorf("two points leave no residual, yet the standard error is known: %v", se)
+	}
+	// Three points past what float64 holds: the error is not finite, so not known.
+	huge := Fit{Slope: 1, N: 3, SlopeStdErr: math.Inf(1)}
+	if _, ok := huge.KnownSlopeStdErr(); ok {
+		t.Error("an infinite standard error counts as known")
+	}
+}
+
+func TestSlopeResolution(t *testing.T) {
+	// A 0.01-core step across 0..4 remote clusters: a slope below 0.0025 is one unresolved step.
+	if got := SlopeResolution(0.01, []float64{2, 0, 4, 1}); got != 0.0025 {
+		t.Errorf("SlopeResolution = %v, want 0.0025", got)
+	}
+	if got := SlopeResolution(0.01, []float64{3, 3}); !math.IsInf(got, 1) {
+		t.Errorf("no range: %v, want +Inf", got)
+	}
+}
+
+func TestCumulative(t *testing.T) {
+	got := Cumulative([]float64{3, 0.5, 2})
+	want := []float64{3, 3.5, 5.5}
+	if len(got) != len(want) {
+		t.Fatalf("Cumulative = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Cumulative = %v, want %v", got, want)
+		}
+	}
+	if len(Cumulative(nil)) != 0 {
+		t.Error("Cumulative(nil) is not empty")
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 	"github.com/ambientmc/ambientmc/scripts/internal/suiterun"
 )
 
@@ -97,11 +98,11 @@ func run(ctx context.Context, sizes []int, out string, timeout time.Duration, su
 		dirs = append(dirs, dir)
 		fmt.Printf("benchscale: %d clusters done (%d/%d, %s elapsed)\n", n, i+1, len(sizes), time.Since(start).Round(time.Second))
 	}
-	bench := filepath.Join(out, report.BenchFile)
-	if err := suiterun.ConcatBench(dirs, bench); err != nil {
+	lines := filepath.Join(out, bench.File)
+	if err := suiterun.ConcatBench(dirs, lines); err != nil {
 		return err
 	}
-	stat, err := suiterun.RunBenchstat(ctx, out, []string{bench})
+	stat, err := suiterun.RunBenchstat(ctx, out, []string{lines})
 	if err != nil {
 		return err
 	}
@@ -113,6 +114,6 @@ func run(ctx context.Context, sizes []int, out string, timeout time.Duration, su
 		return err
 	}
 	os.Stdout.Write(md)
-	fmt.Printf("\nbenchscale: wrote %s/{bench-scale.md,%s,benchstat.txt} and one report dir per size\n", out, report.BenchFile)
+	fmt.Printf("\nbenchscale: wrote %s/{bench-scale.md,%s,benchstat.txt} and one report dir per size\n", out, bench.File)
 	return nil
 }

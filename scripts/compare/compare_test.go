@@ -11,6 +11,8 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
+	"github.com/ambientmc/ambientmc/framework/report/render"
 )
 
 // roundReport is a join-and-leave report whose live heap per remote cluster is perRemote bytes.
@@ -29,7 +31,7 @@ func roundReport(perRemote float64) *report.Report {
 			{Cluster: "cluster-3", RemoteClusters: 1, Seconds: report.F(1), LiveHeapBytes: report.F(20e6 + 1.5*perRemote)},
 			{Cluster: "cluster-2", RemoteClusters: 0, Seconds: report.F(2), LiveHeapBytes: report.F(20e6 + perRemote)},
 		}}
-	if err := r.ControlPlane.FitPerRemote(); err != nil {
+	if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 		panic(err)
 	}
 	return r
@@ -45,7 +47,7 @@ func TestMarkdownTable(t *testing.T) {
 		for round, v := range []float64{3e6, 4e6, 5e6} {
 			d := filepath.Join(dir, s.Label, string(rune('0'+round)))
 			require.NoError(t, os.MkdirAll(d, 0o755))
-			require.NoError(t, report.Write(d, roundReport(v*float64(i+1))))
+			require.NoError(t, render.Write(d, roundReport(v*float64(i+1))))
 			s.Dirs = append(s.Dirs, d)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/gates"
 	"github.com/ambientmc/ambientmc/framework/junit"
 	"github.com/ambientmc/ambientmc/framework/report"
+	reportmd "github.com/ambientmc/ambientmc/framework/report/markdown"
 )
 
 // failOn is FAIL_ON: what may regress from A (the base) to B (the change), and at which alpha.
@@ -88,5 +89,5 @@ func (f *failOn) judge(out, aBench, bBench string) ([]report.Gate, int, error) {
 
 // gatesMarkdown is compare.md's section on FAIL_ON.
 func gatesMarkdown(gs []report.Gate) []byte {
-	return append([]byte("\n(FAIL_ON: B, the change, against A, the base.)\n\n"), report.GatesMarkdown(gs)...)
+	return append([]byte("\n(FAIL_ON: B, the change, against A, the base.)\n\n"), reportmd.Gates(gs)...)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
 // figure is one row of the Markdown table: how to read it from a report and how to print it.
@@ -74,19 +75,19 @@ var figures = []figure{
 		return mean(vs)
 	}},
 	{"Live heap returned after leaving", "MB", 1e6, func(r *report.Report) (float64, bool) {
-		if ret := r.ControlPlane.MemoryReturned(); ret != nil {
+		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
 			return deref(ret.LiveHeapBytes)
 		}
 		return 0, false
 	}},
 	{"Live heap kept after leaving", "MB", 1e6, func(r *report.Report) (float64, bool) {
-		if ret := r.ControlPlane.MemoryReturned(); ret != nil {
+		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
 			return deref(ret.LeftoverLiveHeap)
 		}
 		return 0, false
 	}},
 	{"RSS returned after leaving", "MB", 1e6, func(r *report.Report) (float64, bool) {
-		if ret := r.ControlPlane.MemoryReturned(); ret != nil {
+		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
 			return deref(ret.RSSBytes)
 		}
 		return 0, false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
 // controlPlane is the report's control-plane section, which the join and the leave suites share
@@ -99,7 +100,7 @@ func TestControlPlaneJoin(t *testing.T) {
 			k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
 	}
-	cp.FillDeltas()
+	analysis.FillDeltas(cp)
 
 	final := scrape(t, ctx, istiod)
 	assert.Equal(t, float64(len(others)), final.ManagedClusters["remote"], "istiod manages every joined cluster")
@@ -107,8 +108,8 @@ func TestControlPlaneJoin(t *testing.T) {
 	if len(others) == 0 {
 		return
 	}
-	require.NoError(t, cp.FitPerRemote())
-	cp.FitJoinGrowth()
+	require.NoError(t, analysis.FitPerRemote(cp))
+	analysis.FitJoinGrowth(cp)
 	warnSaturatedJoins(cp)
 	if g := cp.JoinGrowth; g != nil && g.JoinCPUSeconds != nil && g.ConvergenceSeconds != nil {
 		mc.Logf("join: the k-th join costs %.2f + %.3f·k CPU-s and converges in %.2f + %.3f·k s (k = clusters already joined; %d joins)",

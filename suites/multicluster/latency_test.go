@@ -12,6 +12,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
 // saturated is the host CPU share above which latencies say more about the machine than the mesh.
@@ -200,8 +201,8 @@ func TestLatency(t *testing.T) {
 			})
 		}
 	}
-	lat.Overhead = report.ComputeOverhead(lat.Runs)
-	lat.SameNetworkOverhead = report.ComputeOverheadOf(lat.Runs, report.PathSameNetwork)
+	lat.Overhead = analysis.ComputeOverhead(lat.Runs)
+	lat.SameNetworkOverhead = analysis.ComputeOverheadOf(lat.Runs, report.PathSameNetwork)
 	for _, r := range append(append([]report.LatencyRun{}, lat.Runs...), lat.HarnessFloor...) {
 		if r.HostCPUBusy > saturated || carried(r.QPS, rate, time.Duration(r.DurationSeconds*float64(time.Second))) < carriedShare {
 			lat.HostCPUSaturated = true

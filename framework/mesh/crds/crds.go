@@ -23,12 +23,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-)
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
+)
 
 // istioCRDs is the file of the istio/base chart that holds every Istio CRD.
 const istioCRDs = "charts/base/files/crd-all.gen.yaml"
@@ -184,7 +183,7 @@ func moduleDir(ctx context.Context, srcRoot, module string) (string, error) {
 // megabyte-sized CRD schemas costs the API server far more CPU, which adds up when ten API servers
 // share two cores. CRDs with other content are server-side applied.
 func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
-	api := client.Resource(crdGVR)
+	api := client.Resource(apply.CRDs)
 	have, err := api.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing CRDs: %w", err)
@@ -193,7 +192,7 @@ func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 	for i := range have.Items {
 		existing[have.Items[i].GetName()] = &have.Items[i]
 	}
-	pending := map[string]bool{}
+	a := apply.New(client, nil)
 	for _, src := range set {
 		crd, err := labelled(src)
 		if err != nil {
@@ -202,35 +201,17 @@ func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 		got := existing[crd.GetName()]
 		switch {
 		case got == nil:
-			got, err = api.Create(ctx, crd, metav1.CreateOptions{FieldManager: fieldManager})
+			got, err = api.Create(ctx, crd, metav1.CreateOptions{FieldManager: apply.FieldManager})
 		case got.GetLabels()[contentLabel] != crd.GetLabels()[contentLabel]:
-			got, err = api.Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+			got, err = a.Apply(ctx, crd)
 		}
 		if err != nil {
 			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
 		}
-		if !established(got) {
-			pending[crd.GetName()] = true
-		}
+		a.Expect(got)
 	}
-	// Only the CRDs not yet established are fetched again, one by one: listing all of them
-	// would move megabytes per poll.
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for name := range pending {
-			got, err := api.Get(ctx, name, metav1.GetOptions{})
-			if err == nil && established(got) {
-				delete(pending, name)
-			}
-		}
-		return len(pending) == 0, nil
-	})
-	if err != nil {
-		names := make([]string, 0, len(pending))
-		for name := range pending {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		return fmt.Errorf("CRDs not established: %s: %w", strings.Join(names, ", "), err)
+	if pending, err := a.WaitEstablished(ctx, 2*time.Minute); err != nil {
+		return fmt.Errorf("CRDs not established: %s: %w", strings.Join(pending, ", "), err)
 	}
 	return served(ctx, client, set)
 }
@@ -284,17 +265,4 @@ func labelled(crd *unstructured.Unstructured) (*unstructured.Unstructured, error
 	labels[contentLabel] = hex.EncodeToString(sum[:])[:32]
 	out.SetLabels(labels)
 	return out, nil
-}
-
-const fieldManager = "ambientmc"
-
-func established(crd *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Established" && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
 }

@@ -15,17 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
 // FieldManager owns every field Apply sets.
-const FieldManager = "ambientmc"
+const FieldManager = apply.FieldManager
 
 const (
 	defaultTimeout = 5 * time.Minute
@@ -89,13 +88,12 @@ func Apply(ctx context.Context, c *cluster.Cluster, m *Manifests, o ApplyOptions
 		o.Log = io.Discard
 	}
 	inst := &Installed{Cluster: c.Name, dynamic: c.Dynamic, log: o.Log}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
+	a := apply.New(c.Dynamic, c.Client.Discovery())
 	for _, comp := range m.Components {
 		start := time.Now()
 		created := len(inst.Created)
-		var crds []string
 		for _, obj := range comp.Objects {
-			ref, isNew, err := applyObject(ctx, c.Dynamic, mapper, obj)
+			ref, isNew, err := applyObject(ctx, a, obj)
 			if err != nil {
 				return inst, fmt.Errorf("install: cluster %s: component %s: %w", c.Name, comp.Name, err)
 			}
@@ -103,16 +101,11 @@ func Apply(ctx context.Context, c *cluster.Cluster, m *Manifests, o ApplyOptions
 				ref.Component = comp.Name
 				inst.Created = append(inst.Created, ref)
 			}
-			if obj.GetKind() == "CustomResourceDefinition" {
-				crds = append(crds, obj.GetName())
-			}
 		}
 		applied := time.Since(start)
-		if len(crds) > 0 {
-			if err := waitCRDsEstablished(ctx, c.Dynamic, crds); err != nil {
-				return inst, fmt.Errorf("install: cluster %s: component %s: %w", c.Name, comp.Name, err)
-			}
-			mapper.Reset() // the new kinds are served now
+		if pending, err := a.WaitEstablished(ctx, crdTimeout); err != nil {
+			return inst, fmt.Errorf("install: cluster %s: component %s: %d CRDs not established after %s (e.g. %s): %w",
+				c.Name, comp.Name, len(pending), crdTimeout, pending[0], err)
 		}
 		if o.Wait {
 			if err := waitReady(ctx, c, comp, o.Timeout); err != nil {
@@ -126,23 +119,18 @@ func Apply(ctx context.Context, c *cluster.Cluster, m *Manifests, o ApplyOptions
 }
 
 // applyObject server-side applies obj and reports whether it did not exist before.
-func applyObject(ctx context.Context, client dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, obj *unstructured.Unstructured) (Object, bool, error) {
+func applyObject(ctx context.Context, a *apply.Applier, obj *unstructured.Unstructured) (Object, bool, error) {
 	gvk := obj.GroupVersionKind()
 	ref := Object{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		mapper.Reset() // discovery may predate a CRD established since
-		mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
+	mapping, err := a.Mapping(obj)
 	if err != nil {
 		return ref, false, fmt.Errorf("%s: the API server does not serve %s: %w", ref, gvk, err)
 	}
 	ref.GVR = mapping.Resource
-	api := resource(client, ref)
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && ref.Namespace == "" {
 		return ref, false, fmt.Errorf("%s: namespaced kind rendered without a namespace", ref)
 	}
-	before, err := api.Get(ctx, ref.Name, metav1.GetOptions{})
+	before, err := a.Client(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		before = nil
@@ -152,7 +140,7 @@ func applyObject(ctx context.Context, client dynamic.Interface, mapper *restmapp
 	if err := keepsRoot(before, obj); err != nil {
 		return ref, false, err
 	}
-	after, err := api.Apply(ctx, ref.Name, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	after, err := a.Apply(ctx, obj)
 	if err != nil {
 		return ref, false, fmt.Errorf("server-side apply of %s: %w", ref, err)
 	}
@@ -181,35 +169,6 @@ func resource(client dynamic.Interface, o Object) dynamic.ResourceInterface {
 		return client.Resource(o.GVR)
 	}
 	return client.Resource(o.GVR).Namespace(o.Namespace)
-}
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-func waitCRDsEstablished(ctx context.Context, client dynamic.Interface, names []string) error {
-	pending := map[string]bool{}
-	for _, n := range names {
-		pending[n] = true
-	}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, crdTimeout, true, func(ctx context.Context) (bool, error) {
-		for n := range pending {
-			crd, err := client.Resource(crdGVR).Get(ctx, n, metav1.GetOptions{})
-			if err == nil && hasCondition(crd, "Established", "True") {
-				delete(pending, n)
-			}
-		}
-		return len(pending) == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%d CRDs not established after %s (e.g. %s): %w", len(pending), crdTimeout, anyKey(pending), err)
-	}
-	return nil
-}
-
-func anyKey(m map[string]bool) string {
-	for k := range m {
-		return k
-	}
-	return ""
 }
 
 // Teardown deletes what Apply created, in reverse order, each only if it still has the UID Apply

@@ -14,12 +14,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -171,14 +173,7 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		_, err = EastWestAddress(ctx, c, 2*time.Second)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "cluster cluster-1: east-west gateway istio-system/istio-eastwestgateway has no address other clusters reach: Programmed=Unknown: Pending Waiting for controller; status.addresses is empty")
-		gwAPI := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace)
-		gw, err := gwAPI.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.NoError(t, unstructured.SetNestedSlice(gw.Object, []any{map[string]any{"type": "IPAddress", "value": "127.201.0.1"}}, "status", "addresses"))
-		require.NoError(t, unstructured.SetNestedSlice(gw.Object, []any{map[string]any{"type": "Programmed", "status": "True", "reason": "Programmed",
-			"message": "written by the test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions"))
-		_, err = gwAPI.UpdateStatus(ctx, gw, metav1.UpdateOptions{})
-		require.NoError(t, err)
+		setGatewayStatus(t, c, "True", "Programmed", "127.201.0.1")
 		addr, err := EastWestAddress(ctx, c, 10*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, "127.201.0.1", addr)
@@ -286,7 +281,7 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		require.NoError(t, inst.Teardown(ctx))
 		// What the stand-ins made is not Apply's, so Teardown left it; the test removes it.
 		require.NoError(t, c.Client.AppsV1().Deployments(mesh.SystemNamespace).Delete(ctx, mesh.EastWestGateway, metav1.DeleteOptions{}))
-		require.NoError(t, c.Dynamic.Resource(gatewayClassGVR).Delete(ctx, mesh.EastWestGatewayClass, metav1.DeleteOptions{}))
+		require.NoError(t, c.GatewayAPI.GatewayV1().GatewayClasses().Delete(ctx, mesh.EastWestGatewayClass, metav1.DeleteOptions{}))
 		assert.Equal(t, before, snapshot(t, c))
 	})
 
@@ -338,26 +333,28 @@ func markReady(ctx context.Context, c *cluster.Cluster) {
 			_, _ = apps.Deployments(d.Namespace).UpdateStatus(ctx, &d, metav1.UpdateOptions{})
 		}
 	}
-	cond := func(typ string) map[string]any {
-		return map[string]any{"type": typ, "status": "True", "reason": typ, "message": "written by the test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	cond := func(typ string) []metav1.Condition {
+		return []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: typ, Message: "written by the test", LastTransitionTime: metav1.Now()}}
 	}
-	classes := c.Dynamic.Resource(gatewayClassGVR)
+	classes := c.GatewayAPI.GatewayV1().GatewayClasses()
 	gc, err := classes.Get(ctx, mesh.EastWestGatewayClass, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		gc, err = classes.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-			"metadata": map[string]any{"name": mesh.EastWestGatewayClass},
-			"spec":     map[string]any{"controllerName": "istio.io/eastwest-controller"},
-		}}, metav1.CreateOptions{})
+		gc, err = classes.Create(ctx, &gatewayv1.GatewayClass{
+			ObjectMeta: metav1.ObjectMeta{Name: mesh.EastWestGatewayClass},
+			Spec:       gatewayv1.GatewayClassSpec{ControllerName: "istio.io/eastwest-controller"},
+		}, metav1.CreateOptions{})
 	}
-	if err == nil && !hasCondition(gc, "Accepted", "True") {
-		_ = unstructured.SetNestedSlice(gc.Object, []any{cond("Accepted")}, "status", "conditions")
+	accepted := string(gatewayv1.GatewayClassConditionStatusAccepted)
+	if err == nil && !apimeta.IsStatusConditionTrue(gc.Status.Conditions, accepted) {
+		gc.Status.Conditions = cond(accepted)
 		_, _ = classes.UpdateStatus(ctx, gc, metav1.UpdateOptions{})
 	}
-	gws := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace)
-	if gw, err := gws.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{}); err == nil && !hasCondition(gw, "Programmed", "True") {
-		_ = unstructured.SetNestedSlice(gw.Object, []any{cond("Programmed")}, "status", "conditions")
-		_ = unstructured.SetNestedSlice(gw.Object, []any{map[string]any{"type": "IPAddress", "value": "127.201.0.1"}}, "status", "addresses")
+	gws := c.GatewayAPI.GatewayV1().Gateways(mesh.SystemNamespace)
+	programmed := string(gatewayv1.GatewayConditionProgrammed)
+	if gw, err := gws.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{}); err == nil && !apimeta.IsStatusConditionTrue(gw.Status.Conditions, programmed) {
+		ip := gatewayv1.IPAddressType
+		gw.Status.Conditions = cond(programmed)
+		gw.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Type: &ip, Value: "127.201.0.1"}}
 		_, _ = gws.UpdateStatus(ctx, gw, metav1.UpdateOptions{})
 		sel := map[string]string{"gateway.networking.k8s.io/gateway-name": mesh.EastWestGateway}
 		_, _ = apps.Deployments(mesh.SystemNamespace).Create(ctx, &appsv1.Deployment{

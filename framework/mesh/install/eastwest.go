@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -24,12 +24,10 @@ import (
 var errClusterIP = errors.New("a ClusterIP")
 
 // gatewayAddress returns the first value of the Gateway's status.addresses, or "".
-func gatewayAddress(gw *unstructured.Unstructured) string {
-	addrs, _, _ := unstructured.NestedSlice(gw.Object, "status", "addresses")
-	for _, a := range addrs {
-		m, _ := a.(map[string]any)
-		if v, _ := m["value"].(string); v != "" {
-			return v
+func gatewayAddress(gw *gatewayv1.Gateway) string {
+	for _, a := range gw.Status.Addresses {
+		if a.Value != "" {
+			return a.Value
 		}
 	}
 	return ""
@@ -42,9 +40,9 @@ func gatewayAddress(gw *unstructured.Unstructured) string {
 // so report the internal ones", pilot/pkg/config/kube/gateway/conversion.go) with Programmed=False,
 // and replaces it once the LoadBalancer has an address. A Programmed Gateway whose address is
 // still a ClusterIP (a Service of another type) never gets a reachable one: that is an error.
-func eastWestState(ctx context.Context, c *cluster.Cluster, gw *unstructured.Unstructured) (addr, missing string, err error) {
+func eastWestState(ctx context.Context, c *cluster.Cluster, gw *gatewayv1.Gateway) (addr, missing string, err error) {
 	addr = gatewayAddress(gw)
-	if miss := conditionMissing(gw, "Programmed"); miss != "" {
+	if miss := conditionMissing(gw.Status.Conditions, string(gatewayv1.GatewayConditionProgrammed)); miss != "" {
 		if addr == "" {
 			return "", miss + "; status.addresses is empty", nil
 		}
@@ -84,7 +82,7 @@ func EastWestAddress(ctx context.Context, c *cluster.Cluster, timeout time.Durat
 	var addr, last string
 	var refused error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		gw, err := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace).Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
+		gw, err := c.GatewayAPI.GatewayV1().Gateways(mesh.SystemNamespace).Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			last = "it does not exist"

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -22,18 +22,16 @@ import (
 func setGatewayStatus(t *testing.T, c *cluster.Cluster, programmed, reason string, addrs ...string) {
 	t.Helper()
 	ctx := context.Background()
-	api := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace)
+	api := c.GatewayAPI.GatewayV1().Gateways(mesh.SystemNamespace)
 	gw, err := api.Get(ctx, mesh.EastWestGateway, metav1.GetOptions{})
 	require.NoError(t, err)
-	var list []any
+	ip := gatewayv1.IPAddressType
+	gw.Status.Addresses = nil
 	for _, a := range addrs {
-		list = append(list, map[string]any{"type": "IPAddress", "value": a})
+		gw.Status.Addresses = append(gw.Status.Addresses, gatewayv1.GatewayStatusAddress{Type: &ip, Value: a})
 	}
-	require.NoError(t, unstructured.SetNestedSlice(gw.Object, list, "status", "addresses"))
-	require.NoError(t, unstructured.SetNestedSlice(gw.Object, []any{map[string]any{
-		"type": "Programmed", "status": programmed, "reason": reason, "message": "written by the test as istiod would",
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}}, "status", "conditions"))
+	gw.Status.Conditions = []metav1.Condition{{Type: string(gatewayv1.GatewayConditionProgrammed), Status: metav1.ConditionStatus(programmed),
+		Reason: reason, Message: "written by the test as istiod would", LastTransitionTime: metav1.Now()}}
 	_, err = api.UpdateStatus(ctx, gw, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
@@ -45,7 +43,7 @@ func TestEastWestAddressOnRealAPIServer(t *testing.T) {
 	c := realCluster(t)
 	ctx := context.Background()
 	require.True(t, c.Addresses.Services.IsValid(), "the local provider knows its service range")
-	_, err := c.Dynamic.Resource(gatewayGVR).Namespace(mesh.SystemNamespace).Create(ctx, mesh.EastWestGatewayObject(c.Network), metav1.CreateOptions{})
+	_, err := c.GatewayAPI.GatewayV1().Gateways(mesh.SystemNamespace).Create(ctx, mesh.NewEastWestGateway(c.Network), metav1.CreateOptions{})
 	require.NoError(t, err)
 	svcs := c.Client.CoreV1().Services(mesh.SystemNamespace)
 	svc, err := svcs.Create(ctx, &corev1.Service{

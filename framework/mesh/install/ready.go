@@ -8,18 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-)
-
-var (
-	gatewayGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
-	gatewayClassGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 )
 
 const (
@@ -74,16 +70,16 @@ func checks(c *cluster.Cluster, comp Component) []check {
 			out = append(out, check{
 				what: "GatewayClass " + class, involved: []string{class},
 				ok: func(ctx context.Context) string {
-					gc, err := c.Dynamic.Resource(gatewayClassGVR).Get(ctx, class, metav1.GetOptions{})
+					gc, err := c.GatewayAPI.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
 					if err != nil {
 						return err.Error() + " (istiod creates it when AMBIENT_ENABLE_MULTI_NETWORK=true)"
 					}
-					return conditionMissing(gc, "Accepted")
+					return conditionMissing(gc.Status.Conditions, string(gatewayv1.GatewayClassConditionStatusAccepted))
 				},
 			}, check{
 				what: "Gateway " + ns + "/" + name, involved: []string{name},
 				ok: func(ctx context.Context) string {
-					gw, err := c.Dynamic.Resource(gatewayGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+					gw, err := c.GatewayAPI.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{})
 					if err != nil {
 						return err.Error()
 					}
@@ -252,29 +248,14 @@ func eventTime(e corev1.Event) time.Time {
 	return e.EventTime.Time
 }
 
-func hasCondition(obj *unstructured.Unstructured, typ, status string) bool {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ && m["status"] == status {
-			return true
-		}
-	}
-	return false
-}
-
 // conditionMissing returns "" when condition typ is True, else its status, reason and message.
-func conditionMissing(obj *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] != typ {
-			continue
-		}
-		if m["status"] == "True" {
-			return ""
-		}
-		return fmt.Sprintf("%s=%v: %v %v", typ, m["status"], m["reason"], m["message"])
+func conditionMissing(conds []metav1.Condition, typ string) string {
+	c := apimeta.FindStatusCondition(conds, typ)
+	switch {
+	case c == nil:
+		return "no " + typ + " condition yet"
+	case c.Status == metav1.ConditionTrue:
+		return ""
 	}
-	return "no " + typ + " condition yet"
+	return fmt.Sprintf("%s=%s: %s %s", typ, c.Status, c.Reason, c.Message)
 }

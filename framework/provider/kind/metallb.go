@@ -14,17 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 )
 
 // metallbManifest is MetalLB's install manifest as the pinned Istio module ships it (images
@@ -89,13 +86,15 @@ func InstallMetalLB(ctx context.Context, c *cluster.Cluster, manifest string, po
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
+	a := apply.New(c.Dynamic, c.Client.Discovery())
 	for _, o := range objs {
-		if err := apply(ctx, c, mapper, o); err != nil {
+		if err := applyObject(ctx, a, o); err != nil {
 			return fmt.Errorf("cluster %s: MetalLB: %w", c.Name, err)
 		}
 	}
-	mapper.Reset()
+	if pending, err := a.WaitEstablished(ctx, 0); err != nil {
+		return fmt.Errorf("cluster %s: MetalLB: CRDs not established: %s: %w", c.Name, strings.Join(pending, ", "), err)
+	}
 	err = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.Client.AppsV1().Deployments(MetalLBNamespace).Get(ctx, "controller", metav1.GetOptions{})
 		if err != nil || d.Status.AvailableReplicas < 1 {
@@ -109,9 +108,8 @@ func InstallMetalLB(ctx context.Context, c *cluster.Cluster, manifest string, po
 	}
 	var last error
 	err = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		mapper.Reset()
 		for _, o := range MetalLBObjects(pool) {
-			if last = apply(ctx, c, mapper, o); last != nil {
+			if last = applyObject(ctx, a, o); last != nil {
 				return false, nil // the webhook answers only once the controller serves it
 			}
 		}
@@ -123,47 +121,10 @@ func InstallMetalLB(ctx context.Context, c *cluster.Cluster, manifest string, po
 	return nil
 }
 
-// apply server-side applies one object (field manager ambientmc, conflicts forced).
-func apply(ctx context.Context, c *cluster.Cluster, mapper meta.RESTMapper, o *unstructured.Unstructured) error {
-	gvk := o.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
+// applyObject server-side applies one object, naming it in the error.
+func applyObject(ctx context.Context, a *apply.Applier, o *unstructured.Unstructured) error {
+	if _, err := a.Apply(ctx, o); err != nil {
 		return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-	}
-	data, err := json.Marshal(o.Object)
-	if err != nil {
-		return err
-	}
-	force := true
-	r := c.Dynamic.Resource(m.Resource)
-	opts := metav1.PatchOptions{FieldManager: "ambientmc", Force: &force}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		_, err = r.Namespace(o.GetNamespace()).Patch(ctx, o.GetName(), types.ApplyPatchType, data, opts)
-	} else {
-		_, err = r.Patch(ctx, o.GetName(), types.ApplyPatchType, data, opts)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-	}
-	if o.GetKind() == "CustomResourceDefinition" {
-		return waitEstablished(ctx, c, o.GetName())
 	}
 	return nil
-}
-
-func waitEstablished(ctx context.Context, c *cluster.Cluster, name string) error {
-	crds := c.Dynamic.Resource(crdGVR)
-	return wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		u, err := crds.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, cond := range conds {
-			if m, ok := cond.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
 }

@@ -10,9 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 )
 
@@ -46,9 +45,9 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 	if err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "metallb-webhook-configuration", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
+	a := apply.New(c.Dynamic, c.Client.Discovery())
 	for _, o := range MetalLBObjects(pool) {
-		if err := apply(ctx, c, mapper, o); err != nil {
+		if err := applyObject(ctx, a, o); err != nil {
 			t.Fatalf("MetalLB refused the framework's %s: %v", o.GetKind(), err)
 		}
 	}
@@ -63,7 +62,7 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 	// A field MetalLB does not know is refused, so the check above means something.
 	bad := MetalLBObjects(pool)[0]
 	bad.Object["spec"].(map[string]any)["adresses"] = []any{"10.0.0.0/28"}
-	if err := apply(ctx, c, mapper, bad); err == nil {
+	if err := applyObject(ctx, a, bad); err == nil {
 		t.Error("an IPAddressPool with an unknown field was accepted")
 	}
 }

@@ -11,13 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
 )
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Host needs per cluster. Memory: a kind node idles at about 0.6-0.9 GB and ambient (istiod,
 // ztunnel, istio-cni, the east-west gateway, MetalLB) adds 0.3-0.5 GB (notes, section 3: an

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/baseline"
-	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
 // Benchstat is pinned so tables read the same on every machine (the module proxy serves it), at
@@ -39,8 +39,8 @@ func Run(ctx context.Context, root, dir string, timeout time.Duration, flags []s
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("the suite failed (%v); its output is in %s", err, logPath)
 	}
-	if _, err := os.Stat(filepath.Join(dir, report.BenchFile)); err != nil {
-		return fmt.Errorf("the suite wrote no %s into %s (see %s)", report.BenchFile, dir, logPath)
+	if _, err := os.Stat(filepath.Join(dir, bench.File)); err != nil {
+		return fmt.Errorf("the suite wrote no %s into %s (see %s)", bench.File, dir, logPath)
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func Run(ctx context.Context, root, dir string, timeout time.Duration, flags []s
 func ConcatBench(dirs []string, dst string) error {
 	var all []byte
 	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, report.BenchFile))
+		b, err := os.ReadFile(filepath.Join(d, bench.File))
 		if err != nil {
 			return err
 		}

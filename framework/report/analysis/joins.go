@@ -1,4 +1,20 @@
-package report
+package analysis
+
+import "github.com/ambientmc/ambientmc/framework/report"
+
+// FillDeltas sets each join's deltas against the step before it (the first join against the
+// baseline), in the order the joins happened. A delta is nil when either side was not measured.
+func FillDeltas(cp *report.ControlPlane) {
+	prev := cp.Baseline
+	for i := range cp.Joins {
+		j := &cp.Joins[i]
+		j.DeltaCPUCores = sub(j.CPUCores, prev.CPUCores)
+		j.DeltaRSSBytes = sub(j.RSSBytes, prev.RSSBytes)
+		j.DeltaHeapInuseBytes = sub(j.HeapInuseBytes, prev.HeapInuseBytes)
+		j.DeltaLiveHeapBytes = sub(j.LiveHeapBytes, prev.LiveHeapBytes)
+		prev = j.Sample
+	}
+}
 
 // Returned is how much istiod memory the leaves gave back: from the peak (the last join) to after
 // the last leave. Leftover compares the last leave with the sample taken on the way up at the same
@@ -13,7 +29,7 @@ type Returned struct {
 }
 
 // MemoryReturned computes Returned; nil when there were no joins or no leaves.
-func (cp *ControlPlane) MemoryReturned() *Returned {
+func MemoryReturned(cp *report.ControlPlane) *Returned {
 	if cp == nil || len(cp.Joins) == 0 || len(cp.Leaves) == 0 {
 		return nil
 	}
@@ -36,4 +52,11 @@ func (cp *ControlPlane) MemoryReturned() *Returned {
 		out.LeftoverRSSBytes = sub(last.RSSBytes, same.RSSBytes)
 	}
 	return out
+}
+
+func sub(a, b *float64) *float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	return report.F(*a - *b)
 }

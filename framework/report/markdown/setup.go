@@ -1,14 +1,18 @@
-package report
+package markdown
 
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
-// markdownSetup writes the setup section: times, memory, start waves and each cluster's processes.
-func markdownSetup(b *bytes.Buffer, s *Setup) {
+// setup writes the setup section: times, memory, start waves and each cluster's processes.
+func setup(b *bytes.Buffer, s *report.Setup) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## Setup\n\nTotal %s s.", num(s.TotalSeconds, 1))
 	if s.PeakHostMemoryBytes != nil {
@@ -59,10 +63,10 @@ func markdownSetup(b *bytes.Buffer, s *Setup) {
 		p("| Cluster | Ready s | RSS MB by process | CPU s by process | Pods/s | EndpointSlices | Endpoints |\n|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Clusters {
 			var rss, cpu []string
-			for _, k := range sortedKeys(c.RSSBytes) {
+			for _, k := range slices.Sorted(maps.Keys(c.RSSBytes)) {
 				rss = append(rss, k+" "+num(c.RSSBytes[k]/bytesPerMB, 1))
 			}
-			for _, k := range sortedKeys(c.CPUSeconds) {
+			for _, k := range slices.Sorted(maps.Keys(c.CPUSeconds)) {
 				cpu = append(cpu, k+" "+num(c.CPUSeconds[k], 1))
 			}
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(rss, ", ")), cell(strings.Join(cpu, ", ")),
@@ -77,4 +81,28 @@ func optInt(v *int) string {
 		return "-"
 	}
 	return strconv.Itoa(*v)
+}
+
+// plan is the run's time plan beside what each part took.
+func plan(b *bytes.Buffer, pl *report.Plan) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Time plan\n\nPlanned before anything started: %s s in all", num(pl.TotalSeconds, 0))
+	if pl.TimeoutSeconds != nil {
+		p(" of go test's -timeout of %s s (%s s kept free for the report and teardown)", num(*pl.TimeoutSeconds, 0), opt(pl.MarginSeconds, 1, 0))
+	}
+	p(".\n\n| Part | Planned s | Took s | What |\n|---|---|---|---|\n")
+	for _, it := range pl.Items {
+		what := it.Detail
+		if it.Trimmed {
+			what += " (trimmed to fit)"
+		}
+		p("| %s | %s | %s | %s |\n", cell(it.Name), num(it.PlannedSeconds, 1), opt(it.ActualSeconds, 1, 1), cell(what))
+	}
+	p("\n")
+	for _, w := range pl.Warnings {
+		p("- %s\n", cell(w))
+	}
+	if len(pl.Warnings) > 0 {
+		p("\n")
+	}
 }

@@ -15,7 +15,7 @@ import (
 // encoding/json refuses to write them, and no figure of a run may stop its report from being
 // written. Optional (*float64) values become nil; the paths of plain float64 fields, which cannot
 // be nil, are zeroed and returned, so that marshalReport can leave their keys out of the JSON and
-// put the values back for the Markdown (which prints a non-finite number as "-").
+// put the values back for the renderers (report.md prints a non-finite number as "-").
 func dropNonFinite(r *Report) (plain []plainField) {
 	var warnings []string
 	var walk func(v reflect.Value, path []string)
@@ -120,8 +120,10 @@ func joinPath(path []string) string {
 	return b.String()
 }
 
-// JSON is report.json's content for r, as Write writes it (non-finite values left out, with a
-// warning in r).
+// JSONFile is the name of the report's JSON in a report directory.
+const JSONFile = "report.json"
+
+// JSON is report.json's content for r (non-finite values left out, with a warning in r).
 func JSON(r *Report) ([]byte, error) { return marshalReport(r) }
 
 // marshalReport is indented JSON of r with non-finite values left out (see dropNonFinite).

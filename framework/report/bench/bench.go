@@ -1,17 +1,23 @@
-package report
+// Package bench writes a report as Go benchmark lines (bench.txt), which benchstat compares
+// between runs.
+package bench
 
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
-// Bench renders r as Go benchmark lines (bench.txt) so benchstat can compare two runs:
+// Render renders r as Go benchmark lines (bench.txt) so benchstat can compare two runs:
 // BenchmarkSetup, BenchmarkJoin (baseline, each join, perRemote, growth: the fit of each join's
 // cost against the clusters already joined), BenchmarkLeave and BenchmarkLatency.
 // Every line has iteration count 1 and only measured values. Only what makes two runs different
@@ -20,7 +26,7 @@ import (
 // to compare (scale, istiods) is part of the benchmark names, and which istiod ran is left out of
 // the bench lines altogether (report.json has it), so `benchstat a/bench.txt b/bench.txt` of two
 // istiods compares them column by column.
-func Bench(r *Report) []byte {
+func Render(r *report.Report) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: %s\n", runtime.GOOS, runtime.GOARCH, benchPkg)
 	fmt.Fprintf(&b, "provider: %s\n", token(r.Provider))
@@ -49,7 +55,7 @@ func Bench(r *Report) []byte {
 		}
 		for _, c := range s.Clusters {
 			ms := []metric{{c.ReadySeconds, "ready-s"}}
-			for _, k := range sortedKeys(c.RSSBytes) {
+			for _, k := range slices.Sorted(maps.Keys(c.RSSBytes)) {
 				ms = append(ms, metric{c.RSSBytes[k], "rss-" + token(k) + "-B"})
 			}
 			line(&b, prefix("Setup")+"/cluster="+token(c.Name), ms...)
@@ -78,7 +84,7 @@ func Bench(r *Report) []byte {
 		if g := cp.JoinGrowth; g != nil {
 			var ms []metric
 			for _, f := range []struct {
-				l    *Line
+				l    *report.Line
 				unit string
 			}{{g.JoinCPUSeconds, "join-cpu-s"}, {g.ConvergenceSeconds, "convergence-s"}, {g.SyncSeconds, "sync-s"}} {
 				if f.l == nil {
@@ -94,7 +100,7 @@ func Bench(r *Report) []byte {
 			ms = append(ms, metric{float64(l.ManagedRemoteClusters), "managed-remote-clusters"})
 			line(&b, fmt.Sprintf("%s/leave=%d", prefix("Leave"), l.RemoteClusters), ms...)
 		}
-		if ret := cp.MemoryReturned(); ret != nil {
+		if ret := analysis.MemoryReturned(cp); ret != nil {
 			line(&b, prefix("Leave")+"/returned", optMetrics(
 				optMetric{ret.LiveHeapBytes, "returned-live-heap-B"}, optMetric{ret.RSSBytes, "returned-rss-B"},
 				optMetric{ret.LeftoverLiveHeap, "leftover-live-heap-B"}, optMetric{ret.LeftoverRSSBytes, "leftover-rss-B"})...)
@@ -122,6 +128,12 @@ func Bench(r *Report) []byte {
 	return b.Bytes()
 }
 
+// File is the name of the bench lines in a report directory.
+const File = "bench.txt"
+
+// benchPkg is the package benchstat names: the suites the lines measure.
+const benchPkg = "github.com/ambientmc/ambientmc/suites/multicluster"
+
 type metric struct {
 	v    float64
 	unit string
@@ -142,7 +154,7 @@ func optMetrics(ms ...optMetric) []metric {
 	return out
 }
 
-func sampleMetrics(s Sample) []metric {
+func sampleMetrics(s report.Sample) []metric {
 	return optMetrics(optMetric{s.CPUCores, "cpu-cores"}, optMetric{s.SteadyCPUCores, "steady-cpu-cores"},
 		optMetric{s.RSSBytes, "rss-B"}, optMetric{s.HeapInuseBytes, "heap-inuse-B"}, optMetric{s.LiveHeapBytes, "live-heap-B"})
 }

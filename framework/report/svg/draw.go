@@ -1,4 +1,6 @@
-package report
+// Package svg draws a report's charts as plain SVG written as text: no dependency, and they
+// render on GitHub and in browsers.
+package svg
 
 import (
 	"bytes"
@@ -8,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 )
-
-// Charts are plain SVG written as text: no dependency, and they render on GitHub and in browsers.
 
 var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"}
 
@@ -32,56 +32,6 @@ type series struct {
 type panel struct {
 	title, xLabel, yLabel string
 	series                []series
-}
-
-// controlPlaneSVG charts istiod's memory and CPU against joined remote clusters, or returns nil
-// when there are no joins.
-func controlPlaneSVG(cp *ControlPlane) []byte {
-	if !hasJoins(cp) {
-		return nil
-	}
-	// Levels start at the baseline (0 remote clusters); the join cost has no baseline point.
-	level := func(name string, get func(Sample) *float64, scale float64) series {
-		s := series{name: name}
-		add := func(x int, v *float64) {
-			if v != nil {
-				s.points = append(s.points, point{float64(x), *v / scale})
-			}
-		}
-		add(0, get(cp.Baseline))
-		for _, j := range cp.Joins {
-			add(j.RemoteClusters, get(j.Sample))
-		}
-		return s
-	}
-	perJoin := func(name string, get func(Join) *float64) series {
-		s := series{name: name}
-		for _, j := range cp.Joins {
-			if v := get(j); v != nil {
-				s.points = append(s.points, point{float64(j.RemoteClusters), *v})
-			}
-		}
-		return s
-	}
-	joinCPU := perJoin("join CPU-seconds", func(j Join) *float64 { return j.JoinCPUSeconds })
-	const x = "joined remote clusters"
-	panels := []panel{
-		{title: "istiod memory (" + cp.ObservedIstiod + ")", xLabel: x, yLabel: "MB", series: []series{
-			level("RSS", func(s Sample) *float64 { return s.RSSBytes }, bytesPerMB),
-			level("heap in use", func(s Sample) *float64 { return s.HeapInuseBytes }, bytesPerMB),
-			level("live heap", func(s Sample) *float64 { return s.LiveHeapBytes }, bytesPerMB),
-		}},
-		{title: "istiod CPU rate", xLabel: x, yLabel: "CPU cores", series: []series{
-			level("blended CPU", func(s Sample) *float64 { return s.CPUCores }, 1),
-			level("steady CPU", func(s Sample) *float64 { return s.SteadyCPUCores }, 1),
-		}},
-		{title: "istiod CPU per join", xLabel: x, yLabel: "CPU-seconds", series: []series{joinCPU}},
-		{title: "time to converge per join", xLabel: x, yLabel: "seconds", series: []series{
-			perJoin("convergence", func(j Join) *float64 { return j.ConvergenceSeconds }),
-			perJoin("remote synced", func(j Join) *float64 { return j.SyncSeconds }),
-		}},
-	}
-	return linePanels(panels)
 }
 
 func linePanels(panels []panel) []byte {
@@ -147,62 +97,6 @@ func linePanel(b *bytes.Buffer, p panel) {
 		}
 		legendEntry(b, i, s.name, color, true)
 	}
-}
-
-// latencySVG draws grouped bars of avg/p50/p90/p99 per path and connection mode, or returns nil
-// when there are no runs.
-func latencySVG(l *Latency) []byte {
-	if !hasRuns(l) {
-		return nil
-	}
-	runs := append(slices.Clone(l.Runs), l.HarnessFloor...)
-	stats := []struct {
-		name string
-		get  func(LatencyRun) float64
-	}{
-		{"avg", func(r LatencyRun) float64 { return r.AvgMs }},
-		{"p50", func(r LatencyRun) float64 { return r.P50Ms }},
-		{"p90", func(r LatencyRun) float64 { return r.P90Ms }},
-		{"p99", func(r LatencyRun) float64 { return r.P99Ms }},
-	}
-	var maxY float64
-	for _, r := range runs {
-		for _, s := range stats {
-			maxY = max(maxY, s.get(r))
-		}
-	}
-	height := panelHeight + 40
-	plotW := chartWidth - marginLeft - marginRight
-	plotH := height - marginTop - marginBottom - 20 // two-line group labels
-	yStep := niceStep(maxY / 5)
-	yTop := math.Ceil(maxY/yStep) * yStep
-	if yTop <= 0 {
-		yTop = yStep
-	}
-	sy := func(y float64) float64 { return marginTop + plotH - y/yTop*plotH }
-
-	var b bytes.Buffer
-	svgOpen(&b, chartWidth, height)
-	axes(&b, "latency by path and connection mode", "path / connections", "ms", plotW, plotH, yStep, yTop)
-	groupW := plotW / float64(len(runs))
-	barW := groupW * 0.8 / float64(len(stats))
-	for g, r := range runs {
-		x0 := marginLeft + float64(g)*groupW + groupW*0.1
-		for i, s := range stats {
-			v := s.get(r)
-			fmt.Fprintf(&b, `<rect class="bar" data-series="%s" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s %s %s: %s ms</title></rect>`+"\n",
-				s.name, f1(x0+float64(i)*barW), f1(sy(v)), f1(barW), f1(sy(0)-sy(v)), palette[i%len(palette)],
-				esc(r.Path), esc(r.Connections), s.name, strconv.FormatFloat(v, 'g', 4, 64))
-		}
-		cx := f1(x0 + groupW*0.4)
-		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle" font-size="11">%s</text>`+"\n", cx, f1(marginTop+plotH+16), esc(r.Path))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle" font-size="11">%s</text>`+"\n", cx, f1(marginTop+plotH+30), esc(r.Connections))
-	}
-	for i, s := range stats {
-		legendEntry(&b, i, s.name, palette[i%len(palette)], false)
-	}
-	b.WriteString("</svg>\n")
-	return b.Bytes()
 }
 
 func svgOpen(b *bytes.Buffer, w, h float64) {

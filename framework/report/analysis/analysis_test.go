@@ -1,4 +1,4 @@
-package report
+package analysis
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
@@ -16,19 +18,19 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 	// RSS grows 100 MB per remote cluster around a 150 MB baseline, with fixed ±noise so the
 	// stderr is non-zero; live heap is unmeasured at one join to check points are skipped.
 	noise := []float64{3e6, -4e6, 5e6, -2e6, 1e6, -6e6, 4e6, -1e6, 2e6, -3e6, 0}
-	cp := &ControlPlane{ObservedIstiod: "cluster-1", Istiods: IstiodsAll,
-		Baseline: Sample{RSSBytes: F(150e6 + noise[0]), LiveHeapBytes: F(40e6)}}
+	cp := &report.ControlPlane{ObservedIstiod: "cluster-1", Istiods: report.IstiodsAll,
+		Baseline: report.Sample{RSSBytes: report.F(150e6 + noise[0]), LiveHeapBytes: report.F(40e6)}}
 	for k := 1; k <= 10; k++ {
-		j := Join{RemoteClusters: k, JoinCPUSeconds: F(3 + noise[k]/1e7), Sample: Sample{
-			RSSBytes:      F(150e6 + 100e6*float64(k) + noise[k]),
-			LiveHeapBytes: F(40e6 + 45e6*float64(k)),
+		j := report.Join{RemoteClusters: k, JoinCPUSeconds: report.F(3 + noise[k]/1e7), Sample: report.Sample{
+			RSSBytes:      report.F(150e6 + 100e6*float64(k) + noise[k]),
+			LiveHeapBytes: report.F(40e6 + 45e6*float64(k)),
 		}}
 		if k == 5 {
 			j.LiveHeapBytes = nil
 		}
 		cp.Joins = append(cp.Joins, j)
 	}
-	if err := cp.FitPerRemote(); err != nil {
+	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
 	pr := cp.PerRemoteCluster
@@ -56,8 +58,8 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 
 func TestFitPerRemoteUsesBaseline(t *testing.T) {
 	// One join plus the baseline is two points: slope = difference, stderr unknown (absent, not 0).
-	cp := &ControlPlane{Baseline: Sample{RSSBytes: F(100)}, Joins: []Join{{RemoteClusters: 1, Sample: Sample{RSSBytes: F(250)}}}}
-	if err := cp.FitPerRemote(); err != nil {
+	cp := &report.ControlPlane{Baseline: report.Sample{RSSBytes: report.F(100)}, Joins: []report.Join{{RemoteClusters: 1, Sample: report.Sample{RSSBytes: report.F(250)}}}}
+	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
 	if got := *cp.PerRemoteCluster.RSSBytes; got != 150 {
@@ -73,19 +75,16 @@ func TestFitPerRemoteUsesBaseline(t *testing.T) {
 	if strings.Contains(string(b), "StdErr") {
 		t.Errorf("JSON carries a standard error of a two-point fit: %s", b)
 	}
-	if md := string(Markdown(&Report{Provider: ProviderLocal, ControlPlane: cp})); !strings.Contains(md, "| RSS (MB) | 0.0 ± - |") {
-		t.Errorf("report.md does not show the absent stderr as -:\n%s", md)
-	}
 }
 
 // A CPU slope carries the resolution of its points over the fitted range.
 func TestFitPerRemoteCPUResolution(t *testing.T) {
-	cp := &ControlPlane{Baseline: Sample{SteadyCPUCores: F(0.005), SteadyCPUCoresResolution: F(0.0025)}}
+	cp := &report.ControlPlane{Baseline: report.Sample{SteadyCPUCores: report.F(0.005), SteadyCPUCoresResolution: report.F(0.0025)}}
 	for k := 1; k <= 4; k++ {
-		cp.Joins = append(cp.Joins, Join{RemoteClusters: k, JoinCPUSeconds: F(0.1), JoinCPUSecondsResolution: F(0.01),
-			Sample: Sample{SteadyCPUCores: F(0.005), SteadyCPUCoresResolution: F(0.0025 * float64(k))}})
+		cp.Joins = append(cp.Joins, report.Join{RemoteClusters: k, JoinCPUSeconds: report.F(0.1), JoinCPUSecondsResolution: report.F(0.01),
+			Sample: report.Sample{SteadyCPUCores: report.F(0.005), SteadyCPUCoresResolution: report.F(0.0025 * float64(k))}})
 	}
-	if err := cp.FitPerRemote(); err != nil {
+	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
 	pr := cp.PerRemoteCluster
@@ -101,8 +100,8 @@ func TestFitPerRemoteCPUResolution(t *testing.T) {
 }
 
 func TestFitPerRemoteNothingToFit(t *testing.T) {
-	cp := &ControlPlane{Baseline: Sample{RSSBytes: F(100)}}
-	if err := cp.FitPerRemote(); err == nil {
+	cp := &report.ControlPlane{Baseline: report.Sample{RSSBytes: report.F(100)}}
+	if err := FitPerRemote(cp); err == nil {
 		t.Error("no joins: want an error")
 	}
 	if cp.PerRemoteCluster != nil {
@@ -111,14 +110,14 @@ func TestFitPerRemoteNothingToFit(t *testing.T) {
 }
 
 func TestFillDeltas(t *testing.T) {
-	cp := &ControlPlane{
-		Baseline: Sample{CPUCores: F(0.01), RSSBytes: F(100), HeapInuseBytes: F(50), LiveHeapBytes: F(20)},
-		Joins: []Join{
-			{RemoteClusters: 1, Sample: Sample{CPUCores: F(0.04), RSSBytes: F(220), HeapInuseBytes: F(110), LiveHeapBytes: nil}},
-			{RemoteClusters: 2, Sample: Sample{CPUCores: F(0.03), RSSBytes: F(300), HeapInuseBytes: F(160), LiveHeapBytes: F(70)}},
+	cp := &report.ControlPlane{
+		Baseline: report.Sample{CPUCores: report.F(0.01), RSSBytes: report.F(100), HeapInuseBytes: report.F(50), LiveHeapBytes: report.F(20)},
+		Joins: []report.Join{
+			{RemoteClusters: 1, Sample: report.Sample{CPUCores: report.F(0.04), RSSBytes: report.F(220), HeapInuseBytes: report.F(110), LiveHeapBytes: nil}},
+			{RemoteClusters: 2, Sample: report.Sample{CPUCores: report.F(0.03), RSSBytes: report.F(300), HeapInuseBytes: report.F(160), LiveHeapBytes: report.F(70)}},
 		},
 	}
-	cp.FillDeltas()
+	FillDeltas(cp)
 	j1, j2 := cp.Joins[0], cp.Joins[1]
 	if !near(*j1.DeltaCPUCores, 0.03, 1e-12) || *j1.DeltaRSSBytes != 120 || *j1.DeltaHeapInuseBytes != 60 {
 		t.Errorf("first join deltas vs baseline: cpu %v rss %v heap %v", *j1.DeltaCPUCores, *j1.DeltaRSSBytes, *j1.DeltaHeapInuseBytes)
@@ -133,13 +132,13 @@ func TestFillDeltas(t *testing.T) {
 }
 
 func TestComputeOverhead(t *testing.T) {
-	runs := []LatencyRun{
-		{Path: PathLocal, Connections: ConnNew, AvgMs: 0.8},
-		{Path: PathCrossCluster, Connections: ConnNew, AvgMs: 3.0},
-		{Path: PathCrossCluster, Connections: ConnNew, AvgMs: 3.2}, // averaged with the one above
-		{Path: PathLocal, Connections: ConnReused, AvgMs: 0.2},
-		{Path: PathCrossCluster, Connections: ConnReused, AvgMs: 0.3},
-		{Path: PathDirect, Connections: ConnReused, AvgMs: 0.05}, // harness floor is not part of overhead
+	runs := []report.LatencyRun{
+		{Path: report.PathLocal, Connections: report.ConnNew, AvgMs: 0.8},
+		{Path: report.PathCrossCluster, Connections: report.ConnNew, AvgMs: 3.0},
+		{Path: report.PathCrossCluster, Connections: report.ConnNew, AvgMs: 3.2}, // averaged with the one above
+		{Path: report.PathLocal, Connections: report.ConnReused, AvgMs: 0.2},
+		{Path: report.PathCrossCluster, Connections: report.ConnReused, AvgMs: 0.3},
+		{Path: report.PathDirect, Connections: report.ConnReused, AvgMs: 0.05}, // harness floor is not part of overhead
 	}
 	o := ComputeOverhead(runs)
 	if o == nil || o.New == nil || o.Reused == nil {
@@ -162,12 +161,12 @@ func TestComputeOverhead(t *testing.T) {
 }
 
 func TestFitJoinGrowth(t *testing.T) {
-	cp := &ControlPlane{}
+	cp := &report.ControlPlane{}
 	// The k-th join (k already joined) costs 2 + 0.5k CPU-s; convergence is flat at 1.5 s.
 	for k := 0; k < 4; k++ {
-		cp.Joins = append(cp.Joins, Join{RemoteClusters: k + 1, JoinCPUSeconds: F(2 + 0.5*float64(k)), ConvergenceSeconds: F(1.5)})
+		cp.Joins = append(cp.Joins, report.Join{RemoteClusters: k + 1, JoinCPUSeconds: report.F(2 + 0.5*float64(k)), ConvergenceSeconds: report.F(1.5)})
 	}
-	cp.FitJoinGrowth()
+	FitJoinGrowth(cp)
 	g := cp.JoinGrowth
 	require.NotNil(t, g)
 	require.NotNil(t, g.JoinCPUSeconds)
@@ -178,21 +177,50 @@ func TestFitJoinGrowth(t *testing.T) {
 	assert.InDelta(t, 0, g.ConvergenceSeconds.Slope, 1e-9)
 	assert.Nil(t, g.SyncSeconds, "never measured: absent")
 
-	two := &ControlPlane{Joins: cp.Joins[:2]}
-	two.FitJoinGrowth()
+	two := &report.ControlPlane{Joins: cp.Joins[:2]}
+	FitJoinGrowth(two)
 	assert.Nil(t, two.JoinGrowth.JoinCPUSeconds.SlopeStdErr, "two joins leave no residual: no standard error")
-	one := &ControlPlane{Joins: cp.Joins[:1]}
-	one.FitJoinGrowth()
+	one := &report.ControlPlane{Joins: cp.Joins[:1]}
+	FitJoinGrowth(one)
 	assert.Nil(t, one.JoinGrowth, "one join fits no line")
-
-	md := string(Markdown(&Report{ControlPlane: cp}))
-	assert.Contains(t, md, "| Join CPU-s | 2.00 | 0.500 ± 0.000 | 4 |")
 }
 
-func TestMarkdownListsIstioImages(t *testing.T) {
-	r := &Report{IstioImages: []IstioImage{{Cluster: "cluster-1", Component: "ztunnel", Image: "h/ztunnel:t", ImageID: "h/ztunnel@sha256:bbb"}}}
-	md := string(Markdown(r))
-	assert.Contains(t, md, "## Istio images")
-	assert.Contains(t, md, "| cluster-1 | ztunnel | h/ztunnel:t | h/ztunnel@sha256:bbb |")
-	assert.NotContains(t, string(Markdown(&Report{})), "## Istio images", "absent when nothing ran from images")
+func TestMemoryReturned(t *testing.T) {
+	cp := &report.ControlPlane{
+		Baseline: report.Sample{RSSBytes: report.F(100), LiveHeapBytes: report.F(40)},
+		Joins: []report.Join{
+			{RemoteClusters: 1, Sample: report.Sample{RSSBytes: report.F(200), LiveHeapBytes: report.F(90)}},
+			{RemoteClusters: 2, Sample: report.Sample{RSSBytes: report.F(300), LiveHeapBytes: report.F(140)}},
+		},
+		Leaves: []report.Leave{{RemoteClusters: 1, RSSBytes: report.F(260), LiveHeapBytes: report.F(95)}},
+	}
+	ret := MemoryReturned(cp)
+	require.NotNil(t, ret)
+	assert.Equal(t, 2, ret.PeakRemoteClusters)
+	assert.Equal(t, 1, ret.RemoteClusters)
+	assert.Equal(t, 45.0, *ret.LiveHeapBytes, "peak 140 minus 95 after the leave")
+	assert.Equal(t, 40.0, *ret.RSSBytes)
+	assert.Equal(t, 5.0, *ret.LeftoverLiveHeap, "95 after the leave against 90 at one remote on the way up")
+	assert.Equal(t, 60.0, *ret.LeftoverRSSBytes)
+
+	// Everyone left: the leftover is against the baseline.
+	cp.Leaves = append(cp.Leaves, report.Leave{RemoteClusters: 0, RSSBytes: report.F(150), LiveHeapBytes: nil})
+	ret = MemoryReturned(cp)
+	assert.Equal(t, 50.0, *ret.LeftoverRSSBytes)
+	assert.Nil(t, ret.LeftoverLiveHeap, "unmeasured after the leave: no leftover")
+	assert.Nil(t, ret.LiveHeapBytes)
+
+	assert.Nil(t, MemoryReturned(&report.ControlPlane{Joins: cp.Joins}), "no leaves")
+	assert.Nil(t, MemoryReturned(nil))
+}
+
+// Heap and goroutine profiles cost what taking them took; a CPU profile runs in the background
+// and costs only the wait for its end.
+func TestProfilesCost(t *testing.T) {
+	ps := []report.Profile{
+		{Kind: "heap", Seconds: 0.25}, {Kind: "goroutine", Seconds: 0.5},
+		{Kind: "cpu", Seconds: 10, WaitedSeconds: report.F(2)}, {Kind: "cpu", Seconds: 10},
+	}
+	assert.Equal(t, 2.75, ProfilesCost(ps))
+	assert.Zero(t, ProfilesCost(nil))
 }

@@ -1,4 +1,4 @@
-package report
+package bench
 
 import (
 	"os"
@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/analysis"
+	"github.com/ambientmc/ambientmc/framework/report/reporttest"
 )
 
 // Benchstat is the benchstat that make compare runs (scripts/compare pins the same version).
@@ -17,16 +21,16 @@ func benchFile(t *testing.T, dir, name, istiodVersion string, heap float64, extr
 	t.Helper()
 	var all []byte
 	for round := range 5 { // benchstat needs 4 or more samples to call a difference
-		r := fullReport()
-		r.Istiod = &Istiod{Version: istiodVersion, Binary: "/cache/" + istiodVersion + "/pilot-discovery", SHA256: strings.Repeat("ab", 32)}
+		r := reporttest.Full()
+		r.Istiod = &report.Istiod{Version: istiodVersion, Binary: "/cache/" + istiodVersion + "/pilot-discovery", SHA256: strings.Repeat("ab", 32)}
 		for i := range r.ControlPlane.Joins {
 			*r.ControlPlane.Joins[i].LiveHeapBytes *= heap * (1 + 0.01*float64(round))
 		}
-		if err := r.ControlPlane.FitPerRemote(); err != nil {
+		if err := analysis.FitPerRemote(r.ControlPlane); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, extraHeader...)
-		all = append(all, Bench(r)...)
+		all = append(all, Render(r)...)
 	}
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, all, 0o644); err != nil {

@@ -1,0 +1,156 @@
+package markdown
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/svg"
+)
+
+func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale, ref report.Reference) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	others := "the other istiods ran during the joins"
+	if cp.Istiods == report.IstiodsObserved {
+		others = "only the observed istiod ran (quieter CPU figures)"
+	}
+	p("## Control plane\n\nObserved istiod: %s; istiods: %s (%s). MB = 10^6 bytes.\n\n", cell(cp.ObservedIstiod), cell(cp.Istiods), others)
+	settle, steady := windowText(cp.SettleSeconds), windowText(cp.SteadyWindowSeconds)
+	if cp.CPUSource != "" {
+		p("CPU from %s", cell(cp.CPUSource))
+		if cp.CPUResolutionSeconds != nil {
+			p(" (resolution %s s)", res(*cp.CPUResolutionSeconds))
+		}
+		if cp.CPUSource == measure.SchedstatName {
+			// The kernel updates a running thread's counter at switches and ticks (measure.Schedstat).
+			p("; a thread that is on a CPU at a read lags by up to one scheduler tick, which an idle istiod rarely is")
+		}
+		p(". ")
+	}
+	if cp.SettleSeconds == nil {
+		settle = "each join's Settle s"
+	}
+	p("CPU columns: **Join CPU-s** is the CPU-seconds from just before the remote secret to convergence + %s (the join burst); "+
+		"**Steady CPU cores** is the average over the %s window ending there; **Blended CPU cores** averages both over "+
+		"the whole span, whose length follows the settle, so it is not comparable with a published steady figure. "+
+		"A figure below its resolution (the CPU source's step over the window) is shown as \"< resolution\".", settle, steady)
+	if cp.SettleRule != "" {
+		p(" Settle: %s.", cell(cp.SettleRule))
+	}
+	p("\n\n")
+	if mi := cp.MeasuredIstiod; mi != nil {
+		p("Measured istiod: %s.\n\n", measuredText(mi))
+	}
+
+	p("### Joins\n\n")
+	p("Convergence: the remote synced, and a ztunnel-like client holding the cluster's pods: as one split-horizon workload per global service through its east-west gateway (**split-horizon**, another network), or every pod as a workload of its own (**pod-workloads**, the same network).\n\n")
+	p("| Remote clusters | Cluster | Criterion | Sync s | xDS s | Convergence s | Settle s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sampleCells := func(s report.Sample) string {
+		return strings.Join([]string{cpu(s.CPUCores, s.CPUCoresResolution, 4), cpu(s.SteadyCPUCores, s.SteadyCPUCoresResolution, 5),
+			opt(s.RSSBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
+	}
+	m := missingCellValue
+	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
+	prev := cp.Baseline
+	for _, j := range cp.Joins {
+		// A difference of two readings is known to within both their resolutions.
+		var dres *float64
+		if prev.CPUCoresResolution != nil && j.CPUCoresResolution != nil {
+			dres = report.F(*prev.CPUCoresResolution + *j.CPUCoresResolution)
+		}
+		busy := m
+		if j.HostCPUBusy != nil {
+			busy = num(*j.HostCPUBusy*100, 0) + "%"
+		}
+		settled := opt(j.SettleSeconds, 1, 1)
+		if j.SettleCapped {
+			settled += " (cap)"
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster), cell(j.Criterion),
+			opt(j.SyncSeconds, 1, 2), opt(j.XDSSeconds, 1, 2), opt(j.ConvergenceSeconds, 1, 2), settled, cpu(j.JoinCPUSeconds, j.JoinCPUSecondsResolution, 2),
+			sampleCells(j.Sample), cpu(j.DeltaCPUCores, dres, 4), opt(j.DeltaRSSBytes, bytesPerMB, 1),
+			opt(j.DeltaHeapInuseBytes, bytesPerMB, 1), opt(j.DeltaLiveHeapBytes, bytesPerMB, 1), busy)
+		prev = j.Sample
+	}
+	p("\n")
+
+	if pr := cp.PerRemoteCluster; pr != nil {
+		p("### Per remote cluster\n\n")
+		p("Least-squares slope over the baseline and %d joins, ± its standard error (- when fewer than three points were fitted: "+
+			"two points leave no residual to estimate it). Join CPU is the slope of the cumulative join cost, i.e. CPU-seconds per added cluster. "+
+			"A CPU slope's resolution is one resolution step across the fitted range of remote clusters.\n\n", len(cp.Joins))
+		if scale == nil || *scale != ref.Scale {
+			run := "was not recorded"
+			if scale != nil {
+				run = fmt.Sprintf("was %d services and %d pods per cluster", scale.ServicesPerCluster, scale.PodsPerCluster)
+			}
+			p("**Scales differ:** the published figures are at %d services and %d pods per cluster; this run's scale %s. "+
+				"Per-remote cost grows with what each remote cluster holds, so the columns below are not like for like.\n\n",
+				ref.Scale.ServicesPerCluster, ref.Scale.PodsPerCluster, run)
+		}
+		pubCPU := fmt.Sprintf("%s cores (%s%% of a core)", num(ref.PerRemoteClusterCPUCores, 3), num(ref.PerRemoteClusterCPUCores*100, 1))
+		pubMem := num(ref.PerRemoteClusterMemoryBytes/bytesPerMB, 0) + " MB"
+		p("| Metric | Measured | Published |\n|---|---|---|\n")
+		p("| Steady CPU (cores, %s window) | %s | %s |\n", steady, cpuSlope(pr.SteadyCPUCores, pr.SteadyCPUCoresStdErr, pr.SteadyCPUCoresResolution, 5), pubCPU)
+		p("| Join burst CPU (CPU-s per cluster) | %s | %s |\n", cpuSlope(pr.JoinCPUSeconds, pr.JoinCPUSecondsStdErr, pr.JoinCPUSecondsResolution, 2), m)
+		p("| Blended CPU (cores, burst and steady over convergence + %s; not comparable) | %s | %s |\n", settle,
+			cpuSlope(pr.CPUCores, pr.CPUCoresStdErr, pr.CPUCoresResolution, 4), m)
+		p("| RSS (MB) | %s | %s |\n", slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), pubMem)
+		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 1), m)
+		p("| Live heap (MB) | %s | %s |\n\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 1), m)
+	}
+	if g := cp.JoinGrowth; g != nil {
+		p("### Join cost against mesh size\n\n")
+		p("Each join's own cost fitted against k, the remote clusters already joined when it started: the k-th join costs a + b·k. " +
+			"A b well above its standard error means joins get dearer as the mesh grows (and the per-remote join CPU above is then the average join's cost, not the next one's).\n\n")
+		p("| Per join | a (first join) | b (per joined cluster) | Joins fitted |\n|---|---|---|---|\n")
+		row := func(name string, l *report.Line) {
+			if l == nil {
+				return
+			}
+			b := num(l.Slope, 3) + " ± -"
+			if l.SlopeStdErr != nil {
+				b = num(l.Slope, 3) + " ± " + num(*l.SlopeStdErr, 3)
+			}
+			p("| %s | %s | %s | %d |\n", name, num(l.Intercept, 2), b, l.N)
+		}
+		row("Join CPU-s", g.JoinCPUSeconds)
+		row("Convergence s", g.ConvergenceSeconds)
+		row("Remote sync s", g.SyncSeconds)
+		p("\n")
+	}
+
+	if len(cp.Leaves) > 0 {
+		p("### Leaves\n\n| Cluster | Remote clusters after | Seconds | RSS MB | Live heap MB | Managed remote clusters |\n|---|---|---|---|---|---|\n")
+		for _, l := range cp.Leaves {
+			p("| %s | %d | %s | %s | %s | %d |\n", cell(l.Cluster), l.RemoteClusters, opt(l.Seconds, 1, 2),
+				opt(l.RSSBytes, bytesPerMB, 1), opt(l.LiveHeapBytes, bytesPerMB, 1), l.ManagedRemoteClusters)
+		}
+		p("\n")
+	}
+	if svg.DrawsControlPlane(cp) {
+		p("![istiod cost against joined remote clusters](%s)\n\n", svg.ControlPlaneFile)
+	}
+}
+
+// measuredText says which istiod a section measured and what it had held.
+func measuredText(mi *report.MeasuredIstiod) string {
+	switch {
+	case mi.Note != "":
+		return cell(mi.Cluster) + ", " + cell(mi.Note)
+	case mi.Restarted:
+		return fmt.Sprintf("%s, restarted fresh for this (it had held %d remote clusters)", cell(mi.Cluster), mi.HeldBefore)
+	}
+	return cell(mi.Cluster) + ", fresh (it had held no remote cluster)"
+}
+
+// windowText names a window length from the flags, or says it was not recorded.
+func windowText(s *float64) string {
+	if s == nil {
+		return "the settle time (not recorded)"
+	}
+	return num(*s, 0) + " s"
+}
