@@ -21,17 +21,17 @@ func churn(b *bytes.Buffer, c *report.Churn) {
 		"remote: the remote network's split-horizon workload of the service changes its capacity (one change in flight per "+
 		"service). A replacement is two samples (old pod deleted, new pod Ready). Because a remote change waits for the previous change "+
 		"of its service to show, remote writes pause while istiod debounces: remote churn cannot hold the debounce open as open-loop "+
-		"local churn does, so compare the achieved rates, and read remote latencies at high rates as what this closed loop sees. Lost: not reflected within %s ms, or the "+
+		"local churn does, so compare the achieved rates, and read remote latencies at high rates as what this closed loop sees. Dropped: changes a window had due but did not start before it ended, every target having a change in flight (windows end on time). Lost: not reflected within %s ms, or the "+
 		"final state differs from the API. Cost (CPU, pushes) covers the churn and the wait until every change showed. CPU comes from the source named in the JSON (istiodCPUSource) over that window; a value below the "+
 		"resolution column is below what the source resolves. MB = 10^6 bytes.\n\n",
 		cell(c.ObservedIstiod), c.Clients, num(c.Debounce.AfterMs, 0), num(c.Debounce.MaxMs, 0), num(c.LostAfterMs, 0))
 	if len(c.Runs) > 0 {
-		p("| Where | Mode | Rate pods/s | Achieved pods/s | %% of pods | Changes | Samples | Lost | p50 ms | p90 ms | p99 ms | max ms | istiod CPU cores | CPU resolution cores | Pushes/s | Pushes/s by type | xDS clients | RSS MB | Live heap MB |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| Where | Mode | Rate pods/s | Achieved pods/s | %% of pods | Changes | Dropped | Samples | Lost | p50 ms | p90 ms | p99 ms | max ms | istiod CPU cores | CPU resolution cores | Pushes/s | Pushes/s by type | xDS clients | RSS MB | Live heap MB |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range c.Runs {
-			p("| %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			p("| %s | %s | %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				cell(r.Where), cell(r.Mode), num(r.RatePodsPerSecond, 1), num(r.AchievedPodsPerSecond, 1), opt(r.PercentOfPods, 1, 0),
-				r.Changes, r.Samples, r.Lost, opt(r.P50Ms, 1, 1), opt(r.P90Ms, 1, 1), opt(r.P99Ms, 1, 1), opt(r.MaxMs, 1, 1),
+				r.Changes, r.Dropped, r.Samples, r.Lost, opt(r.P50Ms, 1, 1), opt(r.P90Ms, 1, 1), opt(r.P99Ms, 1, 1), opt(r.MaxMs, 1, 1),
 				cpu(r.IstiodCPUCores, r.IstiodCPUResolutionCores, 3), optRes(r.IstiodCPUResolutionCores), opt(r.PushesPerSecond, 1, 1),
 				cell(byType(r.PushesPerSecondByType)), opt(r.ConnectedXDSClients, 1, 0), opt(r.RSSBytes, bytesPerMB, 1), opt(r.LiveHeapBytes, bytesPerMB, 1))
 		}

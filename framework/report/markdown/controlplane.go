@@ -10,7 +10,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report/svg"
 )
 
-func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale, ref report.Reference) {
+func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale, ref report.Reference, setup *report.Setup) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	others := "the other istiods ran during the joins"
 	if cp.Istiods == report.IstiodsObserved {
@@ -91,6 +91,7 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 				"Per-remote cost grows with what each remote cluster holds, so the columns below are not like for like.\n\n",
 				ref.Scale.ServicesPerCluster, ref.Scale.PodsPerCluster, run)
 		}
+		p("%s\n\n", endpointSlicesText(cp, setup))
 		pubCPU := fmt.Sprintf("%s cores (%s%% of a core)", num(ref.PerRemoteClusterCPUCores, 3), num(ref.PerRemoteClusterCPUCores*100, 1))
 		pubMem := num(ref.PerRemoteClusterMemoryBytes/bytesPerMB, 0) + " MB"
 		p("| Metric | Measured | Published |\n|---|---|---|\n")
@@ -153,4 +154,30 @@ func windowText(s *float64) string {
 		return "the settle time (not recorded)"
 	}
 	return num(*s, 0) + " s"
+}
+
+// endpointSlicesText says whether the joined clusters held EndpointSlices, which istiod reads in
+// every cluster: with none (no controller-manager) its per-remote cost leaves their structures out.
+func endpointSlicesText(cp *report.ControlPlane, setup *report.Setup) string {
+	joined := map[string]bool{}
+	for _, j := range cp.Joins {
+		joined[j.Cluster] = true
+	}
+	slices, endpoints, counted := 0, 0, 0
+	if setup != nil {
+		for _, c := range setup.Clusters {
+			if joined[c.Name] && c.EndpointSlices != nil && c.Endpoints != nil {
+				slices, endpoints, counted = slices+*c.EndpointSlices, endpoints+*c.Endpoints, counted+1
+			}
+		}
+	}
+	switch {
+	case counted == 0:
+		return "EndpointSlices of the joined clusters: not counted (the setup section has no count for them)."
+	case endpoints == 0:
+		return fmt.Sprintf("The %d joined clusters held no EndpointSlices (no controller-manager): istiod's endpoint structures are not in these figures.", counted)
+	default:
+		return fmt.Sprintf("EndpointSlices present: the %d joined clusters held %d EndpointSlices with %d endpoints (%d per cluster), which istiod reads in every remote.",
+			counted, slices, endpoints, endpoints/counted)
+	}
 }

@@ -64,7 +64,7 @@ func Render(r *report.Report) []byte {
 
 	gates(&b, r.Gates)
 	if cp := r.ControlPlane; cp != nil {
-		controlPlane(&b, cp, r.Scale, r.Reference)
+		controlPlane(&b, cp, r.Scale, r.Reference, r.Setup)
 	}
 	if l := r.Latency; l != nil {
 		latency(&b, l, r.Reference)

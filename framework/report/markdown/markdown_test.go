@@ -121,3 +121,18 @@ func TestMarkdownPrintsNonFiniteAsAbsent(t *testing.T) {
 	assert.NotContains(t, md, "NaN")
 	assert.NotContains(t, md, "Inf")
 }
+
+func TestPerRemoteSaysWhetherEndpointSlicesWerePresent(t *testing.T) {
+	cp := &report.ControlPlane{Joins: []report.Join{{Cluster: "cluster-2"}, {Cluster: "cluster-3"}}}
+	n := func(v int) *int { return &v }
+	setup := func(slices, endpoints int) *report.Setup {
+		return &report.Setup{Clusters: []report.ClusterSetup{
+			{Name: "cluster-1", EndpointSlices: n(99), Endpoints: n(999)}, // the observed one: not a remote
+			{Name: "cluster-2", EndpointSlices: n(slices), Endpoints: n(endpoints)},
+			{Name: "cluster-3", EndpointSlices: n(slices), Endpoints: n(endpoints)},
+		}}
+	}
+	assert.Contains(t, endpointSlicesText(cp, setup(20, 100)), "EndpointSlices present: the 2 joined clusters held 40 EndpointSlices with 200 endpoints (100 per cluster)")
+	assert.Contains(t, endpointSlicesText(cp, setup(0, 0)), "held no EndpointSlices")
+	assert.Contains(t, endpointSlicesText(cp, nil), "not counted")
+}
