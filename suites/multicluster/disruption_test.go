@@ -58,7 +58,7 @@ const (
 )
 
 func checkRotation(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
-	iso := newIsolated(t, ctx, obs)
+	iso := newIsolated(t, ctx, obs, heapCheckEnv...)
 	w := startWatcher(t, ctx, obs, iso)
 	n := mc.opts.Checks.Rotations
 	waitQuiet(t, ctx, iso)
@@ -153,7 +153,7 @@ func checkRotation(t *testing.T, ctx context.Context, obs, remote *cluster.Clust
 	} else {
 		detail += "; the client held the remote after every rotation"
 	}
-	verdict(t, report.IstiodCheck{Name: istiodcheck.RotationNoLeak, Detail: detail + "; " + statusText(status), Rotation: fig, Status: status, Profiles: profiles}, passed)
+	verdict(t, report.IstiodCheck{Name: istiodcheck.RotationNoLeak, Detail: detail + "; " + statusText(status) + "; " + heapCheckNote, Rotation: fig, Status: status, Profiles: profiles}, passed)
 }
 
 // Rotation modes, as the rotation check's report rows name them.
