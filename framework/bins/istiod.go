@@ -49,6 +49,14 @@ func (c *Cache) PinnedIstio() (string, error) {
 	return c.requiredVersion(recipe{moduleDir: "."}, istioModule)
 }
 
+// istioVersion is the istio.io/istio version s builds: its Version, else the pinned one.
+func (c *Cache) istioVersion(s IstiodSpec) (string, error) {
+	if s.Version != "" {
+		return s.Version, nil
+	}
+	return c.PinnedIstio()
+}
+
 // checkedInIstiod is the recipe of a version with a wrapper under scripts/istiod.
 func (c *Cache) checkedInIstiod(version string) (recipe, error) {
 	r := recipe{moduleDir: filepath.Join(IstiodWrappers, version), pkg: pilotDiscoveryPkg, coldBuild: 5 * time.Minute, versionOf: istioModule}
@@ -114,12 +122,9 @@ func (c *Cache) IstiodMissing(s IstiodSpec) bool {
 
 // knownIstiodRecipe is the recipe of s without generating anything.
 func (c *Cache) knownIstiodRecipe(s IstiodSpec) (recipe, error) {
-	v := s.Version
-	if v == "" {
-		var err error
-		if v, err = c.PinnedIstio(); err != nil {
-			return recipe{}, err
-		}
+	v, err := c.istioVersion(s)
+	if err != nil {
+		return recipe{}, err
 	}
 	if c.hasCheckedIn(v) {
 		return c.checkedInIstiod(v)
@@ -140,12 +145,9 @@ func (c *Cache) Istiod(ctx context.Context, s IstiodSpec) (*IstiodBuild, error) 
 	if s.Binary != "" {
 		return InspectIstiod(ctx, s.Binary)
 	}
-	v := s.Version
-	if v == "" {
-		var err error
-		if v, err = c.PinnedIstio(); err != nil {
-			return nil, err
-		}
+	v, err := c.istioVersion(s)
+	if err != nil {
+		return nil, err
 	}
 	r, err := c.istiodRecipe(ctx, v)
 	if err != nil {

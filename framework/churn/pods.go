@@ -183,29 +183,36 @@ func (p *Pods) newPod(svc int) (*Pod, error) {
 }
 
 func (p *Pods) delete(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
-	ns := p.scale.ServiceNamespace(pd.svc)
 	ch, err := tr.Expect(key, want, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	p.touch(key)
+	if err := p.deletePod(ctx, pd); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// deletePod deletes pd's pod and frees its address.
+func (p *Pods) deletePod(ctx context.Context, pd *Pod) error {
+	ns := p.scale.ServiceNamespace(pd.svc)
 	// No kubelet finishes a graceful deletion here: delete at once.
-	err = p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	err := p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+		return fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
 	}
 	p.mu.Lock()
 	delete(p.usedIPs, pd.ip)
 	p.mu.Unlock()
-	return ch, nil
+	return nil
 }
 
 // create creates pd and then writes its Running/Ready status: istiod makes a workload only of a
 // pod with an IP, so the status write is the change the watcher can see.
 func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
-	ns, svc := p.scale.ServiceNamespace(pd.svc), workload.ServiceName(pd.svc)
-	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, svc, svc, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	if err := p.createPod(ctx, pd); err != nil {
+		return nil, err
 	}
 	ch, err := tr.Expect(key, want, time.Now())
 	if err != nil {
@@ -213,6 +220,15 @@ func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want strin
 	}
 	p.touch(key)
 	return ch, p.writeStatus(ctx, pd, true)
+}
+
+// createPod creates pd's pod, without a status (writeStatus gives it one).
+func (p *Pods) createPod(ctx context.Context, pd *Pod) error {
+	ns, svc := p.scale.ServiceNamespace(pd.svc), workload.ServiceName(pd.svc)
+	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, svc, svc, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	return nil
 }
 
 func (p *Pods) touch(key string) {

@@ -2,11 +2,6 @@ package churn
 
 import (
 	"context"
-	"fmt"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
 // PodAt returns the i-th oldest live pod of service svc.
@@ -39,9 +34,8 @@ func (p *Pods) AddPod(ctx context.Context, svc int) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns, name := p.scale.ServiceNamespace(svc), workload.ServiceName(svc)
-	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, name, name, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	if err := p.createPod(ctx, pd); err != nil {
+		return nil, err
 	}
 	return pd, p.writeStatus(ctx, pd, true)
 }
@@ -51,12 +45,5 @@ func (p *Pods) RemovePod(ctx context.Context, pd *Pod) error {
 	p.mu.Lock()
 	p.forget(indexOf(p.order, pd), pd)
 	p.mu.Unlock()
-	ns := p.scale.ServiceNamespace(pd.svc)
-	if err := p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
-		return fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
-	}
-	p.mu.Lock()
-	delete(p.usedIPs, pd.ip)
-	p.mu.Unlock()
-	return nil
+	return p.deletePod(ctx, pd)
 }
