@@ -152,148 +152,11 @@ func (p *Pods) uid(pd *Pod) string {
 	return PodUID(p.c.Name, p.scale.ServiceNamespace(pd.svc), pd.name)
 }
 
-func (p *Pods) replaceLocal(tr *Tracker) (func(context.Context) error, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := -1
-	for i, pd := range p.order {
-		if !p.inflight[pd] && !tr.Busy(p.uid(pd)) {
-			old = i
-			break
-		}
-	}
-	if old < 0 {
-		return nil, errNoIdle
-	}
-	victim := p.order[old]
-	p.forget(old, victim)
-	repl, err := p.newPod(victim.svc)
-	if err != nil {
-		return nil, err
-	}
-	p.inflight[repl] = true
-	return func(ctx context.Context) error {
-		defer p.done(repl)
-		if _, err := p.delete(ctx, tr, victim, p.uid(victim), Absent); err != nil {
-			return err
-		}
-		_, err := p.create(ctx, tr, repl, p.uid(repl), Healthy)
-		return err
-	}, nil
-}
-
-func (p *Pods) replaceRemote(tr *Tracker) (func(context.Context) error, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	svc := -1
-	for i := range p.scale.Services {
-		s := (p.cursor + i) % p.scale.Services
-		if !p.busySvc[s] && !tr.Busy(p.shKeys[s]) {
-			svc = s
-			break
-		}
-	}
-	if svc < 0 {
-		return nil, errNoIdle
-	}
-	p.cursor = svc + 1
-	victim := p.services[svc][0]
-	n := len(p.services[svc])
-	p.forget(indexOf(p.order, victim), victim)
-	repl, err := p.newPod(svc)
-	if err != nil {
-		return nil, err
-	}
-	p.busySvc[svc] = true
-	return func(ctx context.Context) error {
-		defer func() {
-			p.mu.Lock()
-			delete(p.busySvc, svc)
-			p.mu.Unlock()
-		}()
-		key := p.shKeys[svc]
-		ch, err := p.delete(ctx, tr, victim, key, Capacity(n-1))
-		if err != nil {
-			return err
-		}
-		p.waitShown(ctx, ch)
-		if ch, err = p.create(ctx, tr, repl, key, Capacity(n)); err != nil {
-			return err
-		}
-		p.waitShown(ctx, ch)
-		return ctx.Err()
-	}, nil
-}
-
-// waitShown waits until ch is reflected, or the limit passed (the change is then lost, and
-// Summarize counts it).
-func (p *Pods) waitShown(ctx context.Context, ch *Change) {
-	t := time.NewTimer(p.limit)
-	defer t.Stop()
-	select {
-	case <-ch.Done():
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-func (p *Pods) flipLocal(tr *Tracker) (func(context.Context) error, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var pd *Pod
-	for i := range p.order {
-		cand := p.order[(p.cursor+i)%len(p.order)]
-		if !p.inflight[cand] && !tr.Busy(p.uid(cand)) {
-			pd = cand
-			p.cursor = (p.cursor + i + 1) % len(p.order)
-			break
-		}
-	}
-	if pd == nil {
-		return nil, errNoIdle
-	}
-	pd.ready = !pd.ready
-	ready := pd.ready
-	p.inflight[pd] = true
-	return func(ctx context.Context) error {
-		defer p.done(pd)
-		want := Unhealthy
-		if ready {
-			want = Healthy
-		}
-		key := p.uid(pd)
-		if _, err := tr.Expect(key, want, time.Now()); err != nil {
-			return err
-		}
-		p.touch(key)
-		return p.writeStatus(ctx, pd, ready)
-	}, nil
-}
-
 // done ends pd's pick once its writes are sent (and registered with the tracker).
 func (p *Pods) done(pd *Pod) {
 	p.mu.Lock()
 	delete(p.inflight, pd)
 	p.mu.Unlock()
-}
-
-// RestoreReady makes every pod Ready again, untracked; it returns the pods it flipped.
-func (p *Pods) RestoreReady(ctx context.Context) (int, error) {
-	p.mu.Lock()
-	var flip []*Pod
-	for _, pd := range p.order {
-		if !pd.ready {
-			pd.ready = true
-			flip = append(flip, pd)
-		}
-	}
-	p.mu.Unlock()
-	for _, pd := range flip {
-		if err := p.writeStatus(ctx, pd, true); err != nil {
-			return 0, err
-		}
-	}
-	return len(flip), nil
 }
 
 // forget removes victim (at order[i]) from the live pods. Caller holds p.mu.
@@ -320,29 +183,36 @@ func (p *Pods) newPod(svc int) (*Pod, error) {
 }
 
 func (p *Pods) delete(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
-	ns := p.scale.ServiceNamespace(pd.svc)
 	ch, err := tr.Expect(key, want, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	p.touch(key)
+	if err := p.deletePod(ctx, pd); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// deletePod deletes pd's pod and frees its address.
+func (p *Pods) deletePod(ctx context.Context, pd *Pod) error {
+	ns := p.scale.ServiceNamespace(pd.svc)
 	// No kubelet finishes a graceful deletion here: delete at once.
-	err = p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	err := p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+		return fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
 	}
 	p.mu.Lock()
 	delete(p.usedIPs, pd.ip)
 	p.mu.Unlock()
-	return ch, nil
+	return nil
 }
 
 // create creates pd and then writes its Running/Ready status: istiod makes a workload only of a
 // pod with an IP, so the status write is the change the watcher can see.
 func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want string) (*Change, error) {
-	ns, svc := p.scale.ServiceNamespace(pd.svc), workload.ServiceName(pd.svc)
-	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, svc, svc, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	if err := p.createPod(ctx, pd); err != nil {
+		return nil, err
 	}
 	ch, err := tr.Expect(key, want, time.Now())
 	if err != nil {
@@ -350,6 +220,15 @@ func (p *Pods) create(ctx context.Context, tr *Tracker, pd *Pod, key, want strin
 	}
 	p.touch(key)
 	return ch, p.writeStatus(ctx, pd, true)
+}
+
+// createPod creates pd's pod, without a status (writeStatus gives it one).
+func (p *Pods) createPod(ctx context.Context, pd *Pod) error {
+	ns, svc := p.scale.ServiceNamespace(pd.svc), workload.ServiceName(pd.svc)
+	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, svc, svc, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
+	}
+	return nil
 }
 
 func (p *Pods) touch(key string) {
@@ -370,108 +249,6 @@ func (p *Pods) writeStatus(ctx context.Context, pd *Pod, ready bool) error {
 	if _, err := p.c.Client.CoreV1().Pods(ns).Patch(ctx, pd.name, types.MergePatchType, body, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("cluster %s: writing status of pod %s/%s: %w", p.c.Name, ns, pd.name, err)
 	}
-	return nil
-}
-
-// Truth reads the cluster's scale pods from its API server and returns what the watcher should
-// hold for every key the runs touched: a local pod's health (or Absent once deleted), a remote
-// service's capacity (every pod with an IP counts, Ready or not). It also checks that the API
-// agrees with what this churner thinks is live.
-func (p *Pods) Truth(ctx context.Context) (map[string]string, error) {
-	truth := map[string]string{}
-	perSvc := make([]int, p.scale.Services)
-	live := map[string]bool{}
-	for k := range p.scale.Namespaces {
-		ns := workload.NamespaceName(k)
-		list, err := p.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: listing pods in %s: %w", p.c.Name, ns, err)
-		}
-		for _, kp := range list.Items {
-			svc, ok := serviceIndex(kp.Labels["app"])
-			if !ok || svc >= p.scale.Services || kp.Status.PodIP == "" {
-				continue
-			}
-			perSvc[svc]++
-			key := PodUID(p.c.Name, ns, kp.Name)
-			live[key] = true
-			if !p.remote {
-				state := Unhealthy
-				if podReady(&kp) {
-					state = Healthy
-				}
-				truth[key] = state
-			}
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(live) != len(p.order) {
-		return nil, fmt.Errorf("cluster %s: the API server has %d scale pods, the churner expected %d", p.c.Name, len(live), len(p.order))
-	}
-	if p.remote {
-		for svc, key := range p.shKeys {
-			truth[key] = Capacity(perSvc[svc])
-		}
-		return truth, nil
-	}
-	for key := range p.touched {
-		if !live[key] {
-			truth[key] = Absent
-		}
-	}
-	return truth, nil
-}
-
-// PodAt returns the i-th oldest live pod of service svc.
-func (p *Pods) PodAt(svc, i int) *Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.services[svc][i]
-}
-
-// Count is how many live pods service svc has.
-func (p *Pods) Count(svc int) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.services[svc])
-}
-
-// SetPodReady writes the Ready condition of pd untracked and records it.
-func (p *Pods) SetPodReady(ctx context.Context, pd *Pod, ready bool) error {
-	p.mu.Lock()
-	pd.ready = ready
-	p.mu.Unlock()
-	return p.writeStatus(ctx, pd, ready)
-}
-
-// AddPod creates one more Ready pod for svc, untracked, and returns it.
-func (p *Pods) AddPod(ctx context.Context, svc int) (*Pod, error) {
-	p.mu.Lock()
-	pd, err := p.newPod(svc)
-	p.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	ns, name := p.scale.ServiceNamespace(svc), workload.ServiceName(svc)
-	if _, err := p.c.Client.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, pd.name, name, name, workload.NodeName(pd.node)), metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("cluster %s: creating pod %s/%s: %w", p.c.Name, ns, pd.name, err)
-	}
-	return pd, p.writeStatus(ctx, pd, true)
-}
-
-// RemovePod deletes pd, untracked.
-func (p *Pods) RemovePod(ctx context.Context, pd *Pod) error {
-	p.mu.Lock()
-	p.forget(indexOf(p.order, pd), pd)
-	p.mu.Unlock()
-	ns := p.scale.ServiceNamespace(pd.svc)
-	if err := p.c.Client.CoreV1().Pods(ns).Delete(ctx, pd.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
-		return fmt.Errorf("cluster %s: deleting pod %s/%s: %w", p.c.Name, ns, pd.name, err)
-	}
-	p.mu.Lock()
-	delete(p.usedIPs, pd.ip)
-	p.mu.Unlock()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/render"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -164,4 +166,24 @@ func totalMemory() uint64 {
 		return 0
 	}
 	return uint64(si.Totalram) * uint64(si.Unit)
+}
+
+func (e *Env) writeReport() error {
+	if err := os.MkdirAll(e.ReportDir, 0o755); err != nil {
+		return err
+	}
+	if e.peakMemory != nil && e.Report.Setup != nil {
+		if peak := e.peakMemory.Peak(); peak > 0 {
+			e.Report.Setup.PeakHostMemoryBytes = report.F(float64(peak))
+		}
+	}
+	var self syscall.Rusage
+	if e.Report.Setup != nil && syscall.Getrusage(syscall.RUSAGE_SELF, &self) == nil && self.Maxrss > 0 {
+		e.Report.Setup.TestProcessPeakRSSBytes = report.F(float64(self.Maxrss) * 1024) // Linux reports KiB
+	}
+	if err := render.Write(e.ReportDir, e.Report); err != nil {
+		return err
+	}
+	e.Logf("report written to %s", e.ReportDir)
+	return nil
 }

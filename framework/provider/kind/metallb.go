@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -127,4 +128,48 @@ func applyObject(ctx context.Context, a *apply.Applier, o *unstructured.Unstruct
 		return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
 	}
 	return nil
+}
+
+// loadBalancers cuts one pool per cluster from the kind network and installs MetalLB with it.
+func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) error {
+	net, err := p.docker.Network(ctx, NetworkName())
+	if err != nil {
+		return fmt.Errorf("docker network inspect %s: %w", NetworkName(), err)
+	}
+	if err := CheckPlan(net, len(cs)); err != nil {
+		return err
+	}
+	maxIndex := 0
+	for _, c := range cs {
+		maxIndex = max(maxIndex, c.Index)
+	}
+	pools, err := Pools(net, maxIndex)
+	if err != nil {
+		return err
+	}
+	sem := make(chan struct{}, p.opts.Parallel)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range cs {
+		g.Go(func() error {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pool := pools[c.Index-1]
+			start := time.Now()
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: installing MetalLB with pool %s (cut from the kind network %s)\n", c.Name, pool, net.Subnet)
+			if err := p.lb(gctx, c, pool); err != nil {
+				return err
+			}
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: MetalLB pool %s ready in %.1fs\n", c.Name, pool, time.Since(start).Seconds())
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+func (p *Provider) installMetalLB(ctx context.Context, c *cluster.Cluster, pool netip.Prefix) error {
+	manifest, err := MetalLBManifest(ctx)
+	if err != nil {
+		return err
+	}
+	return InstallMetalLB(ctx, c, manifest, pool, 3*time.Minute)
 }

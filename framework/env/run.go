@@ -1,0 +1,166 @@
+package env
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/provider"
+)
+
+// teardown runs the cleanups once, newest first, and reports the ones that failed.
+func (e *Env) teardown() {
+	e.mu.Lock()
+	cs := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		if err := cs[i].fn(); err != nil {
+			fmt.Fprintf(e.Log, "ambientmc: cleanup %s: %v\n", cs[i].name, err)
+		}
+	}
+}
+
+// Run is a suite's TestMain body: it builds the environment from flags, plans the run against go
+// test's -timeout, runs the steps, publishes the environment through out, runs the tests, writes
+// the report and tears everything down. It returns the exit code. A run that would pass its
+// deadline is cut short cleanly (see armDeadline): it never ends in go test's goroutine dump.
+func Run(m *testing.M, out **Env, s Suite) (code int) {
+	if !flag.Parsed() {
+		// Providers registered after this package was initialised (a test's own) join the help.
+		flag.Lookup("provider").Usage = provider.Usage()
+		flag.Parse()
+	}
+	if code, done := runAsParent(); done { // CI hook (ci.go): junit.xml from a child run
+		return code
+	}
+	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second),
+		run: newRunState(), setupTook: map[string]time.Duration{}}
+	// Published before setup: the suite's steps reach the environment through it too.
+	*out = e
+	defer e.peakMemory.Stop()
+	release := proc.TrapSignals(func(sig os.Signal) {
+		e.cutRun(fmt.Sprintf("interrupted by %s", sig), e.plan)
+		e.Logf("%s: stopping everything", sig)
+		e.teardown()
+		e.collectArtifacts(1) // CI hook (artifacts.go)
+	})
+	defer release()
+	defer func() {
+		if r := recover(); r != nil {
+			e.cutShort(fmt.Sprintf("a panic: %v", r))
+			e.teardown()
+			panic(r)
+		}
+	}()
+	if err := e.setup(e.run.ctx, s); err != nil {
+		if cause := context.Cause(e.run.ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		e.Logf("setup failed: %v", err)
+		e.keepLogs()
+		e.teardown()
+		e.collectArtifacts(1) // CI hook (artifacts.go)
+		return e.checkLoopback(1)
+	}
+	e.setReady()
+	testsDone := make(chan struct{})
+	disarm := e.armDeadline(e.plan, time.Now(), testsDone)
+	code = m.Run()
+	close(testsDone)
+	disarm()
+	if context.Cause(e.run.ctx) != nil {
+		code = 1
+	}
+	e.Report.Plan = e.planReport(e.plan)
+	code = e.judgeGates(code) // CI hook (ci.go): gates after every test
+	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
+	if err := e.writeReport(); err != nil {
+		e.Logf("writing the report: %v", err)
+		code = 1
+	}
+	if e.Flags.Keep {
+		release()
+		e.keep()
+	}
+	if code != 0 {
+		e.keepLogs()
+	}
+	e.teardown()
+	code = e.checkLoopback(code)
+	e.collectArtifacts(code) // CI hook (artifacts.go)
+	return code
+}
+
+// setReady marks setup done: from now on a cut-short run writes a partial report.
+func (e *Env) setReady() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ready = true
+}
+
+// cutShort writes whatever the report holds so far with a warning saying why the run ended early,
+// and keeps the run directory with its logs. It runs once.
+func (e *Env) cutShort(why string) {
+	e.cutOnce.Do(func() {
+		e.mu.Lock()
+		ready := e.ready
+		e.keepRunDir = true
+		e.mu.Unlock()
+		if e.RunDir != "" {
+			e.Logf("run cut short (%s): logs kept in %s", why, e.RunDir)
+		}
+		if !ready || e.Report == nil {
+			return
+		}
+		e.Report.Warnings = append(e.Report.Warnings, "the run was cut short ("+why+"): this report holds only what was measured until then")
+		e.Report.Plan = e.planReport(e.plan)
+		if err := e.writeReport(); err != nil {
+			e.Logf("writing the partial report: %v", err)
+		}
+	})
+}
+
+// removeRunDir deletes the run directory unless -keep or a failure asked to keep it.
+func (e *Env) removeRunDir() error {
+	e.mu.Lock()
+	keep := e.Flags.Keep || e.keepRunDir
+	e.mu.Unlock()
+	if keep {
+		return nil
+	}
+	return os.RemoveAll(e.RunDir)
+}
+
+// keepLogs keeps the run directory after a failure if anything wrote logs into it.
+func (e *Env) keepLogs() {
+	// Providers whose clusters keep their logs elsewhere (kind's node containers) copy them in.
+	if lc, ok := e.Provider.(cluster.LogCollector); ok {
+		lc.CollectLogs()
+	}
+	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {
+		e.keepRunDir = true
+		e.Logf("component logs kept in %s", e.RunDir)
+	}
+}
+
+// keep prints how to reach every cluster and blocks until Ctrl-C.
+func (e *Env) keep() {
+	fmt.Fprintf(os.Stderr, "\nambientmc: -keep: %d clusters stay up until Ctrl-C (run directory %s)\n", len(e.Clusters), e.RunDir)
+	for _, c := range e.Clusters {
+		fmt.Fprintf(os.Stderr, "  %-12s kubectl --kubeconfig=%s get namespaces\n", c.Name, c.Kubeconfig)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "ambientmc: stopping")
+	e.Flags.Keep = false // let the run directory go now
+}

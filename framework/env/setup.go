@@ -1,0 +1,133 @@
+package env
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/provider"
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// checkInput validates every flag and the topology against the provider before anything starts,
+// so bad input costs one clear error and no cluster.
+func (e *Env) checkInput(s Suite) error {
+	if err := e.Flags.validate(); err != nil {
+		return err
+	}
+	if s.Check != nil {
+		if err := s.Check(); err != nil {
+			return err
+		}
+	}
+	var err error
+	if e.Scale, err = workload.Resolve(e.Flags.Scale, e.Flags.Services, e.Flags.Pods); err != nil {
+		return err
+	}
+	if e.Flags.Topology != "" {
+		e.Topology, err = topology.Load(e.Flags.Topology)
+	} else {
+		k := e.Flags.Networks
+		if k == 0 {
+			k = e.Flags.Clusters
+		}
+		e.Topology, err = topology.GenerateNetworks(e.Flags.Clusters, k)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := e.Observed(); err != nil {
+		return err
+	}
+	// The provider checks its own flags; building it starts nothing.
+	p, err := provider.New(e.Flags.Provider, e.providerEnv(""))
+	if err != nil {
+		return err
+	}
+	if err := e.Flags.Istiod.validateFor(p); err != nil {
+		return err
+	}
+	return provider.CheckTopology(e.Flags.Provider, e.Topology)
+}
+
+// providerEnv is what the provider gets from the environment, writing into runDir.
+func (e *Env) providerEnv(runDir string) provider.Env {
+	istiods := 0 // one per primary
+	if e.Flags.Istiods == "observed" {
+		istiods = 1
+	}
+	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
+		Keep: e.Flags.Keep, Deadline: providerDeadline()}
+}
+
+func (e *Env) setup(ctx context.Context, suite Suite) error {
+	if err := e.checkInput(suite); err != nil {
+		return err
+	}
+	if err := e.loadGates(); err != nil { // CI hook (ci.go): -gates, -baseline before anything starts
+		return err
+	}
+	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {
+		return err
+	}
+	var err error
+	if e.RunDir, err = os.MkdirTemp("", "ambientmc-run-"); err != nil {
+		return err
+	}
+	e.Cleanup("remove run directory", e.removeRunDir)
+	if e.Provider, err = provider.New(e.Flags.Provider, e.providerEnv(filepath.Join(e.RunDir, "clusters"))); err != nil {
+		return err
+	}
+	if e.ReportDir, err = reportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
+		return err
+	}
+	if err := e.planRun(suite); err != nil {
+		return err
+	}
+	e.watchLoopback()
+	// Setup counts against go test's kill, a minute after -timeout from the process start.
+	setupDone := make(chan struct{})
+	defer close(setupDone)
+	defer e.armDeadline(e.plan, time.Time{}, setupDone)()
+	e.Report = newReport(e.Provider, e.Topology)
+	e.Report.Warnings = append(e.Report.Warnings, e.plan.Warnings...)
+	if err := e.startCI(); err != nil { // CI hook (ci.go): metrics.csv, profiles
+		return err
+	}
+	if ni, ok := e.Provider.(cluster.NodeImager); ok {
+		e.Report.NodeImage = ni.NodeImage()
+	}
+	all := append([]Step{
+		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
+		{"istiod-binary", resolveIstiod},
+		{"clusters", createClusters},
+		{"crds", installCRDs},
+	}, suite.Steps...)
+	for _, s := range all {
+		start := time.Now()
+		e.Logf("%s: starting", s.Name)
+		err := s.Run(ctx, e)
+		e.setupTook[s.Name] = time.Since(start)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		e.Logf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
+	}
+	if il, ok := e.Provider.(cluster.ImageLister); ok {
+		imgs, err := il.Images(ctx)
+		if err != nil {
+			e.Logf("reading the Istio images the clusters run: %v", err)
+		}
+		for _, im := range imgs {
+			e.Report.IstioImages = append(e.Report.IstioImages, report.IstioImage{Cluster: im.Cluster, Component: im.Component, Image: im.Image, ImageID: im.ImageID})
+		}
+	}
+	e.Report.Setup = setupReport(ctx, e, time.Since(e.start))
+	e.Logf("environment ready: %d clusters in %s", len(e.Clusters), time.Since(e.start).Round(100*time.Millisecond))
+	return nil
+}

@@ -1,0 +1,75 @@
+package env
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+)
+
+func createClusters(ctx context.Context, e *Env) error {
+	root, err := bins.SourceRoot()
+	if err != nil {
+		return err
+	}
+	istioSrc := "" // the embedded CRDs of the pinned istio.io/istio
+	if e.Istiod != nil {
+		istioSrc = e.Istiod.SourceDir // the istiod under test's own CRDs
+	}
+	if e.crds, err = crds.LoadFrom(ctx, root, istioSrc); err != nil {
+		return err
+	}
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
+		if e.crds, err = pl.PreloadCRDs(e.crds); err != nil {
+			return err
+		}
+	}
+	e.Cleanup("destroy clusters", func() error { return e.Provider.Destroy(context.Background()) })
+	e.setupTimes.created = time.Now()
+	cs, err := e.Provider.Create(ctx, e.Topology)
+	e.setupTimes.apiServersReady = time.Now()
+	if err != nil {
+		return fmt.Errorf("%w (component logs under %s)", err, e.Provider.LogDir())
+	}
+	e.Clusters = cs
+	if len(cs) > 0 {
+		e.Report.Kubernetes = cs[0].KubernetesVersion
+	}
+	return nil
+}
+
+// installCRDs applies the Istio and Gateway API CRDs in every cluster in parallel (checking those
+// a provider stored before its API servers started), waits until all are Established and served,
+// and labels istio-system with the cluster's network.
+func installCRDs(ctx context.Context, e *Env) error {
+	set := e.crds
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range e.Clusters {
+		g.Go(func() error {
+			if err := crds.Apply(gctx, c.Dynamic, set); err != nil {
+				return fmt.Errorf("cluster %s: %w", c.Name, err)
+			}
+			return mesh.EnsureSystemNamespace(gctx, c)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	e.setupTimes.crdsEstablished = time.Now()
+	how := "created through the API"
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok && len(e.Clusters) > 0 {
+		if pl.SeededCRDs() {
+			how = "stored from the seed before the API servers started"
+		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[0]); err != nil {
+			e.Logf("crds: saving the CRD seed for later runs: %v", err)
+		}
+	}
+	e.Logf("crds: %d CRDs established and served in each of %d clusters (%s)", len(set), len(e.Clusters), how)
+	return nil
+}

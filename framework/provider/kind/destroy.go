@@ -1,0 +1,101 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// CollectLogs writes kind's logs of every created cluster to RunDir/logs/<name> (after a failed
+// create, and when the env keeps a failed run's logs); it returns the directory, or "" when no
+// cluster exists.
+func (p *Provider) CollectLogs() string {
+	p.mu.Lock()
+	names := append([]string(nil), p.created...)
+	p.mu.Unlock()
+	if len(names) == 0 {
+		return ""
+	}
+	dir := filepath.Join(p.opts.RunDir, "logs")
+	fmt.Fprintf(p.opts.Log, "ambientmc: kind: collecting the logs of %d clusters into %s\n", len(names), dir)
+	for _, n := range names {
+		if err := p.kind.CollectLogs(n, filepath.Join(dir, n)); err != nil {
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: collecting logs of %s: %v\n", n, err)
+		}
+	}
+	return dir
+}
+
+// Destroy deletes every cluster Create started (after any kind create still running returns: kind
+// cannot cancel one). It is idempotent and safe after a partial create. With Keep it deletes
+// nothing and prints the commands that would.
+func (p *Provider) Destroy(context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	if p.guard != nil {
+		p.guard.Stop()
+	}
+	p.mu.Unlock()
+	p.inflight.Wait()
+	if p.opts.Keep {
+		p.printKept()
+		return nil
+	}
+	p.mu.Lock()
+	names := p.created
+	p.created = nil
+	handedOver := p.handedOver
+	p.handedOver = false
+	p.mu.Unlock()
+	if handedOver {
+		// The clusters go as a whole: the kube part only has to stop its port-forwards and
+		// node keepers, not wait for its objects to be deleted one by one.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = p.opts.InCluster.Destroy(done)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, p.opts.Parallel)
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, NamePrefix)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kind delete cluster --name %s: %w", n, err))
+				return
+			}
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: deleted %s\n", n)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// printKept says which clusters -keep left and how to delete them.
+func (p *Provider) printKept() {
+	p.mu.Lock()
+	names := append([]string(nil), p.created...)
+	printed := p.keptPrinted
+	p.keptPrinted = true
+	p.mu.Unlock()
+	sort.Strings(names)
+	if len(names) == 0 || printed {
+		return
+	}
+	fmt.Fprintf(p.opts.Log, "ambientmc: kind: -keep: %d clusters left running; delete them with:\n", len(names))
+	for _, n := range names {
+		fmt.Fprintf(p.opts.Log, "  kind delete cluster --name %s\n", n)
+	}
+}

@@ -1,0 +1,155 @@
+package xdswatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"istio.io/istio/pilot/pkg/model"
+	"istio.io/istio/pkg/adsc"
+	"istio.io/istio/pkg/backoff"
+	"istio.io/istio/pkg/workloadapi"
+	"istio.io/istio/pkg/workloadapi/security"
+)
+
+// Reconnect backoff after a broken stream: exponential from reconnectFirst to reconnectMax.
+const (
+	reconnectFirst = 100 * time.Millisecond
+	reconnectMax   = 5 * time.Second
+)
+
+// run keeps a stream to istiod until ctx ends: each stream is a new adsc client, started after a
+// backoff once the previous one broke. first is closed when the first stream ends unsynced.
+func (w *Watcher) run(ctx context.Context, first chan struct{}) {
+	bo := backoff.NewExponentialBackOff(backoff.Option{InitialInterval: reconnectFirst, MaxInterval: reconnectMax})
+	for gen := 1; ctx.Err() == nil; gen++ {
+		w.mu.Lock()
+		w.gen, w.seen = gen, map[string]bool{}
+		w.mu.Unlock()
+		streamCtx, endStream := context.WithCancel(ctx)
+		client := adsc.NewDelta(w.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
+			ClientName: "ambientmc-watch-" + w.cfg.Name,
+			NodeType:   model.Ztunnel,
+			IP:         w.cfg.IP,
+			Namespace:  pki.IstioNamespace,
+			Workload:   w.cfg.Name,
+			Meta:       w.meta,
+			CertDir:    w.cfg.CertDir,
+			XDSSAN:     "istiod.istio-system.svc",
+			// adsc would reconnect by itself, keeping its tree: one stream per client instead, so
+			// that each new stream's answer replaces the state.
+			BackoffPolicy: oneStream{BackOff: bo, end: endStream},
+		}},
+			adsc.Register(func(hc adsc.HandlerContext, name, v string, a *workloadapi.Address, ev adsc.Event) {
+				w.onAddress(gen, name, a, ev)
+			}),
+			adsc.Register(func(adsc.HandlerContext, string, string, *security.Authorization, adsc.Event) {}),
+			adsc.Watch[*workloadapi.Address]("*"),
+			adsc.Watch[*security.Authorization]("*"),
+		)
+		streamDone := make(chan struct{})
+		go func() {
+			select {
+			case <-client.Synced():
+				w.onSynced(gen)
+				bo.Reset()
+			case <-streamDone:
+			}
+		}()
+		client.Run(streamCtx)
+		endStream()
+		close(streamDone)
+		if gen == 1 && !w.hasSynced() {
+			close(first)
+			return
+		}
+		if !sleepCtx(ctx, bo.NextBackOff()) {
+			return
+		}
+	}
+}
+
+// oneStream is a backoff policy that ends adsc's client when its stream breaks (adsc asks it for
+// the wait before reconnecting), so the watcher reconnects with a new client.
+type oneStream struct {
+	backoff.BackOff
+	end context.CancelFunc
+}
+
+func (o oneStream) NextBackOff() time.Duration { o.end(); return 0 }
+func (o oneStream) Reset()                     {}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (w *Watcher) hasSynced() bool {
+	select {
+	case <-w.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// onSynced ends stream gen's initial answer: what it did not send is gone.
+func (w *Watcher) onSynced(gen int) {
+	at := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen != w.gen {
+		return
+	}
+	for name := range w.addrs {
+		if !w.seen[name] {
+			w.applyLocked(name, nil, at)
+		}
+	}
+	w.seen, w.lastSync = nil, at
+	if gen == 1 {
+		close(w.synced)
+	} else {
+		w.reconnects++
+	}
+}
+
+func (w *Watcher) onAddress(gen int, name string, a *workloadapi.Address, ev adsc.Event) {
+	at := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen != w.gen {
+		return
+	}
+	if ev == adsc.EventDelete {
+		a = nil
+	}
+	if w.seen != nil && a != nil {
+		w.seen[name] = true
+	}
+	w.applyLocked(name, a, at)
+}
+
+// Reconnects is how many times a broken stream was re-established and answered in full.
+func (w *Watcher) Reconnects() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reconnects
+}
+
+// LastSync is when the current stream's initial answer was complete (zero while a reconnected
+// stream has not answered yet).
+func (w *Watcher) LastSync() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen != nil {
+		return time.Time{}
+	}
+	return w.lastSync
+}
