@@ -28,12 +28,13 @@ e2e: bins
 ## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites
 ci: lint bins test ci-suite
 
-# Every suite on 3 clusters at small scale, with short latency runs, judged by the project's own
-# gates (gates/ci.yaml); report, junit.xml, profiles and metrics.csv in REPORT_DIR ($ARTIFACTS
+# Every suite on 3 clusters at small scale, two of them sharing a network (every join criterion,
+# the three latency paths), in a shuffled order (go test prints the seed), with short latency
+# runs, judged by the project's own gates (gates/ci.yaml); report, junit.xml, profiles and metrics.csv in REPORT_DIR ($ARTIFACTS
 # when a CI sets it). Then a run forced past a short -timeout, which must end cleanly.
 CI_GATES ?= $(CURDIR)/gates/ci.yaml
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
+	$(GO) test -count=1 -v -timeout=30m $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 	$(GO) test -count=1 ./suites/cutshort
 
 ## lint: formatting and vet
