@@ -171,3 +171,22 @@ func TestValidateHandBuilt(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "topology test: clusters: no clusters")
 }
+
+// The example files parse into the topologies their comments describe.
+func TestExampleTopologies(t *testing.T) {
+	for file, want := range map[string][]string{
+		"examples/two-share-a-network.yaml": {"network-a", "network-a", "network-b"},
+		"examples/one-network.yaml":         {"network-a", "network-a", "network-a"},
+	} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		topo, err := Parse(b, file)
+		require.NoError(t, err, file)
+		var got []string
+		for _, c := range topo.Clusters {
+			got = append(got, c.Network)
+			assert.Equal(t, c.Name, c.Primary, "%s: every cluster a primary", file)
+		}
+		assert.Equal(t, want, got, file)
+	}
+}
