@@ -101,6 +101,11 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 			"--service-cluster-ip-range=" + svcCIDR,
 			// One instance per cluster: electing a leader would only add a lease write every 2 s.
 			"--leader-elect=false",
+			// The fake nodes' leases are renewed by the framework every 10 s from a host that may be
+			// saturated: at 50 clusters a renewal came later than the default 50 s grace, node
+			// lifecycle marked the node's pods not ready, and no kubelet was there to set them
+			// Ready again. A node still goes NotReady when the framework stops renewing it.
+			"--node-monitor-grace-period=" + nodeMonitorGrace.String(),
 			"--profiling=false",
 		},
 		LogFile: filepath.Join(m.dir, "kube-controller-manager.log"),
@@ -111,6 +116,10 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 	}
 	return m.waitReady(ctx, p, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""))
 }
+
+// nodeMonitorGrace is how long node lifecycle waits for a fake node's lease before it calls the
+// node NotReady: twenty renewals' worth (nodeLeaseRenewal).
+const nodeMonitorGrace = 20 * nodeLeaseRenewal
 
 // kcmGCEnv keeps the controller-manager's heap at 1.5 times its live size rather than twice:
 // with 4000 pods in one cluster (2 cores) its RSS is 151 MB instead of 173 MB, of which 75 MB are
