@@ -14,11 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ambientmc/ambientmc/framework/provider/local/localtest"
 	. "github.com/ambientmc/ambientmc/framework/workload"
 )
 
-// nodeMonitorGracePeriod is kube-controller-manager's default: a node whose lease is not renewed
-// for this long goes NotReady, and node lifecycle marks its pods NotReady.
+// nodeMonitorGracePeriod is kube-controller-manager's default, which these clusters run with (the
+// local provider's own is longer): a node whose lease is not renewed for this long goes NotReady,
+// and node lifecycle marks its pods NotReady.
 const nodeMonitorGracePeriod = 50 * time.Second
 
 // On a real API server with a real kube-controller-manager: the TTL and node IPAM controllers
@@ -30,7 +32,7 @@ func TestFakeNodesAndPodsMeetRealControllers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the node monitor grace period")
 	}
-	_, cs := realClusters(t, 1)
+	_, cs := localtest.ClustersWithKubeNodeGrace(t, 1)
 	c := cs[0]
 	require.False(t, c.WithoutControllers)
 	ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
@@ -105,7 +106,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 			// saturated: at 50 clusters a renewal came later than the default 50 s grace, node
 			// lifecycle marked the node's pods not ready, and no kubelet was there to set them
 			// Ready again. A node still goes NotReady when the framework stops renewing it.
-			"--node-monitor-grace-period=" + nodeMonitorGrace.String(),
+			"--node-monitor-grace-period=" + m.nodeMonitorGrace().String(),
 			"--profiling=false",
 		},
 		LogFile: filepath.Join(m.dir, "kube-controller-manager.log"),
@@ -120,6 +121,13 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 // nodeMonitorGrace is how long node lifecycle waits for a fake node's lease before it calls the
 // node NotReady: twenty renewals' worth (nodeLeaseRenewal).
 const nodeMonitorGrace = 20 * nodeLeaseRenewal
+
+func (m *member) nodeMonitorGrace() time.Duration {
+	if m.nodeGrace > 0 {
+		return m.nodeGrace
+	}
+	return nodeMonitorGrace
+}
 
 // kcmGCEnv keeps the controller-manager's heap at 1.5 times its live size rather than twice:
 // with 4000 pods in one cluster (2 cores) its RSS is 151 MB instead of 173 MB, of which 75 MB are

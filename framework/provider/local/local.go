@@ -39,6 +39,9 @@ type Options struct {
 	NoControllers bool
 	// Wave is how many clusters start at once (0: DefaultWave).
 	Wave int
+	// NodeMonitorGrace is the controller-manager's --node-monitor-grace-period (0:
+	// nodeMonitorGrace); tests of the fake nodes set kube-controller-manager's own 50 s.
+	NodeMonitorGrace time.Duration
 }
 
 // The optional capabilities the local provider offers (framework/cluster/seam.go).
@@ -209,7 +212,7 @@ const nodeLeaseRenewal = 10 * time.Second
 // startCluster starts one member: its egress proxy, API server and controller-manager.
 func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, seed *crdSeed, together int) (*cluster.Cluster, error) {
 	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
-		etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster), controllers: !p.opts.NoControllers}
+		etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster), controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace}
 	p.mu.Lock()
 	p.members = append(p.members, m)
 	p.mu.Unlock()

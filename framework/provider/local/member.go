@@ -40,6 +40,7 @@ type member struct {
 	// controllers starts kube-controller-manager; egress is the socket of the proxy the API
 	// server sends its pod, service and node proxy traffic through (egress.go).
 	controllers bool
+	nodeGrace   time.Duration // the controller-manager's node monitor grace (0: nodeMonitorGrace)
 	egress      string
 
 	mu        sync.Mutex

@@ -28,6 +28,14 @@ func APIServers(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
 	return start(tb, n, local.Options{NoControllers: true})
 }
 
+// ClustersWithKubeNodeGrace is Clusters whose controller-managers call a node NotReady after
+// kube-controller-manager's default 50 s without a lease renewal, as on kind, instead of the local
+// provider's longer grace: for tests that the fake nodes' leases keep them Ready.
+func ClustersWithKubeNodeGrace(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
+	tb.Helper()
+	return start(tb, n, local.Options{NodeMonitorGrace: 50 * time.Second})
+}
+
 func start(tb testing.TB, n int, o local.Options) (*local.Provider, []*cluster.Cluster) {
 	tb.Helper()
 	o.RunDir, o.Log, o.ReadyTimeout = tb.TempDir(), io.Discard, 2*time.Minute
