@@ -224,8 +224,8 @@ func (r *Report) Validate() error {
 	}
 	if l := r.Latency; l != nil {
 		for i, run := range l.Runs {
-			if run.Path != PathLocal && run.Path != PathCrossCluster {
-				errs = append(errs, fmt.Errorf("latency.runs[%d].path %q is not local or cross-cluster", i, run.Path))
+			if run.Path != PathLocal && run.Path != PathSameNetwork && run.Path != PathCrossCluster {
+				errs = append(errs, fmt.Errorf("latency.runs[%d].path %q is not local, same-network or cross-cluster", i, run.Path))
 			}
 			errs = append(errs, checkConn("latency.runs", i, run))
 		}

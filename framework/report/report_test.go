@@ -160,6 +160,10 @@ func TestValidate(t *testing.T) {
 	if err := reporttest.Full().Validate(); err != nil {
 		t.Fatalf("full report: %v", err)
 	}
+	// Every holds each optional section, a same-network latency run among them (a mixed topology).
+	if err := reporttest.Every().Validate(); err != nil {
+		t.Fatalf("report with every section: %v", err)
+	}
 	for name, mutate := range map[string]func(*report.Report){
 		"latency without dataPlane": func(r *report.Report) { r.DataPlane = "" },
 		"no provider":               func(r *report.Report) { r.Provider = "" },

@@ -90,7 +90,6 @@ func Every() *report.Report {
 	l := r.Latency
 	l.Runs = append(l.Runs, report.LatencyRun{Path: report.PathSameNetwork, Connections: report.ConnNew, QPS: 100, DurationSeconds: 30, Requests: 3000, AvgMs: 1.4, P50Ms: 1.2, P90Ms: 2, P99Ms: 3.5})
 	l.SameNetworkOverhead = analysis.ComputeOverheadOf(l.Runs, report.PathSameNetwork)
-	l.Runs = l.Runs[:4] // Validate knows local and cross-cluster runs only
 	l.RateSearch = &report.RateSearch{QPS: 100, Rule: "the rule", Steps: []report.RateStep{
 		{QPS: 100, AchievedQPS: 99.5, HostCPUBusy: 0.5, Accepted: true}, {QPS: 200, AchievedQPS: 150, HostCPUBusy: 0.97, Reason: "only 75% of the rate got through"}}}
 	r.Failover = &report.Failover{Service: "echo-failover", Target: "cluster-2", Relation: "other-network", FailoverSeconds: 1.25, FailbackSeconds: 0.5,
