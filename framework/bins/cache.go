@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ambientmc/ambientmc/framework/gomod"
 )
 
 // Binary names one program the local provider runs.
@@ -335,15 +337,5 @@ func (c *Cache) ldflags(ctx context.Context, r recipe) (string, error) {
 
 // requiredVersion reads the version of module that the recipe's go.mod requires.
 func (c *Cache) requiredVersion(r recipe, module string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(c.modDir(r), "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == module {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s/go.mod does not require %s", r.moduleDir, module)
+	return gomod.Required(filepath.Join(c.modDir(r), "go.mod"), module)
 }

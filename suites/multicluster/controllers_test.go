@@ -24,9 +24,9 @@ import (
 // does not grow with the cluster count.
 func TestClustersRunControllers(t *testing.T) {
 	ctx := mc.Context(t)
+	var perCluster []subtest
 	for _, c := range mc.Clusters {
-		t.Run(c.Name, func(t *testing.T) {
-			t.Parallel()
+		perCluster = append(perCluster, subtest{c.Name, func(t *testing.T) {
 			if c.WithoutControllers {
 				t.Skip("-local.controllers=false: no kube-controller-manager runs")
 			}
@@ -45,8 +45,9 @@ func TestClustersRunControllers(t *testing.T) {
 					}
 				}
 			})
-		})
+		}})
 	}
+	runConcurrently(t, perCluster...)
 }
 
 func slicesHoldPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {

@@ -33,8 +33,9 @@ import (
 // runs an isolated istiod of its own for the observed cluster (isolated_test.go), touching
 // neither the suite's istiods nor its membership. The two that read istiod's live heap run first,
 // one after the other, while nothing else changes the clusters: another check's namespaces, pods
-// and secrets would land in the heap they read. The rest then run at once; the data-plane two,
-// which share the suite's mesh, run one after the other within one of them.
+// and secrets would land in the heap they read. The rest then run at once (runConcurrently: all
+// of them, not t.Parallel's two at a time); the data-plane two, which share the suite's mesh, run
+// one after the other within one of them.
 func TestIstiodProperties(t *testing.T) {
 	if len(mc.Clusters) < 2 {
 		t.Skip("the istiod checks need two clusters")
@@ -44,17 +45,16 @@ func TestIstiodProperties(t *testing.T) {
 	other := otherCluster(obs)
 	t.Run(istiodcheck.MemoryComesBack, func(t *testing.T) { checkMemoryComesBack(t, ctx, obs) })
 	t.Run(istiodcheck.RotationNoLeak, func(t *testing.T) { checkRotation(t, ctx, obs, other) })
-	parallel := func(name string, check func(t *testing.T)) {
-		t.Run(name, func(t *testing.T) { t.Parallel(); check(t) })
-	}
-	parallel(istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) })
-	parallel(istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) })
-	parallel(istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) })
-	parallel(istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) })
-	parallel("data plane", func(t *testing.T) {
-		t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
-		t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
-	})
+	runConcurrently(t,
+		subtest{istiodcheck.MidSyncDeletion, func(t *testing.T) { checkMidSyncDeletion(t, ctx, obs, other) }},
+		subtest{istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) }},
+		subtest{istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) }},
+		subtest{istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) }},
+		subtest{"data plane", func(t *testing.T) {
+			t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
+			t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
+		}},
+	)
 }
 
 // checksMu guards the report's check rows, which parallel checks append to.

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/ambientmc/ambientmc/framework/gomod"
 	"github.com/ambientmc/ambientmc/framework/kube/apply"
 )
 
@@ -93,7 +94,7 @@ func LoadGatewayAPIFrom(ctx context.Context, srcRoot, istioDir string) (Set, err
 	var set Set
 	gatewayAPI := gatewayAPIModule
 	if istioDir != "" {
-		v, err := requiredVersion(filepath.Join(istioDir, "go.mod"), gatewayAPIModule)
+		v, err := gomod.Required(filepath.Join(istioDir, "go.mod"), gatewayAPIModule)
 		if err != nil {
 			return nil, err
 		}
@@ -120,21 +121,6 @@ func LoadGatewayAPIFrom(ctx context.Context, srcRoot, istioDir string) (Set, err
 		set = append(set, more...)
 	}
 	return set, nil
-}
-
-// requiredVersion reads the version of module that a go.mod requires.
-func requiredVersion(gomod, module string) (string, error) {
-	data, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == module {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s does not require %s", gomod, module)
 }
 
 // decode keeps the CustomResourceDefinitions of a multi-document YAML stream (the Gateway API
