@@ -33,9 +33,10 @@ import (
 // runs an isolated istiod of its own for the observed cluster (isolated_test.go), touching
 // neither the suite's istiods nor its membership. The two that read istiod's live heap run first,
 // one after the other, while nothing else changes the clusters: another check's namespaces, pods
-// and secrets would land in the heap they read. The rest then run at once (runConcurrently: all
-// of them, not t.Parallel's two at a time); the data-plane two, which share the suite's mesh, run
-// one after the other within one of them.
+// and secrets would land in the heap they read. The other isolated ones then run at once
+// (runConcurrently: all of them, not t.Parallel's two at a time). The data-plane two, which share
+// the suite's mesh, run last, alone: with four isolated istiods starting beside it, the suite's
+// restarted istiod once never served the remote network again (docs/findings.md).
 func TestIstiodProperties(t *testing.T) {
 	if len(mc.Clusters) < 2 {
 		t.Skip("the istiod checks need two clusters")
@@ -50,11 +51,9 @@ func TestIstiodProperties(t *testing.T) {
 		subtest{istiodcheck.RejoinLongLived, func(t *testing.T) { checkRejoin(t, ctx, obs, other) }},
 		subtest{istiodcheck.RemoteOutage, func(t *testing.T) { checkRemoteOutage(t, ctx, obs, other) }},
 		subtest{istiodcheck.SyncStatusTruth, func(t *testing.T) { checkSyncTruth(t, ctx, obs, other) }},
-		subtest{"data plane", func(t *testing.T) {
-			t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
-			t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
-		}},
 	)
+	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { checkTrafficDuringRotation(t, ctx) })
+	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { checkRestartUnderTraffic(t, ctx) })
 }
 
 // checksMu guards the report's check rows, which parallel checks append to.
