@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +214,10 @@ func TestLatency(t *testing.T) {
 			"host CPU was above %.0f%% busy, or a run fell short of %.0f QPS: these latencies measure a saturated %d-core machine, not the mesh, and are not set beside the published figures; lower -latency.qps or leave it unset",
 			100*saturated, rate, mc.Report.Host.CPUs))
 	}
+	if w := tailWarning(lat.Runs); w != "" {
+		mc.Logf("latency: %s", w)
+		mc.Report.Warnings = append(mc.Report.Warnings, w)
+	}
 	mc.Report.Latency = lat
 	if o := lat.Overhead; o != nil && !lat.HostCPUSaturated {
 		for name, d := range map[string]*report.Delta{"new": o.New, "reused": o.Reused} {
@@ -232,4 +237,23 @@ func TestLatency(t *testing.T) {
 	if p.peer != nil {
 		require.NotNil(t, lat.SameNetworkOverhead, "same-network overhead computed for both connection modes")
 	}
+}
+
+// tailWarning names the runs whose averages a tail of stalls dominates, with the overhead their
+// medians give; "" when none is. On a 2-core host running ten clusters a few requests of a run can
+// wait 20-200 ms, and the published comparison is of averages.
+func tailWarning(runs []report.LatencyRun) string {
+	tails := analysis.TailDominated(runs)
+	if len(tails) == 0 {
+		return ""
+	}
+	var named []string
+	for _, r := range tails {
+		named = append(named, fmt.Sprintf("%s %s (average %.3f ms, median %.3f, p99 %.1f)", r.Path, r.Connections, r.AvgMs, r.P50Ms, r.P99Ms))
+	}
+	w := "a tail of slow requests dominates the average of " + strings.Join(named, ", ")
+	if o := analysis.ComputeMedianOverhead(runs); o != nil && o.New != nil && o.Reused != nil {
+		w += fmt.Sprintf("; the cross-cluster overhead by medians: new %+.3f ms, reused %+.3f ms", o.New.DeltaMs, o.Reused.DeltaMs)
+	}
+	return w
 }
