@@ -5,20 +5,51 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 )
 
-// Load reads a topology file, detects its format, parses and validates it.
+// Load reads a topology file, detects its format, parses and validates it. A relative path not
+// found from the working directory is tried from the module root: go test runs a suite in its
+// package's directory, so -topology=topology/examples/x.yaml typed at the repository's root
+// would otherwise name nothing.
 func Load(path string) (*Topology, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(path) {
+		if root := moduleRoot(); root != "" {
+			if d, rerr := os.ReadFile(filepath.Join(root, path)); rerr == nil {
+				data, err, path = d, nil, filepath.Join(root, path)
+			}
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("topology %s: %w; check the path given to -topology", path, err)
+		return nil, fmt.Errorf("topology %s: %w; check the path given to -topology (a relative one is read from the working directory, then from the module root)", path, err)
 	}
 	return Parse(data, path)
+}
+
+// moduleRoot is the nearest directory at or above the working directory holding a go.mod; ""
+// when there is none.
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // Parse reads a topology in either format and validates it; source names it in errors.

@@ -190,3 +190,19 @@ func TestExampleTopologies(t *testing.T) {
 		assert.Equal(t, want, got, file)
 	}
 }
+
+// go test runs a suite in its package's directory: a path typed at the repository's root is found
+// from the module root. The test runs in topology/, where the path below names nothing.
+func TestLoadFindsARelativePathFromTheModuleRoot(t *testing.T) {
+	const rel = "topology/examples/one-network.yaml"
+	_, err := os.Stat(rel)
+	require.ErrorIs(t, err, os.ErrNotExist, "the test needs a working directory below the module root")
+	topo, err := Load(rel)
+	require.NoError(t, err)
+	assert.Len(t, topo.Clusters, 3)
+	assert.True(t, filepath.IsAbs(topo.Source), "the report names the file it read: %s", topo.Source)
+
+	_, err = Load("topology/examples/none.yaml")
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "module root")
+}
