@@ -30,6 +30,7 @@ func controlPlane() *report.ControlPlane {
 // holds the cluster's network, let istiod settle, then sample CPU and memory.
 func TestControlPlaneJoin(t *testing.T) {
 	ctx := mc.Context(t)
+	probesInPlace(t)
 	istiod, measured := freshIstiod(t, ctx)
 	obs := mc.observed()
 	needMembers(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
@@ -143,6 +144,7 @@ func deref(p *float64) float64 {
 // and the ztunnel-like client loses its network; memory after each leave is recorded.
 func TestControlPlaneLeave(t *testing.T) {
 	ctx := mc.Context(t)
+	probesInPlace(t)
 	istiod, measured := freshIstiod(t, ctx)
 	obs := mc.observed()
 	w := startWatcher(t, ctx, obs, istiod)

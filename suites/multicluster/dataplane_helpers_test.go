@@ -47,7 +47,7 @@ func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 	if len(mc.Clusters) < 2 {
 		t.Skip("the data-plane suites need at least two clusters")
 	}
-	mc.dp.once.Do(func() { mc.dp.p, mc.dp.err = startDataPlane(mc.RunContext()) })
+	probesInPlace(t)
 	p, err := mc.dp.p, mc.dp.err
 	if errors.Is(err, errNoIstiods) {
 		t.Skip(err)
@@ -64,6 +64,22 @@ func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 	require.NoError(t, p.Ready(ctx, readyTimeout))
 	mc.Report.DataPlane = mc.Provider.DataPlane()
 	return p
+}
+
+// probesInPlace starts the data-plane probes (their pods, services and ztunnel-like clients) if
+// no test has yet, wherever the data plane runs. The control-plane suites call it before their
+// baseline so that what a join or leave brings is the same in any test order: run after a
+// data-plane test, a join at 3 clusters measured 4.4-4.9 MB of live heap per remote cluster
+// against 3.8-3.9 MB before one (the probes' pods and clients in the joined clusters).
+func probesInPlace(t *testing.T) {
+	t.Helper()
+	if len(mc.Clusters) < 2 {
+		return
+	}
+	mc.dp.once.Do(func() { mc.dp.p, mc.dp.err = startDataPlane(mc.RunContext()) })
+	if err := mc.dp.err; err != nil && !errors.Is(err, errNoIstiods) {
+		require.NoError(t, err, "the data-plane probes")
+	}
 }
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
