@@ -43,7 +43,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 	// Calibrated on the reference host at 10 clusters, small scale (docs/suites.md, "The time plan"),
 	// from the main command on a fresh clone: mesh 0.5 s, workloads 10-11 s, istiod 3.3-3.6 s;
 	// TestChurn 35-36.5 s, TestControlPlaneJoin 48-48.6 s, TestControlPlaneLeave 10.3-11.4 s,
-	// TestJoinFailurePaths 11.8-12.1 s, TestIstiodProperties 49.9 s, TestLatency 35.3-35.4 s.
+	// TestJoinFailurePaths 11.8-12.1 s, TestIstiodProperties 61-65 s, TestLatency 35.2-35.4 s.
 	// Four clusters get their pods at a time; the clusters already running slow them down (50 small
 	// clusters: 34 pods/s over all of them).
 	podRate := 280 / (1 + float64(n)/7)
