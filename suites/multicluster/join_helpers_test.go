@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,7 +198,42 @@ func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i clust
 	}, time.Minute)
 	require.NoError(t, err, "ztunnel-like watcher on %s", i.XDSAddress())
 	t.Cleanup(w.Close)
+	if i != mc.mesh.Istiods[c.Name] {
+		isolatedWatchers.Store(w, true)
+	}
 	return w
+}
+
+// isolatedWatchers are the watchers of the checks' isolated istiods, which hold only the remote
+// cluster their check gave them, not the suite mesh's members.
+var isolatedWatchers sync.Map
+
+// onNetwork is how many clusters on c's network the watcher's istiod holds besides c: istiod
+// coalesces a remote network's endpoints of a service into one split-horizon workload whose
+// capacity sums every cluster on that network (ambient/multicluster.go, CoalesedWorkloads).
+func onNetwork(w *xdswatch.Watcher, c *cluster.Cluster) int {
+	if _, ok := isolatedWatchers.Load(w); ok {
+		return 0
+	}
+	n := 0
+	for _, name := range mc.mesh.Joined() {
+		if o := mc.Cluster(name); name != c.Name && name != w.Cluster() && o.Network == c.Network {
+			n++
+		}
+	}
+	return n
+}
+
+// networkGateways are the east-west gateway addresses of the clusters on network: istiod sends
+// the first it finds for the whole network (istio/istio#56960).
+func networkGateways(network string) map[string]bool {
+	gws := map[string]bool{}
+	for _, o := range mc.Clusters {
+		if o.Network == network {
+			gws[mc.mesh.GatewayAddress(o.Name)] = true
+		}
+	}
+	return gws
 }
 
 // relationTo is how the watcher's cluster reaches c: the join criterion and the data path follow it.
@@ -215,7 +251,8 @@ func criterion(from, c *cluster.Cluster) string {
 
 // holdsCluster says whether the watcher has everything a ztunnel needs to reach c's scale pods,
 // and nothing more: for a cluster on another network one split-horizon workload per global
-// service, capacities summing to c's pods, via c's gateway; for one on the watcher's own network
+// service, capacities summing to the pods of c and of every other held cluster on its network, via
+// one of that network's gateways; for one on the watcher's own network
 // every scale pod as a workload with its own address, reached directly.
 func holdsCluster(c *cluster.Cluster) func(*xdswatch.Watcher) bool { return reaches(c, true) }
 
@@ -225,7 +262,7 @@ func coversCluster(c *cluster.Cluster) func(*xdswatch.Watcher) bool { return rea
 // reaches counts the scale services only and wants their counts exactly when exact, else counts
 // every service and wants at least the scale's.
 func reaches(c *cluster.Cluster, exact bool) func(*xdswatch.Watcher) bool {
-	gw := mc.mesh.GatewayAddress(c.Name)
+	gws := networkGateways(c.Network)
 	keep := isScaleService
 	enough := func(have, want int) bool { return have == want }
 	if !exact {
@@ -236,7 +273,11 @@ func reaches(c *cluster.Cluster, exact bool) func(*xdswatch.Watcher) bool {
 			return enough(w.PodWorkloads(c.Name, keep), mc.scale.Pods)
 		}
 		sh := w.SplitHorizonOf(c.Network, keep)
-		return enough(sh.Workloads, mc.scale.Services) && enough(int(sh.Capacity), mc.scale.Pods) && sh.Gateways[gw] && (!exact || len(sh.Gateways) == 1)
+		via := false
+		for gw := range sh.Gateways {
+			via = via || gws[gw]
+		}
+		return enough(sh.Workloads, mc.scale.Services) && enough(int(sh.Capacity), mc.scale.Pods*(1+onNetwork(w, c))) && via && (!exact || len(sh.Gateways) == 1)
 	}
 }
 
@@ -247,7 +288,7 @@ func heldOf(w *xdswatch.Watcher, c *cluster.Cluster) string {
 	}
 	sh := w.SplitHorizonOf(c.Network, isScaleService)
 	return fmt.Sprintf("%d split-horizon workloads (capacity %d) for %s, want %d (capacity %d)",
-		sh.Workloads, sh.Capacity, c.Network, mc.scale.Services, mc.scale.Pods)
+		sh.Workloads, sh.Capacity, c.Network, mc.scale.Services, mc.scale.Pods*(1+onNetwork(w, c)))
 }
 
 // isScaleService keeps the scale workloads' services (not the probe services the data-plane
@@ -270,6 +311,10 @@ func lacksCluster(c *cluster.Cluster) func(*xdswatch.Watcher) bool {
 	return func(w *xdswatch.Watcher) bool {
 		if relationTo(w, c) == topology.SameNetwork {
 			return w.PodWorkloads(c.Name, nil) == 0
+		}
+		if others := onNetwork(w, c); others > 0 {
+			// The network stays: its capacity falls back to the clusters left on it.
+			return int(w.SplitHorizonOf(c.Network, isScaleService).Capacity) == mc.scale.Pods*others
 		}
 		return w.SplitHorizonFor(c.Network).Workloads == 0
 	}
