@@ -2,7 +2,10 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,23 +53,54 @@ func TestClustersRunControllers(t *testing.T) {
 	runConcurrently(t, perCluster...)
 }
 
+// slicesHoldPods waits until the scale services' EndpointSlices hold exactly their pods'
+// addresses: the EndpointSlice controller catches up on changes (a churned pod, a replacement)
+// within a second or so here, and the check runs after whatever test ran before it.
 func slicesHoldPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	var last error
+	for deadline := time.Now().Add(slicesCatchUp); ; {
+		if last = slicesMatchPods(ctx, c); last == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	assert.NoError(t, last, "within %s", slicesCatchUp)
+}
+
+// slicesCatchUp bounds how long the EndpointSlice controller may lag the pods.
+const slicesCatchUp = 30 * time.Second
+
+// slicesMatchPods says how the scale services' EndpointSlices differ from their pods, nil when
+// they do not: every scale pod an endpoint, at least one slice per service, no loopback pod
+// address, and for the first and last service exactly its pods' addresses.
+func slicesMatchPods(ctx context.Context, c *cluster.Cluster) error {
 	pub, err := workload.CountEndpointSlices(ctx, c, mc.scale)
-	require.NoError(t, err)
-	assert.Equal(t, mc.scale.Pods, pub.Endpoints, "every scale pod is an endpoint")
-	assert.GreaterOrEqual(t, pub.Slices, mc.scale.Services, "at least one slice per service")
+	if err != nil {
+		return err
+	}
+	if pub.Endpoints != mc.scale.Pods || pub.Slices < mc.scale.Services {
+		return fmt.Errorf("%d endpoints in %d slices, want every one of %d scale pods in at least %d slices", pub.Endpoints, pub.Slices, mc.scale.Pods, mc.scale.Services)
+	}
 	for _, svc := range []int{0, mc.scale.Services - 1} {
 		ns, name := mc.scale.ServiceNamespace(svc), workload.ServiceName(svc)
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		require.NoError(t, err)
+		if err != nil {
+			return err
+		}
 		want := map[string]bool{}
 		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue // on its way out: the controller drops it from the slices
+			}
+			if ip, err := netip.ParseAddr(p.Status.PodIP); err != nil || ip.IsLoopback() {
+				return fmt.Errorf("%s/%s has address %q, not a routable one", ns, p.Name, p.Status.PodIP)
+			}
 			want[p.Status.PodIP] = true
-			ip := netip.MustParseAddr(p.Status.PodIP)
-			assert.False(t, ip.IsLoopback(), "%s/%s has a loopback address", ns, p.Name)
 		}
 		slices, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + name})
-		require.NoError(t, err)
+		if err != nil {
+			return err
+		}
 		got := map[string]bool{}
 		for _, sl := range slices.Items {
 			for _, ep := range sl.Endpoints {
@@ -75,9 +109,15 @@ func slicesHoldPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 				}
 			}
 		}
-		assert.Equal(t, want, got, "%s/%s: the slices' addresses are its pods'", ns, name)
+		if !maps.Equal(want, got) {
+			return fmt.Errorf("%s/%s: the slices hold %v, its pods have %v", ns, name, sortedKeys(got), sortedKeys(want))
+		}
 	}
+	return nil
 }
+
+// sortedKeys lists a set's members in order, for messages.
+func sortedKeys(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }
 
 func deploymentGetsPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	ns := "controllers-check"
