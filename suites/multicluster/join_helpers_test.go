@@ -273,11 +273,13 @@ func reaches(c *cluster.Cluster, exact bool) func(*xdswatch.Watcher) bool {
 			return enough(w.PodWorkloads(c.Name, keep), mc.scale.Pods)
 		}
 		sh := w.SplitHorizonOf(c.Network, keep)
-		via := false
+		// Through the network's gateways only; with several on it istiod may pick another one
+		// per service.
+		via := len(sh.Gateways) > 0
 		for gw := range sh.Gateways {
-			via = via || gws[gw]
+			via = via && gws[gw]
 		}
-		return enough(sh.Workloads, mc.scale.Services) && enough(int(sh.Capacity), mc.scale.Pods*(1+onNetwork(w, c))) && via && (!exact || len(sh.Gateways) == 1)
+		return enough(sh.Workloads, mc.scale.Services) && enough(int(sh.Capacity), mc.scale.Pods*(1+onNetwork(w, c))) && via
 	}
 }
 
