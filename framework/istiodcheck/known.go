@@ -107,6 +107,15 @@ var Table = []Known{
 			"PILOT_REMOTE_CLUSTER_TIMEOUT, then drops the cluster (istio/istio#61296): 16 of 138 requests succeeded",
 	},
 	{
+		Check:        TrafficDuringRestart,
+		Reference:    "docs/findings.md#a-restarted-istiod-that-never-completes-its-first-answer",
+		Affected:     []string{istioPinned131},
+		Intermittent: true,
+		Why: "after istiod is killed and started again, the ztunnel-like client's reconnected stream holds the " +
+			"remote network (traffic keeps flowing) but its first answer never completes within 30 s; cause not " +
+			"traced (istiod's initial delta answer, or the watcher's reading of its end): 3 of 6 runs at 4 and 10 clusters",
+	},
+	{
 		Check:     SyncStatusTruth,
 		Reference: "istio/istio#61296",
 		Affected:  []string{istioApril},
