@@ -24,6 +24,11 @@ func (w *Watcher) applyLocked(name string, a *workloadapi.Address, at time.Time)
 	for _, fn := range w.subs {
 		fn(u)
 	}
+	w.notifyLocked()
+}
+
+// notifyLocked wakes every WaitFor: the state, the stream's sync or its reconnect count changed.
+func (w *Watcher) notifyLocked() {
 	close(w.changed)
 	w.changed = make(chan struct{})
 }

@@ -118,6 +118,9 @@ func (w *Watcher) onSynced(gen int) {
 	} else {
 		w.reconnects++
 	}
+	// A WaitFor on LastSync or Reconnects must see this even when no address changes after it:
+	// without the wake-up, one waiting for a restarted istiod's answer slept until its timeout.
+	w.notifyLocked()
 }
 
 func (w *Watcher) onAddress(gen int, name string, a *workloadapi.Address, ev adsc.Event) {

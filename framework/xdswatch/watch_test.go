@@ -342,3 +342,25 @@ func TestStartFailsWithoutAServer(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), addr)
 }
+
+// A restarted istiod that answers with the state the watcher kept: nothing changes but the sync,
+// and a WaitFor on the reconnect must still wake. (It passes without onSynced's wake-up too, as
+// this fake orders its answer; the suite's restart check is where the missed wake-up was suspected.)
+func TestWaitForWakesOnAReconnectThatChangesNothing(t *testing.T) {
+	c := newCA(t)
+	a, b := localPod("a", svcA), localPod("b", svcA)
+	f := startFakeIstiod(t, c.inter, c.root, a, b)
+	w := start(t, f, c)
+	f.server.Stop()
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() {
+		waited <- w.WaitFor(ctx, func(w *Watcher) bool { return w.Reconnects() > 0 && !w.LastSync().IsZero() })
+	}()
+	time.Sleep(100 * time.Millisecond) // the wait sleeps on the state before the reconnect
+	startFakeIstiodAt(t, f.addr, c.inter, c.root, a, b)
+	require.NoError(t, <-waited, "WaitFor woke for the reconnect's sync")
+	assert.Len(t, w.Addresses(), 2)
+}
