@@ -112,8 +112,8 @@ var Table = []Known{
 		Affected:     []string{istioPinned131},
 		Intermittent: true,
 		Why: "after istiod is killed and started again, the ztunnel-like client's reconnected stream holds the " +
-			"remote network (traffic keeps flowing) but its first answer never completes within 30 s; cause not " +
-			"traced (istiod's initial delta answer, or the watcher's reading of its end): 3 of 6 runs at 4 and 10 clusters",
+			"remote network (traffic keeps flowing) but its first answer never completes within the wait; likely the " +
+			"watcher's (WaitFor did not wake on a sync, fixed since), else istiod's first delta answer: 4 runs at 2, 4 and 10 clusters",
 	},
 	{
 		Check:     SyncStatusTruth,
