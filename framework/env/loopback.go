@@ -41,6 +41,6 @@ func (e *Env) checkLoopback(code int) int {
 		}
 		return 1
 	}
-	e.Logf("connection watch: %d samples of %d processes saw %d connections, all on loopback", r.Samples, r.Processes, r.Connections)
+	e.Logf("connection watch: %d samples of the socket tables (%d connected sockets in all) while %d processes ran: none of theirs left loopback", r.Samples, r.Connections, r.Processes)
 	return code
 }

@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -44,12 +45,13 @@ func createClusters(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// installCRDs applies the Istio and Gateway API CRDs in every cluster in parallel (checking those
-// a provider stored before its API servers started), waits until all are Established and served,
-// and labels istio-system with the cluster's network.
+// installCRDs applies the Istio and Gateway API CRDs in every cluster (checking those a provider
+// stored before its API servers started), waits until all are Established and served, and labels
+// istio-system with the cluster's network.
 func installCRDs(ctx context.Context, e *Env) error {
 	set := e.crds
 	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(crdParallelism(e.Provider))
 	for _, c := range e.Clusters {
 		g.Go(func() error {
 			if err := crds.Apply(gctx, c.Dynamic, set); err != nil {
@@ -72,4 +74,15 @@ func installCRDs(ctx context.Context, e *Env) error {
 	}
 	e.Logf("crds: %d CRDs established and served in each of %d clusters (%s)", len(set), len(e.Clusters), how)
 	return nil
+}
+
+// crdParallelism bounds how many clusters get their CRDs at once. Creating them through the API
+// writes about a hundred large objects per cluster: 50 local clusters at once, all on one etcd,
+// had etcd time out a request ("etcdserver: request timed out") after 224 s. Checking CRDs a
+// seed stored is reads only.
+func crdParallelism(p cluster.Provider) int {
+	if pl, ok := p.(cluster.CRDPreloader); ok && pl.SeededCRDs() {
+		return 16
+	}
+	return max(2, runtime.NumCPU())
 }

@@ -54,14 +54,19 @@ func TestWaitsOnItsContext(t *testing.T) {
 	t.Fatalf("stopped waiting: %v", context.Cause(ctx))
 }
 
+// childTimeout is the children's -timeout: its 10 s margin puts the cut 10 s after their test
+// starts (a one-cluster setup comes before, outside the timeout). The children mostly wait, so
+// the tests that run them run in parallel.
+const childTimeout = 20 * time.Second
+
 // runChild runs this test binary as a one-cluster suite that runs test under go test's -timeout,
 // and returns its output and exit error.
-func runChild(t *testing.T, test, timeout, reportDir string) (string, error) {
+func runChild(t *testing.T, test, reportDir string) (string, error) {
 	t.Helper()
 	if _, missing, err := local.NewIfBuilt(local.Options{}); err != nil || len(missing) > 0 {
 		t.Skipf("needs the cached binaries (make bins): missing %v %v", missing, err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.v", "-test.run=^"+test+"$", "-test.timeout="+timeout, "-clusters=1", "-report-dir="+reportDir)
+	cmd := exec.Command(os.Args[0], "-test.v", "-test.run=^"+test+"$", "-test.timeout="+childTimeout.String(), "-clusters=1", "-report-dir="+reportDir)
 	cmd.Env = append(os.Environ(), suiteEnvVar+"=1")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -75,7 +80,7 @@ func checkCutShort(t *testing.T, out string, err error, test, reportDir, measure
 	require.Error(t, err, "a cut-short run exits non-zero:\n%s", out)
 	assert.NotContains(t, out, "panic: test timed out", "the run ends before go test's timeout panics")
 	assert.NotContains(t, out, "goroutine ", "no goroutine dump")
-	assert.Regexp(t, `run cut short: the plan's margin before go test's -timeout=1m0s was used up, in `+test+` after \d`, out)
+	assert.Regexp(t, `run cut short: the plan's margin before go test's -timeout=`+childTimeout.String()+` was used up, in `+test+` after \d`, out)
 	assert.Contains(t, out, "partial report: "+reportDir+"/report.md")
 
 	m := regexp.MustCompile(`run directory \(logs\): (\S+)`).FindStringSubmatch(out)
@@ -110,8 +115,9 @@ func checkCutShort(t *testing.T, out string, err error, test, reportDir, measure
 // past go test's -timeout: the run is cut at its plan's margin, stopped and exited before go test
 // could print a goroutine dump.
 func TestTimeoutWritesPartialReport(t *testing.T) {
+	t.Parallel()
 	reportDir := t.TempDir()
-	out, err := runChild(t, "TestHangsUntilTimeout", "60s", reportDir)
+	out, err := runChild(t, "TestHangsUntilTimeout", reportDir)
 	checkCutShort(t, out, err, "TestHangsUntilTimeout", reportDir, "measured something before hanging")
 	assert.Contains(t, out, "the tests did not stop within 5s of the cut: stopping everything and exiting")
 }
@@ -119,8 +125,9 @@ func TestTimeoutWritesPartialReport(t *testing.T) {
 // TestCutShortEndsTheRunningTest: a test that waits on its context fails with the cut's cause at
 // the plan's margin, and the run ends through its normal teardown.
 func TestCutShortEndsTheRunningTest(t *testing.T) {
+	t.Parallel()
 	reportDir := t.TempDir()
-	out, err := runChild(t, "TestWaitsOnItsContext", "60s", reportDir)
+	out, err := runChild(t, "TestWaitsOnItsContext", reportDir)
 	checkCutShort(t, out, err, "TestWaitsOnItsContext", reportDir, "measured something before waiting")
 	assert.Contains(t, out, "--- FAIL: TestWaitsOnItsContext")
 	assert.Contains(t, out, "stopped waiting: run cut short: the plan's margin")
@@ -160,6 +167,7 @@ func processesMentioning(s string) []string {
 // a test: the report so far is written with a warning, the run directory is kept, and no process
 // of the run is left.
 func TestInterruptWritesPartialReport(t *testing.T) {
+	t.Parallel()
 	if _, missing, err := local.NewIfBuilt(local.Options{}); err != nil || len(missing) > 0 {
 		t.Skipf("needs the cached binaries (make bins): missing %v %v", missing, err)
 	}

@@ -25,18 +25,36 @@ const udpTable = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->
    5: 00000000:0044 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 103 2 0000000000000000 0
 `
 
-func TestParseConnectionsKeepsOwnConnectedSockets(t *testing.T) {
-	owner := map[string]int{"100": 7, "101": 7, "102": 8, "103": 7}
-	got, err := parseConnections(strings.NewReader(tcpTable), "tcp", owner)
+func TestParseTableKeepsConnectedSockets(t *testing.T) {
+	got, err := parseTable(strings.NewReader(tcpTable), "tcp")
 	require.NoError(t, err)
-	require.Len(t, got, 2, "not the listener, not another process's socket: %v", got)
-	assert.Equal(t, Conn{Pid: 7, Proto: "tcp", Local: netip.MustParseAddrPort("127.0.0.1:40000"), Remote: netip.MustParseAddrPort("127.0.0.1:8080"), State: "01"}, got[0])
-	assert.Equal(t, netip.MustParseAddrPort("10.11.0.5:8080"), got[1].Remote, "a dial in progress counts")
-	assert.Equal(t, 8, got[1].Pid)
+	require.Len(t, got, 3, "not the listener: %v", got)
+	assert.Equal(t, tableEntry{Conn{Proto: "tcp", Local: netip.MustParseAddrPort("127.0.0.1:40000"), Remote: netip.MustParseAddrPort("127.0.0.1:8080"), State: "01"}, "101"}, got[0])
 
-	got, err = parseConnections(strings.NewReader(udpTable), "udp", owner)
+	udp, err := parseTable(strings.NewReader(udpTable), "udp")
 	require.NoError(t, err)
-	assert.Empty(t, got, "an unconnected UDP socket has no peer")
+	assert.Empty(t, udp, "an unconnected UDP socket has no peer")
+}
+
+// Only what leaves loopback and a watched process holds is kept, attributed to its holder.
+func TestOffLoopbackOfKeepsOwnNonLoopbackSockets(t *testing.T) {
+	entries, err := parseTable(strings.NewReader(tcpTable), "tcp")
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	// This process holds a socket; give entry 2 (a dial to 10.11.0.5:8080 in progress) its inode.
+	owner := socketOwners([]int{os.Getpid()})
+	require.NotEmpty(t, owner)
+	for inode := range owner {
+		entries[1].inode = inode
+		break
+	}
+	got := offLoopbackOf(entries, []int{os.Getpid()})
+	require.Len(t, got, 1, "not the loopback one, not the unowned 10.0.0.2:80: %v", got)
+	assert.Equal(t, netip.MustParseAddrPort("10.11.0.5:8080"), got[0].Remote, "a dial in progress counts")
+	assert.Equal(t, os.Getpid(), got[0].Pid)
+	assert.Empty(t, offLoopbackOf(entries[:1], []int{os.Getpid()}), "loopback only: nothing to attribute")
 }
 
 // The watch attributes a connection of this process, and only the connections it samples.
@@ -59,7 +77,7 @@ func TestWatchSeesThisProcess(t *testing.T) {
 	r := w.Stop()
 	require.NoError(t, r.Err)
 	assert.Greater(t, r.Samples, 1)
-	assert.Positive(t, r.Connections, "the loopback connection was seen")
+	assert.Positive(t, r.Connections, "the loopback connection is in the tables")
 	assert.Empty(t, r.OffLoopback)
 	assert.Equal(t, "test process", r.Names[os.Getpid()])
 }

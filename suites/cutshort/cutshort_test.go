@@ -20,7 +20,7 @@ import (
 )
 
 // TestOverrunningSuiteEndsCleanly: -plan.factor=0.01 makes the plan believe a ten-minute churn
-// window fits a one-minute -timeout; the run must cut TestChurn at the plan's margin with one
+// window fits a 20-second -timeout (its 10 s margin cuts the run 10 s into the tests); the run must cut TestChurn at the plan's margin with one
 // message, write the partial report, stop every process and exit before go test's own kill.
 func TestOverrunningSuiteEndsCleanly(t *testing.T) {
 	if _, missing, err := local.NewIfBuilt(local.Options{}); err != nil || len(missing) > 0 {
@@ -30,7 +30,7 @@ func TestOverrunningSuiteEndsCleanly(t *testing.T) {
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	reportDir := t.TempDir()
 	start := time.Now()
-	cmd := exec.Command("go", "test", "-count=1", "-v", "-timeout=1m", "./suites/multicluster",
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-timeout=20s", "./suites/multicluster",
 		"-clusters=1", "-run=^TestChurn$", "-churn.cases=local", "-churn.modes=replace", "-churn.rates=5", "-churn.duration=10m",
 		"-plan.factor=0.01", "-report-dir="+reportDir)
 	cmd.Dir = root
@@ -40,12 +40,12 @@ func TestOverrunningSuiteEndsCleanly(t *testing.T) {
 
 	require.Error(t, err, "a cut-short run fails:\n%s", out)
 	assert.Contains(t, out, "estimates x0.01 by -plan.factor", "the plan says it was scaled")
-	assert.Regexp(t, `run cut short: the plan's margin before go test's -timeout=1m0s was used up, in TestChurn after \d`, out)
+	assert.Regexp(t, `run cut short: the plan's margin before go test's -timeout=20s was used up, in TestChurn after \d`, out)
 	assert.Contains(t, out, "--- FAIL: TestChurn")
 	assert.NotContains(t, out, "panic: test timed out", "the run ends before go test's alarm")
 	assert.NotContains(t, out, "Test killed", "the run ends before go test's kill")
 	assert.NotContains(t, out, "goroutine ", "no goroutine dump")
-	assert.Less(t, elapsed, 2*time.Minute, "compiling the suite (cached by make bins) and a run cut inside -timeout=1m")
+	assert.Less(t, elapsed, 2*time.Minute, "compiling the suite (cached by make bins), a one-cluster setup and a run cut inside -timeout=20s")
 
 	var rep struct{ Warnings []string }
 	b, err := os.ReadFile(filepath.Join(reportDir, "report.json"))

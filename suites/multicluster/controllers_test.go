@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -58,12 +59,10 @@ func TestClustersRunControllers(t *testing.T) {
 // within a second or so here, and the check runs after whatever test ran before it.
 func slicesHoldPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	var last error
-	for deadline := time.Now().Add(slicesCatchUp); ; {
-		if last = slicesMatchPods(ctx, c); last == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, slicesCatchUp, true, func(ctx context.Context) (bool, error) {
+		last = slicesMatchPods(ctx, c)
+		return last == nil, nil
+	})
 	assert.NoError(t, last, "within %s", slicesCatchUp)
 }
 

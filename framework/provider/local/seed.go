@@ -14,11 +14,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 )
 
 // A CRD seed is the CRDs exactly as an API server of this build stored them in etcd (created
@@ -29,8 +29,6 @@ import (
 
 // seedFormat changes whenever what a seed holds or how it is written changes (2: slimmed CRDs).
 const seedFormat = "2"
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // crdSeed is the seed file.
 type crdSeed struct {
@@ -123,7 +121,7 @@ func (p *Provider) SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error {
 	if file == "" || seeded || etcd == nil {
 		return nil
 	}
-	list, err := c.Dynamic.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+	list, err := c.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -44,7 +45,7 @@ func TestCRDSeed(t *testing.T) {
 		for _, c := range cs {
 			if p.SeededCRDs() {
 				// Before Apply: what the API server serves straight from the seed.
-				l, err := c.Dynamic.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+				l, err := c.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
 				require.NoError(t, err)
 				lists = append(lists, l)
 			}
@@ -73,7 +74,7 @@ func TestCRDSeed(t *testing.T) {
 	}
 	// Apply found the seeded CRDs current and wrote nothing.
 	for i, c := range cs {
-		l, err := c.Dynamic.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+		l, err := c.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		for j, crd := range l.Items {
 			assert.Equal(t, lists[i].Items[j].GetResourceVersion(), crd.GetResourceVersion(), crd.GetName())
