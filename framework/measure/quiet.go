@@ -40,31 +40,45 @@ func (i *Istiod) IdleBand(ctx context.Context, tick time.Duration, n int) (CPUBa
 
 // tickRates reads n consecutive tick-long CPU rates.
 func (i *Istiod) tickRates(ctx context.Context, tick time.Duration, n int) ([]float64, error) {
-	prev, err := i.ReadCPU(ctx)
+	out := make([]float64, 0, n)
+	err := i.eachTick(ctx, tick, func(cores float64) bool {
+		out = append(out, cores)
+		return len(out) < n
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float64, 0, n)
+	return out, nil
+}
+
+// eachTick reads istiod's CPU every tick and hands each tick's rate in cores to next until it
+// returns false.
+func (i *Istiod) eachTick(ctx context.Context, tick time.Duration, next func(cores float64) bool) error {
+	prev, err := i.ReadCPU(ctx)
+	if err != nil {
+		return err
+	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	for len(out) < n {
+	for {
 		select {
 		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+			return context.Cause(ctx)
 		case <-t.C:
 		}
 		cur, err := i.ReadCPU(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		span, err := SpanBetween(prev, cur)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, span.Cores())
 		prev = cur
+		if !next(span.Cores()) {
+			return nil
+		}
 	}
-	return out, nil
 }
 
 // Quiet is how a settle wait ended.
@@ -83,44 +97,26 @@ func (i *Istiod) WaitQuiet(ctx context.Context, band CPUBand, k int, limit time.
 		return Quiet{}, fmt.Errorf("istiod %s: WaitQuiet needs a tick and k >= 1 (tick %s, k %d)", i.Name, band.Tick, k)
 	}
 	start := time.Now()
-	prev, err := i.ReadCPU(ctx)
-	if err != nil {
-		return Quiet{}, err
-	}
 	q := Quiet{}
-	t := time.NewTicker(band.Tick)
-	defer t.Stop()
 	run := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return q, context.Cause(ctx)
-		case <-t.C:
-		}
-		cur, err := i.ReadCPU(ctx)
-		if err != nil {
-			return q, err
-		}
-		span, err := SpanBetween(prev, cur)
-		if err != nil {
-			return q, err
-		}
-		prev = cur
-		q.Rates = append(q.Rates, span.Cores())
-		if span.Cores() <= band.Limit {
+	err := i.eachTick(ctx, band.Tick, func(cores float64) bool {
+		q.Rates = append(q.Rates, cores)
+		if cores <= band.Limit {
 			run++
 		} else {
 			run = 0
 		}
 		q.After = time.Since(start)
 		if run >= k {
-			return q, nil
+			return false
 		}
 		if q.After+band.Tick > limit {
 			q.Capped = true
-			return q, nil
+			return false
 		}
-	}
+		return true
+	})
+	return q, err
 }
 
 // SteadyWindow is how long a steady-CPU window must be for a source of resolution res (CPU

@@ -3,6 +3,8 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -60,4 +62,23 @@ func (e *Echo) Close() error {
 	err := e.srv.Shutdown(ctx)
 	<-e.done
 	return err
+}
+
+// FetchServedBy gets url once with client and returns who served it (ServedByHeader); a status
+// other than 200 is an error.
+func FetchServedBy(ctx context.Context, client *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %s", resp.Status)
+	}
+	return resp.Header.Get(ServedByHeader), nil
 }

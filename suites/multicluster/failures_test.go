@@ -20,82 +20,88 @@ import (
 )
 
 // TestJoinFailurePaths checks that what goes wrong during a join ends with a clear error naming the
-// cluster and carrying istiod's log, and leaves nothing running.
+// cluster and carrying istiod's log, and leaves nothing running. Each path has an istiod of its
+// own and mostly waits on a timer, so they run at once.
 func TestJoinFailurePaths(t *testing.T) {
 	ctx := mc.Context(t)
 	obs := mc.observed()
+	runConcurrently(t,
+		subtest{"unreachable remote", func(t *testing.T) { failUnreachableRemote(t, ctx, obs) }},
+		subtest{"join timeout", func(t *testing.T) { failJoinTimeout(t, ctx, obs) }},
+		subtest{"istiod killed", func(t *testing.T) { failIstiodKilled(t, ctx, obs) }},
+	)
+}
 
-	t.Run("unreachable remote", func(t *testing.T) {
-		// A fresh istiod for the observed cluster reads remote secrets from its own namespace
-		// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
-		// sync timeout is short, so that istiod itself says it gave up on the cluster.
-		isolated := newIsolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
-		// A kubeconfig for an API server that is not there: nothing listens on the port.
-		ports, err := proc.FreePorts(1)
-		require.NoError(t, err)
-		data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.mesh.Root.CertPEM, "no-token"))
-		require.NoError(t, err)
-		secret := mesh.SecretFor("ghost", data)
-		secret.Namespace = isolated.ns
-		isolated.add(t, secret)
-		ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
+func failUnreachableRemote(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
+	// A fresh istiod for the observed cluster reads remote secrets from its own namespace
+	// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
+	// sync timeout is short, so that istiod itself says it gave up on the cluster.
+	isolated := newIsolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
+	// A kubeconfig for an API server that is not there: nothing listens on the port.
+	ports, err := proc.FreePorts(1)
+	require.NoError(t, err)
+	data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.mesh.Root.CertPEM, "no-token"))
+	require.NoError(t, err)
+	secret := mesh.SecretFor("ghost", data)
+	secret.Namespace = isolated.ns
+	isolated.add(t, secret)
+	ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
-		_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "join of ghost")
-		assert.Contains(t, err.Error(), "-join.timeout="+ghostWait.String())
-		assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
+	_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "join of ghost")
+	assert.Contains(t, err.Error(), "-join.timeout="+ghostWait.String())
+	assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
 
-		// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
-		m := scrape(t, ctx, isolated)
-		assert.Equal(t, measure.StatusTimeout, m.RemoteStatus["ghost"], "istiod reports the unreachable cluster's sync as timed out")
-		assert.Equal(t, 1.0, m.ManagedClusters["remote"], "istiod manages the unreachable cluster")
-		assert.GreaterOrEqual(t, clusterSample(m, metricSyncTimeouts, "ghost"), 1.0, "%s counts ghost's timeout", metricSyncTimeouts)
-	})
+	// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
+	m := scrape(t, ctx, isolated)
+	assert.Equal(t, measure.StatusTimeout, m.RemoteStatus["ghost"], "istiod reports the unreachable cluster's sync as timed out")
+	assert.Equal(t, 1.0, m.ManagedClusters["remote"], "istiod manages the unreachable cluster")
+	assert.GreaterOrEqual(t, clusterSample(m, metricSyncTimeouts, "ghost"), 1.0, "%s counts ghost's timeout", metricSyncTimeouts)
+}
 
-	t.Run("join timeout", func(t *testing.T) {
-		if len(mc.Clusters) < 2 {
-			t.Skip("needs two clusters")
-		}
-		// A fresh istiod reads the other cluster through a delaying proxy, so its sync takes
-		// seconds; a limit inside that delay must give up while istiod still reports syncing.
-		// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
-		other := otherCluster(obs)
-		fresh := newIsolated(t, ctx, obs)
-		slow, _ := fresh.slow(t, other, other.Name, slowSync)
-		fresh.add(t, slow)
-		// The limit counts from istiod's taking up the secret.
-		_, _, err := waitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
-		require.NoError(t, err)
-		start := time.Now()
-		_, err = waitJoined(ctx, fresh, nil, other, start, joinLimit)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "join of "+other.Name)
-		assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
-		assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
-		// The limit was inside the delay, not a join that could never finish.
-		conv, err := waitJoined(ctx, fresh, nil, other, start, mc.opts.Join.Timeout)
-		require.NoError(t, err)
-		assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
-	})
+func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
+	if len(mc.Clusters) < 2 {
+		t.Skip("needs two clusters")
+	}
+	// A fresh istiod reads the other cluster through a delaying proxy, so its sync takes
+	// seconds; a limit inside that delay must give up while istiod still reports syncing.
+	// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
+	other := otherCluster(obs)
+	fresh := newIsolated(t, ctx, obs)
+	slow, _ := fresh.slow(t, other, other.Name, slowSync)
+	fresh.add(t, slow)
+	// The limit counts from istiod's taking up the secret.
+	_, _, err := waitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = waitJoined(ctx, fresh, nil, other, start, joinLimit)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "join of "+other.Name)
+	assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
+	assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
+	// The limit was inside the delay, not a join that could never finish.
+	conv, err := waitJoined(ctx, fresh, nil, other, start, mc.opts.Join.Timeout)
+	require.NoError(t, err)
+	assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
+}
 
-	t.Run("istiod killed", func(t *testing.T) {
-		doomed := extraIstiod(t, ctx, obs)
-		require.NoError(t, doomed.Kill())
+func failIstiodKilled(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
+	doomed := extraIstiod(t, ctx, obs)
+	require.NoError(t, doomed.Kill())
 
-		start := time.Now()
-		_, err := waitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
-		require.Error(t, err)
-		assert.Less(t, time.Since(start), 30*time.Second, "a dead istiod fails the wait at once, not at the timeout")
-		assert.Contains(t, err.Error(), "istiod "+obs.Name+" exited")
-		assert.Contains(t, err.Error(), "join of never-joined")
-		select {
-		case <-doomed.Done():
-			assert.Error(t, doomed.ExitErr(), "the killed istiod's exit is reported")
-		case <-time.After(10 * time.Second):
-			t.Fatal("the killed istiod is still running")
-		}
-	})
+	start := time.Now()
+	_, err := waitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 30*time.Second, "a dead istiod fails the wait at once, not at the timeout")
+	assert.Contains(t, err.Error(), "istiod "+obs.Name+" exited")
+	assert.Contains(t, err.Error(), "join of never-joined")
+	select {
+	case <-doomed.Done():
+		assert.Error(t, doomed.ExitErr(), "the killed istiod's exit is reported")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed istiod is still running")
+	}
 }
 
 const (

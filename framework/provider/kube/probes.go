@@ -278,21 +278,7 @@ func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
 // fetchServedBy has the fortio server at base fetch url once and returns the x-served-by header.
 func fetchServedBy(ctx context.Context, base, url string) (string, error) {
 	// Without the scheme: the proxy path must not contain "//", which Go's mux would redirect.
-	target := strings.TrimPrefix(url, "http://")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/fortio/fetch/"+target, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := oneShot.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %s", resp.Status)
-	}
-	return resp.Header.Get(install.ServedByHeader), nil
+	return workload.FetchServedBy(ctx, oneShot, base+"/fortio/fetch/"+strings.TrimPrefix(url, "http://"))
 }
 
 var oneShot = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}

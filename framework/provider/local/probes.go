@@ -226,19 +226,7 @@ func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
 var oneShot = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 
 func requestServedBy(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := oneShot.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %s", resp.Status)
-	}
-	return resp.Header.Get(workload.ServedByHeader), nil
+	return workload.FetchServedBy(ctx, oneShot, url)
 }
 
 // waitServing polls url until it answers 200.

@@ -28,12 +28,12 @@ func APIServers(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
 	return start(tb, n, local.Options{NoControllers: true})
 }
 
-// ClustersWithKubeNodeGrace is Clusters whose controller-managers call a node NotReady after
-// kube-controller-manager's default 50 s without a lease renewal, as on kind, instead of the local
-// provider's longer grace: for tests that the fake nodes' leases keep them Ready.
-func ClustersWithKubeNodeGrace(tb testing.TB, n int) (*local.Provider, []*cluster.Cluster) {
+// ClustersWithNodeGrace is Clusters whose controller-managers call a node NotReady after grace
+// without a lease renewal (kube-controller-manager's default, as on kind, is 50 s), instead of
+// the local provider's longer grace: for tests that the fake nodes' leases keep them Ready.
+func ClustersWithNodeGrace(tb testing.TB, n int, grace time.Duration) (*local.Provider, []*cluster.Cluster) {
 	tb.Helper()
-	return start(tb, n, local.Options{NodeMonitorGrace: 50 * time.Second})
+	return start(tb, n, local.Options{NodeMonitorGrace: grace})
 }
 
 func start(tb testing.TB, n int, o local.Options) (*local.Provider, []*cluster.Cluster) {
