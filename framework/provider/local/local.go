@@ -185,6 +185,13 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 		p.stopAll()
 		return nil, err
 	}
+	if nice, ok := etcdNice(len(t.Clusters)); ok {
+		if err := proc.SetNice(etcd.process().Pid(), nice); err != nil {
+			fmt.Fprintf(p.opts.Log, "ambientmc: etcd keeps the default CPU priority (raising it needs root or CAP_SYS_NICE): %v\n", err)
+		} else {
+			fmt.Fprintf(p.opts.Log, "ambientmc: etcd runs at nice %d: %d clusters' API servers share it\n", nice, len(t.Clusters))
+		}
+	}
 	p.mu.Lock()
 	p.etcd = etcd
 	seed := p.seed

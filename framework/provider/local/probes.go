@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,8 +128,8 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 	for _, c := range e.setup.Servers() {
 		for _, app := range e.setup.AppsOf(c) {
 			if err := waitServing(ctx, e.url(app)); err != nil {
-				return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q",
-					app, err, e.client().LastError())
+				return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q; its view of %s: %s",
+					app, err, e.client().LastError(), app, e.viewOf(app))
 			}
 			if c == e.setup.Local {
 				continue
@@ -160,6 +161,28 @@ func (e *probeEnv) RestartClient(ctx context.Context) error {
 
 // holds says whether the client ztunnel holds a healthy endpoint of app in cluster c: the pod's
 // own workload on the client's network, a split-horizon one via the gateway on another.
+// viewOf says what the client's xDS view holds of app's service, for a failure's message: a
+// missing service, or each endpoint's cluster, network and health.
+func (e *probeEnv) viewOf(app string) string {
+	v := e.client().View()
+	if v == nil {
+		return "no view yet (no answer from istiod)"
+	}
+	svc := v.ServiceByVIP(e.vips[app])
+	if svc == nil {
+		return fmt.Sprintf("no service at %s among %d services", e.vips[app], len(v.Services()))
+	}
+	eps := v.Endpoints(svc)
+	if len(eps) == 0 {
+		return "the service with no endpoint"
+	}
+	var parts []string
+	for _, ep := range eps {
+		parts = append(parts, fmt.Sprintf("%s in %s/%s healthy=%t", ep.UID, ep.Cluster, ep.Network, ep.Healthy))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (e *probeEnv) holds(app string, c *cluster.Cluster) bool {
 	v := e.client().View()
 	if v == nil {
