@@ -81,8 +81,8 @@ func parseTable(r io.Reader, proto string) ([]tableEntry, error) {
 }
 
 // offLoopbackOf keeps the entries whose peer is not on loopback and that one of pids holds,
-// attributed to it. Only then are the processes' descriptors read: a sample of 100 processes'
-// descriptors (etcd alone holds thousands at 50 clusters) every 250 ms took most of a core.
+// attributed to it. Only then are the processes' descriptors read: at 50 clusters a hundred
+// processes hold thousands (etcd alone about 50 a cluster), and a watch samples four times a second.
 func offLoopbackOf(entries []tableEntry, pids []int) []Conn {
 	var off []tableEntry
 	for _, e := range entries {

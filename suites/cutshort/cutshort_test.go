@@ -20,8 +20,9 @@ import (
 )
 
 // TestOverrunningSuiteEndsCleanly: -plan.factor=0.01 makes the plan believe a ten-minute churn
-// window fits a 20-second -timeout (its 10 s margin cuts the run 10 s into the tests); the run must cut TestChurn at the plan's margin with one
-// message, write the partial report, stop every process and exit before go test's own kill.
+// window fits a 20-second -timeout (whose 10 s margin cuts the run 10 s into the tests); the run
+// must cut TestChurn there with one message, write the partial report, stop every process and
+// exit before go test's own kill.
 func TestOverrunningSuiteEndsCleanly(t *testing.T) {
 	if _, missing, err := local.NewIfBuilt(local.Options{}); err != nil || len(missing) > 0 {
 		t.Skipf("needs the cached binaries (make bins): missing %v %v", missing, err)

@@ -49,9 +49,9 @@ func etcdTimingArgs(clusters int) []string {
 }
 
 // etcdNice is the CPU priority of the shared etcd above 25 clusters: 50 idle API servers and
-// controller-managers keep 2 cores saturated (load average 30-45), and the one process every
-// cluster's writes wait on got its share of a hundred busy ones: a Service create timed out
-// after the API server's 60 s. Smaller runs keep the default, as every other process does.
+// controller-managers keep 2 cores saturated (load average 30-45), one such run had a Service
+// create time out after the API server's 60 s, and etcd, which every cluster's writes wait on,
+// gets no more CPU than any of a hundred busy processes. Smaller runs keep the default.
 func etcdNice(clusters int) (int, bool) {
 	if clusters <= 25 {
 		return 0, false
