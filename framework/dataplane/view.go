@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sort"
 	"strings"
 
 	"istio.io/istio/pkg/workloadapi"
@@ -42,6 +43,7 @@ type Endpoint struct {
 	Ports       map[uint32]uint32 // service port -> target port for this workload
 	Gateway     netip.Addr        // network gateway of a split-horizon workload
 	GatewayPort uint32
+	InServices  int // how many services the workload serves
 }
 
 // View is an immutable snapshot of what istiod sent, indexed for routing.
@@ -52,12 +54,13 @@ type View struct {
 	endpoints map[string][]*Endpoint // by service key
 	byAddr    map[netip.Addr]*Endpoint
 	gateways  map[netip.Addr]*Endpoint // network gateway workloads by address
+	clusters  map[string]int           // workloads per cluster
 }
 
 // BuildView indexes the Address resources a watcher holds.
 func BuildView(addrs map[string]*workloadapi.Address) *View {
 	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
-		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}}
+		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}, clusters: map[string]int{}}
 	for _, a := range addrs {
 		if s := a.GetService(); s != nil {
 			svc := &Service{Key: s.GetNamespace() + "/" + s.GetHostname(), Hostname: s.GetHostname(), Namespace: s.GetNamespace(),
@@ -82,7 +85,8 @@ func BuildView(addrs map[string]*workloadapi.Address) *View {
 		}
 		ep := &Endpoint{UID: w.GetUid(), Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
 			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
-			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone()}
+			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices())}
+		v.clusters[ep.Cluster]++
 		if c := w.GetCapacity(); c != nil {
 			ep.Capacity = c.GetValue()
 		}
@@ -139,6 +143,16 @@ func (v *View) Endpoints(s *Service) []*Endpoint { return v.endpoints[s.Key] }
 
 // WorkloadByAddr returns the workload holding ip.
 func (v *View) WorkloadByAddr(ip netip.Addr) *Endpoint { return v.byAddr[ip] }
+
+// WorkloadsPerCluster says how many workloads the view holds of each cluster, for failure messages.
+func (v *View) WorkloadsPerCluster() string {
+	parts := make([]string, 0, len(v.clusters))
+	for c, n := range v.clusters {
+		parts = append(parts, fmt.Sprintf("%s %d", c, n))
+	}
+	sort.Strings(parts)
+	return "workloads per cluster: " + strings.Join(parts, ", ")
+}
 
 // Gateway returns the network gateway workload at ip (its identity is what the outer tunnel checks).
 func (v *View) Gateway(ip netip.Addr) *Endpoint { return v.gateways[ip] }

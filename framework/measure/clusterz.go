@@ -32,27 +32,40 @@ func (i *Istiod) Clusterz(ctx context.Context) ([]ClusterInfo, error) {
 
 // getDebugJSON GETs one of istiod's /debug endpoints on its HTTP port and decodes the JSON answer.
 func (i *Istiod) getDebugJSON(ctx context.Context, path string, into any) error {
+	body, err := i.getDebug(ctx, path, i.client())
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return fmt.Errorf("istiod %s: GET %s: decoding: %w", i.Name, path, err)
+	}
+	return nil
+}
+
+// getDebug GETs path (with its query) from istiod's HTTP debug port with client and returns the
+// whole body of a 200 answer.
+func (i *Istiod) getDebug(ctx context.Context, path string, client *http.Client) ([]byte, error) {
 	if i.DebugURL == "" {
-		return fmt.Errorf("istiod %s: no debug URL", i.Name)
+		return nil, fmt.Errorf("istiod %s: no debug URL (the provider does not reach its debug port)", i.Name)
 	}
 	u := strings.TrimRight(i.DebugURL, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := i.client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
+		return nil, fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
+	}
 	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("istiod %s: GET %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
+		return nil, fmt.Errorf("istiod %s: GET %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("istiod %s: GET %s: decoding: %w", i.Name, u, err)
-	}
-	return nil
+	return body, nil
 }
 
 // WaitClusterzSynced polls /debug/clusterz until it lists cluster as synced: the status of the

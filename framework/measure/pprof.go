@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -22,30 +20,18 @@ func (i *Istiod) Profile(ctx context.Context, name string, seconds int) ([]byte,
 	if i.DebugURL == "" {
 		return nil, fmt.Errorf("istiod %s: the provider does not reach its debug port, so it has no profiles", i.Name)
 	}
-	u := strings.TrimRight(i.DebugURL, "/") + PprofPath + name
+	path := PprofPath + name
 	if seconds > 0 {
-		u += "?seconds=" + strconv.Itoa(seconds)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
+		path += "?seconds=" + strconv.Itoa(seconds)
 	}
 	// The sampler's client gives up after 10 s; a CPU profile takes longer by design.
 	c := &http.Client{Transport: i.client().Transport, Timeout: time.Duration(seconds)*time.Second + 30*time.Second}
-	resp, err := c.Do(req)
+	body, err := i.getDebug(ctx, path, c)
 	if err != nil {
-		return nil, fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("istiod %s: GET %s: %w", i.Name, u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("istiod %s: GET %s: HTTP %s: %s", i.Name, u, resp.Status, snippet(body))
+		return nil, err
 	}
 	if !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) { // pprof writes gzip; anything else is an error page
-		return nil, fmt.Errorf("istiod %s: GET %s: not a gzipped profile: %s", i.Name, u, snippet(body))
+		return nil, fmt.Errorf("istiod %s: GET %s: not a gzipped profile: %s", i.Name, path, snippet(body))
 	}
 	return body, nil
 }

@@ -32,6 +32,9 @@ const (
 	EchoPort        = 8080
 )
 
+// ProbeHost is app's service hostname (the clusters' domain is cluster.local).
+func ProbeHost(app string) string { return app + "." + ProbeNamespace + ".svc.cluster.local" }
+
 // ProbePod is one probe pod and where it runs.
 type ProbePod struct {
 	Cluster *cluster.Cluster

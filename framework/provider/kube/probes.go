@@ -134,7 +134,7 @@ var _ cluster.ProbeEnv = (*probeEnv)(nil)
 // query string: the echo servers add their x-served-by header only to requests without one
 // (fortio's -echo-server-default-params).
 func serviceURL(app string) string {
-	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d/echo", app, workload.ProbeNamespace, workload.ProbePort)
+	return fmt.Sprintf("http://%s:%d/echo", workload.ProbeHost(app), workload.ProbePort)
 }
 
 // Ready waits until every deployed app answers through the mesh from the client pod, an app with

@@ -128,8 +128,8 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 	for _, c := range e.setup.Servers() {
 		for _, app := range e.setup.AppsOf(c) {
 			if err := waitServing(ctx, e.url(app)); err != nil {
-				return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q; its view of %s: %s",
-					app, err, e.client().LastError(), app, e.viewOf(app))
+				return fmt.Errorf("dataplane: %s never answered through the mesh: %w; the client ztunnel's last outbound error: %q; its view of %s: %s; %s",
+					app, err, e.client().LastError(), app, e.viewOf(app), e.istiodOf(app))
 			}
 			if c == e.setup.Local {
 				continue
@@ -137,7 +137,8 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 			for !e.holds(app, c) {
 				select {
 				case <-ctx.Done():
-					return fmt.Errorf("dataplane: the client ztunnel's view has no healthy endpoint of %s in %s within %s", app, c.Name, timeout)
+					return fmt.Errorf("dataplane: the client ztunnel's view has no healthy endpoint of %s in %s within %s; its view: %s; %s",
+						app, c.Name, timeout, e.viewOf(app), e.istiodOf(app))
 				case <-time.After(100 * time.Millisecond):
 				}
 			}
@@ -159,8 +160,6 @@ func (e *probeEnv) RestartClient(ctx context.Context) error {
 	return nil
 }
 
-// holds says whether the client ztunnel holds a healthy endpoint of app in cluster c: the pod's
-// own workload on the client's network, a split-horizon one via the gateway on another.
 // viewOf says what the client's xDS view holds of app's service, for a failure's message: a
 // missing service, or each endpoint's cluster, network and health.
 func (e *probeEnv) viewOf(app string) string {
@@ -172,17 +171,48 @@ func (e *probeEnv) viewOf(app string) string {
 	if svc == nil {
 		return fmt.Sprintf("no service at %s among %d services", e.vips[app], len(v.Services()))
 	}
-	eps := v.Endpoints(svc)
-	if len(eps) == 0 {
-		return "the service with no endpoint"
-	}
 	var parts []string
-	for _, ep := range eps {
+	for _, ep := range v.Endpoints(svc) {
 		parts = append(parts, fmt.Sprintf("%s in %s/%s healthy=%t", ep.UID, ep.Cluster, ep.Network, ep.Healthy))
 	}
-	return strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		parts = []string{"the service with no endpoint"}
+	}
+	for _, srv := range e.probes.Servers {
+		if srv.App != app || srv.Cluster.Network != e.setup.Local.Network {
+			continue // a pod on another network is reached through its gateway, not by address
+		}
+		if w := v.WorkloadByAddr(srv.IP); w != nil {
+			parts = append(parts, fmt.Sprintf("the pod's address %s held by %s in %s/%s healthy=%t serving %d services",
+				srv.IP, w.UID, w.Cluster, w.Network, w.Healthy, w.InServices))
+		} else {
+			parts = append(parts, fmt.Sprintf("no workload at the pod's address %s (%s)", srv.IP, srv.Cluster.Name))
+		}
+	}
+	return strings.Join(parts, "; ") + " (" + v.WorkloadsPerCluster() + ")"
 }
 
+// istiodOf says what the client's istiod holds of app's service (/debug/ambientz, kept in the
+// run directory): whether a missing endpoint is istiod's or the client's.
+func (e *probeEnv) istiodOf(app string) string {
+	i := e.setup.Istiods[e.setup.Local.Name]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dump, err := i.Sampler().Ambientz(ctx)
+	if err != nil {
+		return "istiod's index not read: " + err.Error()
+	}
+	file := filepath.Join(e.setup.Dir, e.setup.Local.Name, "ambientz-"+time.Now().UTC().Format("150405.000")+".json")
+	kept := "kept in " + file
+	if err := os.WriteFile(file, dump.Raw, 0o644); err != nil {
+		kept = "not kept: " + err.Error()
+	}
+	key := workload.ProbeNamespace + "/" + workload.ProbeHost(app)
+	return fmt.Sprintf("istiod %s %s (%s)", i.Cluster(), dump.Of(key), kept)
+}
+
+// holds says whether the client ztunnel holds a healthy endpoint of app in cluster c: the pod's
+// own workload on the client's network, a split-horizon one via the gateway on another.
 func (e *probeEnv) holds(app string, c *cluster.Cluster) bool {
 	v := e.client().View()
 	if v == nil {
@@ -310,7 +340,7 @@ func (e *probeEnv) Hops() cluster.Hops {
 		RemoteZtunnel:  netip.AddrPortFrom(sock, dataplane.HBONEPort),
 		RemoteGateway:  netip.AddrPortFrom(gw, dataplane.HBONEPort),
 		EchoAuthority:  net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort)),
-		RemoteHost:     net.JoinHostPort(cluster.EchoRemote+"."+workload.ProbeNamespace+".svc.cluster.local", strconv.Itoa(workload.ProbePort)),
+		RemoteHost:     net.JoinHostPort(workload.ProbeHost(cluster.EchoRemote), strconv.Itoa(workload.ProbePort)),
 		GatewayID:      dataplane.GatewayIdentity,
 		EchoID:         "spiffe://cluster.local/ns/" + workload.ProbeNamespace + "/sa/echo",
 		ClientCA:       e.setup.CAs[e.setup.Local.Name],
