@@ -43,20 +43,23 @@ func podAddr(b, c, d int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, byte(b), byte(c), byte(d)})
 }
 
-// PodCIDR is cluster i's pod range, 10.(10+i).0.0/16 (kube-controller-manager --cluster-cidr).
-func PodCIDR(i int) (netip.Prefix, error) {
+// clusterPrefix is the range of cluster i that starts at first and has bits fixed, once i is
+// known to be a cluster index of the plan.
+func clusterPrefix(i int, first netip.Addr, bits int) (netip.Prefix, error) {
 	if err := checkIndex(i); err != nil {
 		return netip.Prefix{}, err
 	}
-	return netip.PrefixFrom(podAddr(podOctetBase+i, 0, 0), 16), nil
+	return netip.PrefixFrom(first, bits), nil
+}
+
+// PodCIDR is cluster i's pod range, 10.(10+i).0.0/16 (kube-controller-manager --cluster-cidr).
+func PodCIDR(i int) (netip.Prefix, error) {
+	return clusterPrefix(i, podAddr(podOctetBase+i, 0, 0), 16)
 }
 
 // NodeCIDR is where cluster i's node addresses are, 127.(10+i).255.0/24.
 func NodeCIDR(i int) (netip.Prefix, error) {
-	if err := checkIndex(i); err != nil {
-		return netip.Prefix{}, err
-	}
-	return netip.PrefixFrom(loopback(podOctetBase+i, nodeOctet, 0), 24), nil
+	return clusterPrefix(i, loopback(podOctetBase+i, nodeOctet, 0), 24)
 }
 
 // LoopbackOf is the loopback address a pod address of the plan is served on: 10.(10+i).a.b maps
@@ -76,10 +79,7 @@ func LoopbackOf(pod netip.Addr) (netip.Addr, bool) {
 
 // ServiceCIDR is cluster i's ClusterIP range, 127.(100+i).0.0/16 (kube-apiserver --service-cluster-ip-range).
 func ServiceCIDR(i int) (netip.Prefix, error) {
-	if err := checkIndex(i); err != nil {
-		return netip.Prefix{}, err
-	}
-	return netip.PrefixFrom(loopback(serviceOctetBase+i, 0, 0), 16), nil
+	return clusterPrefix(i, loopback(serviceOctetBase+i, 0, 0), 16)
 }
 
 // GatewayIP is cluster i's east-west gateway address, 127.(200+i).0.1.

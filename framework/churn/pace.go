@@ -36,14 +36,9 @@ func (p *Pacer) Interval() time.Duration { return p.interval }
 // Wait sleeps until the next change is due and counts it as started at now(); it returns early
 // with ctx's error.
 func (p *Pacer) Wait(ctx context.Context) error {
-	due := p.Next()
-	if d := time.Until(due); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+	if d := time.Until(p.Next()); d > 0 {
+		if err := sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 	p.Started(time.Now())

@@ -55,7 +55,19 @@ type plan1 struct{}
 func (plan1) PodIP(n int) (netip.Addr, error)  { return topology.PodIP(1, n) }
 func (plan1) NodeIP(k int) (netip.Addr, error) { return topology.NodeIP(1, k) }
 
-var smallScale = workload.Scale{Name: "test", Services: 2, Pods: 4, Namespaces: 1, Nodes: 2}
+var (
+	smallScale = workload.Scale{Name: "test", Services: 2, Pods: 4, Namespaces: 1, Nodes: 2}
+	onePod     = workload.Scale{Name: "test", Services: 1, Pods: 1, Namespaces: 1, Nodes: 1}
+)
+
+// localPods makes s's pods, in a fake cluster, the targets of local churn (no split-horizon keys).
+func localPods(t *testing.T, s workload.Scale) (*cluster.Cluster, *Pods) {
+	t.Helper()
+	c := fakeCluster(t, s)
+	p, err := NewPods(context.Background(), c, s, nil, time.Second)
+	require.NoError(t, err)
+	return c, p
+}
 
 // observeTruth plays the watcher: it shows the API's current state for every key.
 func observeTruth(t *testing.T, tr *Tracker, p *Pods, at time.Time) map[string]string {
@@ -69,9 +81,7 @@ func observeTruth(t *testing.T, tr *Tracker, p *Pods, at time.Time) map[string]s
 }
 
 func TestLocalReplaceDeletesAndCreatesReady(t *testing.T) {
-	c := fakeCluster(t, smallScale)
-	p, err := NewPods(context.Background(), c, smallScale, nil, time.Second)
-	require.NoError(t, err)
+	c, p := localPods(t, smallScale)
 	tr := NewTracker(nil)
 	seed := observeTruth(t, tr, p, time.Now())
 	require.Len(t, seed, 4)
@@ -109,10 +119,7 @@ func TestLocalReplaceDeletesAndCreatesReady(t *testing.T) {
 }
 
 func TestReplaceWaitsForIdleTargets(t *testing.T) {
-	s := workload.Scale{Name: "test", Services: 1, Pods: 1, Namespaces: 1, Nodes: 1}
-	c := fakeCluster(t, s)
-	p, err := NewPods(context.Background(), c, s, nil, time.Second)
-	require.NoError(t, err)
+	_, p := localPods(t, onePod)
 	tr := NewTracker(nil)
 	observeTruth(t, tr, p, time.Now())
 	job, err := p.Next(tr, Replace)
@@ -127,10 +134,7 @@ func TestReplaceWaitsForIdleTargets(t *testing.T) {
 }
 
 func TestTimedWindowEndsOnTimeWhenTargetsFallBehind(t *testing.T) {
-	s := workload.Scale{Name: "test", Services: 1, Pods: 1, Namespaces: 1, Nodes: 1}
-	c := fakeCluster(t, s)
-	p, err := NewPods(context.Background(), c, s, nil, time.Second)
-	require.NoError(t, err)
+	_, p := localPods(t, onePod)
 	tr := NewTracker(nil)
 	observeTruth(t, tr, p, time.Now())
 	// Nothing observes the replacement, so the only pod never becomes idle again: every change
@@ -144,12 +148,10 @@ func TestTimedWindowEndsOnTimeWhenTargetsFallBehind(t *testing.T) {
 }
 
 func TestReadyFlipsAlternate(t *testing.T) {
-	c := fakeCluster(t, smallScale)
-	p, err := NewPods(context.Background(), c, smallScale, nil, time.Second)
-	require.NoError(t, err)
+	_, p := localPods(t, smallScale)
 	tr := NewTracker(nil)
 	observeTruth(t, tr, p, time.Now())
-	_, err = Run(context.Background(), tr, Window{Mode: Ready, Rate: 200, Count: 4}, p)
+	_, err := Run(context.Background(), tr, Window{Mode: Ready, Rate: 200, Count: 4}, p)
 	require.NoError(t, err)
 	truth := observeTruth(t, tr, p, time.Now())
 	for k, v := range truth {

@@ -108,6 +108,11 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
+	return sleep(ctx, d)
+}
+
+// sleep waits d, or returns early with ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

@@ -21,11 +21,7 @@ func withCI(t *testing.T, f CIFlags) {
 // Bad gates and baselines are refused before any cluster, run directory or report exists.
 func TestSetupRejectsBadGatesBeforeStartingAnything(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-		return p
-	}
+	write := func(name, content string) string { return writeFile(t, dir, name, content, 0o644) }
 	unknown := write("unknown.yaml", "gates:\n  controlPlane.perRemoteCluster.liveHeap: {max: 5e6}\n")
 	withBaseline := write("base.yaml", "gates:\n  churn.runs[*].lost: {max: 0}\nbaseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 10%}\n")
 	noBaseline := write("plain.yaml", "gates:\n  churn.runs[*].lost: {max: 0}\n")

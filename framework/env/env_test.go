@@ -31,6 +31,14 @@ func setFlag(t *testing.T, name, value string) {
 	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
 
+// writeFile writes content to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(content), mode))
+	return p
+}
+
 // setupWith runs the environment setup with flags f and no extra steps, then tears down.
 func setupWith(t *testing.T, f Flags) error {
 	t.Helper()
@@ -46,13 +54,10 @@ func setupWith(t *testing.T, f Flags) error {
 
 func TestSetupRejectsBadInputBeforeStartingAnything(t *testing.T) {
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "topo.yaml")
-	require.NoError(t, os.WriteFile(bad, []byte("clusters:\n- name: a\n- name: a\n"), 0o644))
-	unknownField := filepath.Join(dir, "typo.yaml")
-	require.NoError(t, os.WriteFile(unknownField, []byte("clusters:\n- name: a\n  netwrok: n1\n"), 0o644))
+	bad := writeFile(t, dir, "topo.yaml", "clusters:\n- name: a\n- name: a\n", 0o644)
+	unknownField := writeFile(t, dir, "typo.yaml", "clusters:\n- name: a\n  netwrok: n1\n", 0o644)
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no-docker.sock"))
-	remote := filepath.Join(dir, "remote.json")
-	require.NoError(t, os.WriteFile(remote, []byte(`[{"kind":"Kubernetes","clusterName":"p"},{"kind":"Kubernetes","clusterName":"r","primaryClusterName":"p"}]`), 0o644))
+	remote := writeFile(t, dir, "remote.json", `[{"kind":"Kubernetes","clusterName":"p"},{"kind":"Kubernetes","clusterName":"r","primaryClusterName":"p"}]`, 0o644)
 
 	for _, tc := range []struct {
 		name  string

@@ -2,7 +2,6 @@ package env
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -25,11 +24,9 @@ func TestIstiodFlagsAreRegistered(t *testing.T) {
 // (setupWith also checks that no run directory was left behind).
 func TestSetupRejectsBadIstiodBeforeStartingAnything(t *testing.T) {
 	dir := t.TempDir()
-	text := filepath.Join(dir, "notes.txt")
-	require.NoError(t, os.WriteFile(text, []byte("hello"), 0o644))
+	text := writeFile(t, dir, "notes.txt", "hello", 0o644)
 	// Prints Istio's version line for any arguments, but has no discovery command.
-	fake := filepath.Join(dir, "istioctl")
-	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'client version: version.BuildInfo{Version:\"1.31\"}'\n"), 0o755))
+	fake := writeFile(t, dir, "istioctl", "#!/bin/sh\necho 'client version: version.BuildInfo{Version:\"1.31\"}'\n", 0o755)
 
 	for _, tc := range []struct {
 		name string

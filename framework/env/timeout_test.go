@@ -72,11 +72,14 @@ func runChild(t *testing.T, test, reportDir string) (string, error) {
 	return string(out), err
 }
 
-// checkCutShort checks what every cut-short run must leave: a non-zero exit without a goroutine
-// dump, the cut message naming the test, the partial report with what it held, the run directory
-// kept and printed, and no process of the run left.
-func checkCutShort(t *testing.T, out string, err error, test, reportDir, measured string) {
+// runCutShort runs test in a child suite that the plan's margin cuts short, checks what every
+// cut-short run must leave, and returns the child's output. It must leave a non-zero exit without
+// a goroutine dump, the cut message naming the test, the partial report with measured (what the
+// test had put in it), the run directory kept and printed, and no process of the run.
+func runCutShort(t *testing.T, test, measured string) string {
 	t.Helper()
+	reportDir := t.TempDir()
+	out, err := runChild(t, test, reportDir)
 	require.Error(t, err, "a cut-short run exits non-zero:\n%s", out)
 	assert.NotContains(t, out, "panic: test timed out", "the run ends before go test's timeout panics")
 	assert.NotContains(t, out, "goroutine ", "no goroutine dump")
@@ -109,6 +112,7 @@ func checkCutShort(t *testing.T, out string, err error, test, reportDir, measure
 	}, "the report says it was cut short: %v", rep.Warnings)
 	// Pdeathsig ends the child's processes with it, and teardown before that.
 	waitNoProcesses(t, runDir)
+	return out
 }
 
 // TestTimeoutWritesPartialReport runs a one-cluster suite whose test hangs, ignoring its context,
@@ -116,9 +120,7 @@ func checkCutShort(t *testing.T, out string, err error, test, reportDir, measure
 // could print a goroutine dump.
 func TestTimeoutWritesPartialReport(t *testing.T) {
 	t.Parallel()
-	reportDir := t.TempDir()
-	out, err := runChild(t, "TestHangsUntilTimeout", reportDir)
-	checkCutShort(t, out, err, "TestHangsUntilTimeout", reportDir, "measured something before hanging")
+	out := runCutShort(t, "TestHangsUntilTimeout", "measured something before hanging")
 	assert.Contains(t, out, "the tests did not stop within 5s of the cut: stopping everything and exiting")
 }
 
@@ -126,9 +128,7 @@ func TestTimeoutWritesPartialReport(t *testing.T) {
 // the plan's margin, and the run ends through its normal teardown.
 func TestCutShortEndsTheRunningTest(t *testing.T) {
 	t.Parallel()
-	reportDir := t.TempDir()
-	out, err := runChild(t, "TestWaitsOnItsContext", reportDir)
-	checkCutShort(t, out, err, "TestWaitsOnItsContext", reportDir, "measured something before waiting")
+	out := runCutShort(t, "TestWaitsOnItsContext", "measured something before waiting")
 	assert.Contains(t, out, "--- FAIL: TestWaitsOnItsContext")
 	assert.Contains(t, out, "stopped waiting: run cut short: the plan's margin")
 	assert.NotContains(t, out, "did not stop within", "it stopped by itself")
@@ -139,7 +139,7 @@ func waitNoProcesses(t *testing.T, runDir string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pids := processesMentioning(runDir)
+		pids := proc.Mentioning(runDir)
 		if len(pids) == 0 {
 			return
 		}
@@ -148,19 +148,6 @@ func waitNoProcesses(t *testing.T, runDir string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// processesMentioning lists the PIDs whose command line contains s.
-func processesMentioning(s string) []string {
-	var pids []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			pids = append(pids, filepath.Base(d))
-		}
-	}
-	return pids
 }
 
 // TestInterruptWritesPartialReport sends Ctrl-C (SIGINT) to a one-cluster suite in the middle of

@@ -30,6 +30,35 @@ func echoServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// echoProxy is a proxy with delay d to a new echo server, closed when t ends.
+func echoProxy(t *testing.T, d Delay) *Proxy {
+	t.Helper()
+	p, err := Listen(echoServer(t), d)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// dial connects to p, closing the connection when t ends.
+func dial(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// assertClosed checks that c was closed (a read fails at once, not by timing out).
+func assertClosed(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if assert.Error(t, err, msg) && errors.As(err, &ne) {
+		assert.False(t, ne.Timeout(), "closed, not merely silent")
+	}
+}
+
 // roundTrip writes msg through addr and reads it back, returning how long that took.
 func roundTrip(t *testing.T, c net.Conn, msg string) time.Duration {
 	t.Helper()
@@ -44,16 +73,12 @@ func roundTrip(t *testing.T, c net.Conn, msg string) time.Duration {
 }
 
 func TestProxyDelaysSetupAndChunks(t *testing.T) {
-	p, err := Listen(echoServer(t), Delay{Setup: 300 * time.Millisecond, PerChunk: 200 * time.Millisecond})
-	require.NoError(t, err)
-	defer p.Close()
+	p := echoProxy(t, Delay{Setup: 300 * time.Millisecond, PerChunk: 200 * time.Millisecond})
 	host, _, err := net.SplitHostPort(p.Addr())
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1", host, "the proxy stays on loopback, where the upstream's certificate IP matches")
 
-	c, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer c.Close()
+	c := dial(t, p)
 	first := roundTrip(t, c, "hello")
 	assert.GreaterOrEqual(t, first, 500*time.Millisecond, "setup plus one chunk")
 	assert.Less(t, first, 2*time.Second)
@@ -63,12 +88,7 @@ func TestProxyDelaysSetupAndChunks(t *testing.T) {
 }
 
 func TestProxyWithoutDelayIsPlainForwarding(t *testing.T) {
-	p, err := Listen(echoServer(t), Delay{})
-	require.NoError(t, err)
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer c.Close()
+	c := dial(t, echoProxy(t, Delay{}))
 	assert.Less(t, roundTrip(t, c, "quick"), 100*time.Millisecond)
 }
 
@@ -76,14 +96,10 @@ func TestProxyCloseEndsEverything(t *testing.T) {
 	before := runtime.NumGoroutine()
 	p, err := Listen(echoServer(t), Delay{PerChunk: time.Hour})
 	require.NoError(t, err)
-	open, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer open.Close()
+	open := dial(t, p)
 	_, err = open.Write([]byte("stuck")) // its echo waits an hour in the proxy
 	require.NoError(t, err)
-	waiting, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer waiting.Close()
+	waiting := dial(t, p)
 	time.Sleep(100 * time.Millisecond)
 
 	closed := make(chan struct{})
@@ -94,12 +110,7 @@ func TestProxyCloseEndsEverything(t *testing.T) {
 		t.Fatal("Close did not return while a chunk was being delayed")
 	}
 	for _, c := range []net.Conn{open, waiting} {
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, err := c.Read(make([]byte, 1))
-		var ne net.Error
-		if assert.Error(t, err, "the proxied connection is closed") && errors.As(err, &ne) {
-			assert.False(t, ne.Timeout(), "closed, not merely silent")
-		}
+		assertClosed(t, c, "the proxied connection is closed")
 	}
 	_, err = net.DialTimeout("tcp", p.Addr(), time.Second)
 	assert.Error(t, err, "the listener is gone")
@@ -112,33 +123,17 @@ func TestProxyCloseEndsEverything(t *testing.T) {
 }
 
 func TestProxyDownRefusesUntilItComesBack(t *testing.T) {
-	p, err := Listen(echoServer(t), Delay{})
-	require.NoError(t, err)
-	defer p.Close()
-	open, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer open.Close()
+	p := echoProxy(t, Delay{})
+	open := dial(t, p)
 	roundTrip(t, open, "before")
 
 	p.SetDown(true)
-	closedRead := func(c net.Conn) {
-		t.Helper()
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, err := c.Read(make([]byte, 1))
-		var ne net.Error
-		if assert.Error(t, err, "closed while down") && errors.As(err, &ne) {
-			assert.False(t, ne.Timeout(), "closed, not merely silent")
-		}
-	}
-	closedRead(open)
+	assertClosed(t, open, "closed while down")
 	during, err := net.Dial("tcp", p.Addr())
 	require.NoError(t, err, "the port still accepts, as a host whose server is gone resets")
 	defer during.Close()
-	closedRead(during)
+	assertClosed(t, during, "closed while down")
 
 	p.SetDown(false)
-	after, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer after.Close()
-	roundTrip(t, after, "after")
+	roundTrip(t, dial(t, p), "after")
 }

@@ -89,14 +89,9 @@ func Parse(name string, data []byte) (*File, error) {
 	top := doc.Content[0]
 	err := eachPair(top, "the file", []string{"gates", "baseline"}, func(k string, v *yaml.Node) error {
 		if k == "gates" {
-			return eachPair(v, "gates", nil, func(p string, b *yaml.Node) error {
-				bound, err := parseBound(p, b)
-				if err != nil {
-					return fmt.Errorf("line %d: gates.%s: %w", b.Line, p, err)
-				}
-				f.Bounds = append(f.Bounds, bound)
-				return nil
-			})
+			var err error
+			f.Bounds, err = parseBounds(v, "gates", parseBound)
+			return err
 		}
 		return parseBaseline(f, v)
 	})
@@ -107,6 +102,21 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, errors.New("no bounds: give a gates: mapping of report paths to bounds")
 	}
 	return f, nil
+}
+
+// parseBounds parses each entry of the bounds mapping n, in file order; an error names the
+// entry's line and key under what.
+func parseBounds[B any](n *yaml.Node, what string, parse func(string, *yaml.Node) (B, error)) ([]B, error) {
+	var bounds []B
+	err := eachPair(n, what, nil, func(k string, v *yaml.Node) error {
+		b, err := parse(k, v)
+		if err != nil {
+			return fmt.Errorf("line %d: %s.%s: %w", v.Line, what, k, err)
+		}
+		bounds = append(bounds, b)
+		return nil
+	})
+	return bounds, err
 }
 
 // eachPair walks a mapping node in order; known, when given, lists the keys allowed.
@@ -203,14 +213,9 @@ func parseBaseline(f *File, n *yaml.Node) error {
 			f.Alpha = a
 			return nil
 		}
-		return eachPair(v, "baseline.bounds", nil, func(sel string, b *yaml.Node) error {
-			bound, err := parseBaselineBound(sel, b)
-			if err != nil {
-				return fmt.Errorf("line %d: baseline.bounds.%s: %w", b.Line, sel, err)
-			}
-			f.Baseline = append(f.Baseline, bound)
-			return nil
-		})
+		var err error
+		f.Baseline, err = parseBounds(v, "baseline.bounds", parseBaselineBound)
+		return err
 	})
 }
 

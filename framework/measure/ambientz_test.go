@@ -3,7 +3,6 @@ package measure
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -31,14 +30,7 @@ func TestAmbientzOf(t *testing.T) {
 		parts = append(parts, string(b))
 	}
 	body := fmt.Sprintf(`{"workloads":[%s],"services":[],"policies":[]}`, strings.Join(parts, ","))
-	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != AmbientzPath {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write([]byte(body))
-	}))
-	i := &Istiod{Name: "c1", DebugURL: srv.URL}
+	i, _ := debugServer(t, AmbientzPath, &body)
 	dump, err := i.Ambientz(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, body, string(dump.Raw), "the whole answer is kept")

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,7 +19,7 @@ import (
 
 // fixtureJoined: cluster-2 synced, cluster-3 still syncing, cluster-4 joined earlier and was
 // deleted (istiod zeroes its series but keeps them).
-const fixtureJoined = `# HELP go_goroutines Number of goroutines that currently exist.
+var fixtureJoined = `# HELP go_goroutines Number of goroutines that currently exist.
 # TYPE go_goroutines gauge
 go_goroutines 1894
 # HELP go_memstats_heap_alloc_bytes Number of heap bytes allocated and currently in use.
@@ -33,19 +34,8 @@ istiod_managed_clusters{cluster_type="local"} 1
 istiod_managed_clusters{cluster_type="remote"} 2
 # HELP istiod_remote_cluster_sync_status Current synchronization state of remote clusters managed by istiod. One sample per cluster and state; a value of 1 indicates the cluster is in that state.
 # TYPE istiod_remote_cluster_sync_status gauge
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="closed"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="synced"} 1
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="syncing"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="timeout"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-3",cluster_type="remote",status="closed"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-3",cluster_type="remote",status="synced"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-3",cluster_type="remote",status="syncing"} 1
-istiod_remote_cluster_sync_status{cluster="cluster-3",cluster_type="remote",status="timeout"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-4",cluster_type="remote",status="closed"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-4",cluster_type="remote",status="synced"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-4",cluster_type="remote",status="syncing"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-4",cluster_type="remote",status="timeout"} 0
-# HELP pilot_xds Number of endpoints connected to this pilot using XDS.
+` + syncStatus("cluster-2", "synced") + syncStatus("cluster-3", "syncing") + syncStatus("cluster-4", "") +
+	`# HELP pilot_xds Number of endpoints connected to this pilot using XDS.
 # TYPE pilot_xds gauge
 pilot_xds{version="1.30-dev"} 2
 pilot_xds{version="unknown"} 1
@@ -95,58 +85,44 @@ process_resident_memory_bytes %g
 `
 
 // Remote-cluster states of cluster-2 over a join and a leave, in istiod's order.
-const (
-	fixtureBeforeJoin = `# HELP istiod_managed_clusters Number of clusters managed by istiod
-# TYPE istiod_managed_clusters gauge
-istiod_managed_clusters{cluster_type="local"} 1
-istiod_managed_clusters{cluster_type="remote"} 0
-`
-	fixtureSyncing = `# HELP istiod_managed_clusters Number of clusters managed by istiod
-# TYPE istiod_managed_clusters gauge
-istiod_managed_clusters{cluster_type="local"} 1
-istiod_managed_clusters{cluster_type="remote"} 1
-# HELP istiod_remote_cluster_sync_status Current synchronization state of remote clusters managed by istiod.
-# TYPE istiod_remote_cluster_sync_status gauge
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="closed"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="synced"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="syncing"} 1
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="timeout"} 0
-`
-	fixtureSynced = `# HELP istiod_managed_clusters Number of clusters managed by istiod
-# TYPE istiod_managed_clusters gauge
-istiod_managed_clusters{cluster_type="local"} 1
-istiod_managed_clusters{cluster_type="remote"} 1
-# HELP istiod_remote_cluster_sync_status Current synchronization state of remote clusters managed by istiod.
-# TYPE istiod_remote_cluster_sync_status gauge
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="closed"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="synced"} 1
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="syncing"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="timeout"} 0
-`
+var (
+	fixtureBeforeJoin = managedClusters(0)
+	fixtureSyncing    = managedClusters(1) + syncStatusHeader + syncStatus("cluster-2", "syncing")
+	fixtureSynced     = managedClusters(1) + syncStatusHeader + syncStatus("cluster-2", "synced")
 	// fixtureClosing: Stop() has set "closed", handlers are still being removed.
-	fixtureClosing = `# HELP istiod_managed_clusters Number of clusters managed by istiod
-# TYPE istiod_managed_clusters gauge
-istiod_managed_clusters{cluster_type="local"} 1
-istiod_managed_clusters{cluster_type="remote"} 1
-# HELP istiod_remote_cluster_sync_status Current synchronization state of remote clusters managed by istiod.
-# TYPE istiod_remote_cluster_sync_status gauge
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="closed"} 1
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="synced"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="syncing"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="timeout"} 0
-`
-	fixtureGone = `# HELP istiod_managed_clusters Number of clusters managed by istiod
-# TYPE istiod_managed_clusters gauge
-istiod_managed_clusters{cluster_type="local"} 1
-istiod_managed_clusters{cluster_type="remote"} 0
-# HELP istiod_remote_cluster_sync_status Current synchronization state of remote clusters managed by istiod.
-# TYPE istiod_remote_cluster_sync_status gauge
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="closed"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="synced"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="syncing"} 0
-istiod_remote_cluster_sync_status{cluster="cluster-2",cluster_type="remote",status="timeout"} 0
-`
+	fixtureClosing = managedClusters(1) + syncStatusHeader + syncStatus("cluster-2", "closed")
+	// fixtureGone: istiod zeroes a deleted cluster's series but keeps them.
+	fixtureGone = managedClusters(0) + syncStatusHeader + syncStatus("cluster-2", "")
 )
+
+// managedClusters is istiod's istiod_managed_clusters gauge: the local cluster and the given
+// number of remote ones.
+func managedClusters(remotes int) string {
+	return fmt.Sprintf(`# HELP istiod_managed_clusters Number of clusters managed by istiod
+# TYPE istiod_managed_clusters gauge
+istiod_managed_clusters{cluster_type="local"} 1
+istiod_managed_clusters{cluster_type="remote"} %d
+`, remotes)
+}
+
+// syncStatusHeader opens the sync-status series of the states above.
+const syncStatusHeader = `# HELP istiod_remote_cluster_sync_status Current synchronization state of remote clusters managed by istiod.
+# TYPE istiod_remote_cluster_sync_status gauge
+`
+
+// syncStatus is a remote cluster's istiod_remote_cluster_sync_status series: 1 for state, 0 for
+// the other states (all 0 when state is "").
+func syncStatus(cluster, state string) string {
+	var b strings.Builder
+	for _, s := range []string{"closed", "synced", "syncing", "timeout"} {
+		v := 0
+		if s == state {
+			v = 1
+		}
+		fmt.Fprintf(&b, "istiod_remote_cluster_sync_status{cluster=%q,cluster_type=\"remote\",status=%q} %d\n", cluster, s, v)
+	}
+	return b.String()
+}
 
 // exposition is a full scrape body: the process part with the given values plus an istiod part.
 func exposition(cpuSeconds, rssBytes, heapInuseBytes float64, istiodPart string) string {
@@ -172,4 +148,18 @@ func loopbackServer(t *testing.T, h http.Handler) *httptest.Server {
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// debugServer stands in for istiod's debug port: it serves *body (as the test holds it at the time
+// of the request) at path and 404 elsewhere.
+func debugServer(t *testing.T, path string, body *string) (*Istiod, *httptest.Server) {
+	t.Helper()
+	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(*body))
+	}))
+	return &Istiod{Name: "c1", DebugURL: srv.URL}, srv
 }

@@ -11,14 +11,7 @@ import (
 
 func TestKrtCollections(t *testing.T) {
 	body := `[{"uid":1,"name":"informer/Namespaces","state":{"synced":true}},{"uid":7,"name":"cluster[c2]/informer/Pods","state":{"outputs":{"a":1},"synced":true}}]`
-	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != KrtzPath {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write([]byte(body))
-	}))
-	i := &Istiod{Name: "c1", DebugURL: srv.URL}
+	i, srv := debugServer(t, KrtzPath, &body)
 	names, err := i.KrtCollections(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"informer/Namespaces", "cluster[c2]/informer/Pods"}, names)

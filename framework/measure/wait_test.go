@@ -24,11 +24,17 @@ func sequenceServer(t *testing.T, states ...string) (*Istiod, *atomic.Int64) {
 	return &Istiod{Name: "cluster-1", MetricsURL: srv.URL + "/metrics"}, &n
 }
 
+// waitContext bounds a wait to d, and to the test.
+func waitContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func TestWaitRemoteSyncedReturnsOnFirstSyncedScrape(t *testing.T) {
 	const poll = 20 * time.Millisecond
 	i, scrapes := sequenceServer(t, fixtureBeforeJoin, fixtureSyncing, fixtureSyncing, fixtureSynced, fixtureSyncing)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := waitContext(t, 10*time.Second)
 
 	start := time.Now()
 	took, err := i.WaitRemoteSynced(ctx, "cluster-2", poll)
@@ -39,19 +45,30 @@ func TestWaitRemoteSyncedReturnsOnFirstSyncedScrape(t *testing.T) {
 	assert.LessOrEqual(t, took, time.Since(start))
 }
 
-func TestWaitRemoteSyncedTimeoutSaysWhatWasSeen(t *testing.T) {
-	i, scrapes := sequenceServer(t, fixtureSyncing)
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-	defer cancel()
-
-	_, err := i.WaitRemoteSynced(ctx, "cluster-2", 20*time.Millisecond)
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
-	assert.Contains(t, err.Error(), "istiod cluster-1")
-	assert.Contains(t, err.Error(), "cluster cluster-2 not synced")
-	assert.Contains(t, err.Error(), `status="syncing"} 1`)
-	assert.Contains(t, err.Error(), `istiod_managed_clusters{cluster_type="remote"} 1`)
-	assert.Greater(t, scrapes.Load(), int64(1), "it polled rather than giving up after one scrape")
+// A wait that runs out of time says what istiod showed last.
+func TestWaitRemoteTimeoutSaysWhatWasSeen(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		wait          func(i *Istiod, ctx context.Context, cluster string, poll time.Duration) (time.Duration, error)
+		state         string
+		timeout, poll time.Duration
+		want          []string
+	}{
+		{"synced", (*Istiod).WaitRemoteSynced, fixtureSyncing, 150 * time.Millisecond, 20 * time.Millisecond, []string{
+			"istiod cluster-1", "cluster cluster-2 not synced", `status="syncing"} 1`, `istiod_managed_clusters{cluster_type="remote"} 1`}},
+		{"gone", (*Istiod).WaitRemoteGone, fixtureClosing, 100 * time.Millisecond, 10 * time.Millisecond, []string{
+			"istiod cluster-1: cluster cluster-2 not gone", `status="closed"} 1`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i, scrapes := sequenceServer(t, tc.state)
+			_, err := tc.wait(i, waitContext(t, tc.timeout), "cluster-2", tc.poll)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.Greater(t, scrapes.Load(), int64(1), "it polled rather than giving up after one scrape")
+		})
+	}
 }
 
 func TestWaitRemoteSyncedKeepsPollingThroughFailedScrapes(t *testing.T) {
@@ -64,8 +81,7 @@ func TestWaitRemoteSyncedKeepsPollingThroughFailedScrapes(t *testing.T) {
 		serveText(w, exposition(1, 3e8, 2e8, fixtureSynced))
 	}))
 	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := waitContext(t, 10*time.Second)
 	_, err := i.WaitRemoteSynced(ctx, "cluster-2", 10*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), n.Load())
@@ -76,11 +92,9 @@ func TestWaitRemoteSyncedTimeoutReportsScrapeFailure(t *testing.T) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
 	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
+	ctx := waitContext(t, 100*time.Millisecond)
 	_, err := i.WaitRemoteSynced(ctx, "cluster-2", 10*time.Millisecond)
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "no successful scrape")
 	assert.Contains(t, err.Error(), "503")
 }
@@ -88,28 +102,15 @@ func TestWaitRemoteSyncedTimeoutReportsScrapeFailure(t *testing.T) {
 func TestWaitRemoteGoneWaitsForAllStatusesZero(t *testing.T) {
 	// "closed" at 1 is the start of istiod's deleteCluster, not its end.
 	i, scrapes := sequenceServer(t, fixtureSynced, fixtureClosing, fixtureClosing, fixtureGone)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := waitContext(t, 10*time.Second)
 	_, err := i.WaitRemoteGone(ctx, "cluster-2", 10*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), scrapes.Load())
 }
 
-func TestWaitRemoteGoneTimeoutSaysWhatWasSeen(t *testing.T) {
-	i, _ := sequenceServer(t, fixtureClosing)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err := i.WaitRemoteGone(ctx, "cluster-2", 10*time.Millisecond)
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
-	assert.Contains(t, err.Error(), "istiod cluster-1: cluster cluster-2 not gone")
-	assert.Contains(t, err.Error(), `status="closed"} 1`)
-}
-
 func TestWaitRemoteGoneRejectsClusterIstiodNeverManaged(t *testing.T) {
 	i, scrapes := sequenceServer(t, fixtureGone)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := waitContext(t, 10*time.Second)
 	_, err := i.WaitRemoteGone(ctx, "cluster-9", 10*time.Millisecond)
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, context.DeadlineExceeded), "must fail at once, not time out: %v", err)

@@ -45,6 +45,14 @@ func secretsIn(t *testing.T, cs *fake.Clientset) []string {
 	return out
 }
 
+// joinAll joins names in order, each of which must succeed.
+func joinAll(t *testing.T, m *Mesh, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		require.NoError(t, m.Join(context.Background(), n), "join %s", n)
+	}
+}
+
 func failOn(cs *fake.Clientset, verb string) {
 	cs.PrependReactor(verb, "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("injected API failure")
@@ -53,24 +61,19 @@ func failOn(cs *fake.Clientset, verb string) {
 
 func TestJoinExchangesSecrets(t *testing.T) {
 	m, cs := meshOf("a", "b", "c")
-	ctx := context.Background()
-	for _, n := range []string{"a", "b", "c"} {
-		require.NoError(t, m.Join(ctx, n))
-	}
+	joinAll(t, m, "a", "b", "c")
 	assert.Equal(t, []string{"a", "b", "c"}, m.Joined())
 	assert.ElementsMatch(t, []string{RemoteSecretName("b"), RemoteSecretName("c")}, secretsIn(t, cs["a"]))
 	assert.ElementsMatch(t, []string{RemoteSecretName("a"), RemoteSecretName("b")}, secretsIn(t, cs["c"]))
-	require.Error(t, m.Join(ctx, "b"), "joining twice is refused")
+	require.Error(t, m.Join(context.Background(), "b"), "joining twice is refused")
 }
 
 func TestJoinFailingPartWayLeavesTheMeshAsItWas(t *testing.T) {
 	m, cs := meshOf("a", "b", "c")
-	ctx := context.Background()
-	require.NoError(t, m.Join(ctx, "a"))
-	require.NoError(t, m.Join(ctx, "b"))
+	joinAll(t, m, "a", "b")
 	// c's secret lands in a, then b refuses it.
 	failOn(cs["b"], "create")
-	err := m.Join(ctx, "c")
+	err := m.Join(context.Background(), "c")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "injected API failure")
 	assert.Contains(t, err.Error(), "were removed")
@@ -82,8 +85,7 @@ func TestJoinFailingPartWayLeavesTheMeshAsItWas(t *testing.T) {
 func TestLeaveFailingPartWayKeepsTheClusterJoined(t *testing.T) {
 	m, cs := meshOf("a", "b")
 	ctx := context.Background()
-	require.NoError(t, m.Join(ctx, "a"))
-	require.NoError(t, m.Join(ctx, "b"))
+	joinAll(t, m, "a", "b")
 	failOn(cs["b"], "delete")
 	err := m.Leave(ctx, "b")
 	require.Error(t, err)

@@ -243,22 +243,11 @@ func TestTrapSignals(t *testing.T) {
 		code int
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			pidFile := filepath.Join(dir, "child.pid")
-			mark := filepath.Join(dir, "mark")
-			helper, out := startHelper(t, "trap",
-				helperFileEnv+"="+pidFile, helperDirEnv+"="+dir, helperMarkEnv+"="+mark)
-			child := readPidFile(t, pidFile, 10*time.Second)
-			killAtEnd(t, child)
-
-			require.NoError(t, helper.Process.Signal(tc.sig))
-			err := waitHelper(t, helper, 15*time.Second)
-			var exitErr *exec.ExitError
-			require.ErrorAs(t, err, &exitErr, "output:\n%s", out)
-			assert.Equal(t, tc.code, exitErr.ExitCode(), "output:\n%s", out)
+			h := signalTrapHelper(t, "trap", tc.sig)
+			assert.Equal(t, tc.code, h.exit.ExitCode(), "output:\n%s", h.out)
 			// The helper reaped its child in StopAll, so the pid is gone, not a zombie.
-			assert.ErrorIs(t, syscall.Kill(child, 0), syscall.ESRCH)
-			b, err := os.ReadFile(mark)
+			assert.ErrorIs(t, syscall.Kill(h.child, 0), syscall.ESRCH)
+			b, err := os.ReadFile(h.mark)
 			require.NoError(t, err, "onSignal did not run")
 			assert.Equal(t, tc.sig.String(), string(b))
 		})
@@ -266,25 +255,40 @@ func TestTrapSignals(t *testing.T) {
 }
 
 func TestTrapSignalsRelease(t *testing.T) {
+	h := signalTrapHelper(t, "trap-released", syscall.SIGTERM)
+	// Released: SIGTERM's default action, not our exit code.
+	ws := h.exit.Sys().(syscall.WaitStatus)
+	assert.True(t, ws.Signaled(), "output:\n%s", h.out)
+	assert.Equal(t, syscall.SIGTERM, ws.Signal())
+	assert.NoFileExists(t, h.mark)
+	// Pdeathsig still takes the child down.
+	waitGone(t, h.child, 5*time.Second)
+}
+
+// trappedHelper is how a helper that ran TrapSignals ended.
+type trappedHelper struct {
+	exit  *exec.ExitError
+	out   *LogBuffer
+	child int    // the pid of the child it started
+	mark  string // where its onSignal writes the signal's name
+}
+
+// signalTrapHelper starts the helper in a trap mode with a child, sends it sig and waits for its
+// exit, which must be an error.
+func signalTrapHelper(t *testing.T, mode string, sig syscall.Signal) trappedHelper {
+	t.Helper()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
-	mark := filepath.Join(dir, "mark")
-	helper, out := startHelper(t, "trap-released",
-		helperFileEnv+"="+pidFile, helperDirEnv+"="+dir, helperMarkEnv+"="+mark)
-	child := readPidFile(t, pidFile, 10*time.Second)
-	killAtEnd(t, child)
+	h := trappedHelper{mark: filepath.Join(dir, "mark")}
+	helper, out := startHelper(t, mode, helperFileEnv+"="+pidFile, helperDirEnv+"="+dir, helperMarkEnv+"="+h.mark)
+	h.out = out
+	h.child = readPidFile(t, pidFile, 10*time.Second)
+	killAtEnd(t, h.child)
 
-	require.NoError(t, helper.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, helper.Process.Signal(sig))
 	err := waitHelper(t, helper, 15*time.Second)
-	var exitErr *exec.ExitError
-	require.ErrorAs(t, err, &exitErr, "output:\n%s", out)
-	// Released: SIGTERM's default action, not our exit code.
-	ws := exitErr.Sys().(syscall.WaitStatus)
-	assert.True(t, ws.Signaled(), "output:\n%s", out)
-	assert.Equal(t, syscall.SIGTERM, ws.Signal())
-	assert.NoFileExists(t, mark)
-	// Pdeathsig still takes the child down.
-	waitGone(t, child, 5*time.Second)
+	require.ErrorAs(t, err, &h.exit, "output:\n%s", out)
+	return h
 }
 
 func TestChildDiesWithKilledParent(t *testing.T) {

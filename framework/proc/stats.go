@@ -14,45 +14,34 @@ const clockTicks = 100
 // RSSBytes returns the resident set size (VmRSS in /proc/<pid>/status) of the process itself,
 // not of its group.
 func (p *Process) RSSBytes() (uint64, error) {
-	if err := p.checkRunning(); err != nil {
-		return 0, err
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.Name(), err)
-	}
-	v, err := parseVmRSS(string(b))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.Name(), err)
-	}
-	return v, nil
+	return readProc(p, "status", parseVmRSS)
 }
 
 // CPUSeconds returns the user plus system CPU time the process itself has used (utime+stime in
 // /proc/<pid>/stat, in clock ticks of 1/100 s), not counting its children.
 func (p *Process) CPUSeconds() (float64, error) {
-	if err := p.checkRunning(); err != nil {
-		return 0, err
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.Name(), err)
-	}
-	ticks, err := parseStatTicks(string(b))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.Name(), err)
-	}
-	return float64(ticks) / clockTicks, nil
+	ticks, err := readProc(p, "stat", parseStatTicks)
+	return float64(ticks) / clockTicks, err
 }
 
-// checkRunning refuses to read /proc after the exit: the pid may already belong to someone else.
-func (p *Process) checkRunning() error {
+// readProc parses /proc/<pid>/<file> of the process; errors name it. It refuses after the exit:
+// the pid may already belong to someone else.
+func readProc[T any](p *Process, file string, parse func(string) (T, error)) (T, error) {
+	var zero T
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s has exited", p.Name())
+		return zero, fmt.Errorf("%s has exited", p.Name())
 	default:
-		return nil
 	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", p.pid, file))
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", p.Name(), err)
+	}
+	v, err := parse(string(b))
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", p.Name(), err)
+	}
+	return v, nil
 }
 
 // parseVmRSS reads the "VmRSS:  1234 kB" line of /proc/<pid>/status.
@@ -102,14 +91,12 @@ func parseStatTicks(stat string) (uint64, error) {
 // RSSFileBytes returns the file-backed part of the RSS (RssFile in /proc/<pid>/status): mostly the
 // binary's pages, which the page cache holds once for every process running that binary.
 func (p *Process) RSSFileBytes() (uint64, error) {
-	if err := p.checkRunning(); err != nil {
-		return 0, err
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.Name(), err)
-	}
-	for line := range strings.Lines(string(b)) {
+	return readProc(p, "status", parseRssFile)
+}
+
+// parseRssFile reads the "RssFile:  1234 kB" line of /proc/<pid>/status.
+func parseRssFile(status string) (uint64, error) {
+	for line := range strings.Lines(status) {
 		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
 			if f := strings.Fields(rest); len(f) == 2 && f[1] == "kB" {
 				kb, err := strconv.ParseUint(f[0], 10, 64)
@@ -117,5 +104,5 @@ func (p *Process) RSSFileBytes() (uint64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("%s: no RssFile in status", p.Name())
+	return 0, fmt.Errorf("no RssFile in status")
 }

@@ -17,6 +17,18 @@ import (
 
 var tiny = Scale{Name: "tiny", Services: 1, Pods: 2, Namespaces: 1, Nodes: 2}
 
+// deployTiny deploys tiny on c and returns its first node, checking the fake-node label that
+// every provider's fake nodes carry.
+func deployTiny(t *testing.T, ctx context.Context, c *cluster.Cluster) *corev1.Node {
+	t.Helper()
+	_, err := Deploy(ctx, c, tiny, nil)
+	require.NoError(t, err)
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", n.Labels[cluster.FakeNodeLabel])
+	return n
+}
+
 // On a real API server: fake nodes as a real cluster needs them (label, taint, a lease that keeps
 // being renewed, a Ready condition that is put back), and pods that show 1/1 Running.
 func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
@@ -24,12 +36,7 @@ func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
 	c := cs[0]
 	c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
 	ctx := context.Background()
-	_, err := Deploy(ctx, c, tiny, nil)
-	require.NoError(t, err)
-
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "true", n.Labels[cluster.FakeNodeLabel])
+	n := deployTiny(t, ctx, c)
 	// (The API server's TaintNodesByCondition admission adds node.kubernetes.io/not-ready too.)
 	assert.Contains(t, n.Spec.Taints, corev1.Taint{Key: cluster.FakeNodeLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 
@@ -82,16 +89,12 @@ func TestFakeNodesOnLocalClustersAreLabelledAndLeased(t *testing.T) {
 	_, cs := realClusters(t, 1)
 	c := cs[0]
 	ctx := context.Background()
-	_, err := Deploy(ctx, c, tiny, nil)
-	require.NoError(t, err)
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName(0), metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "true", n.Labels[cluster.FakeNodeLabel])
+	n := deployTiny(t, ctx, c)
 	for _, taint := range n.Spec.Taints {
 		assert.NotEqual(t, cluster.FakeNodeLabel, taint.Key)
 	}
 	assert.True(t, c.FakeNodes.KeepReady, "the provider keeps them ready")
-	_, err = c.Client.CoordinationV1().Leases(NodeLeaseNamespace).Get(ctx, NodeName(0), metav1.GetOptions{})
+	_, err := c.Client.CoordinationV1().Leases(NodeLeaseNamespace).Get(ctx, NodeName(0), metav1.GetOptions{})
 	assert.NoError(t, err, "a lease")
 
 	// An unready pod shows 0/1.

@@ -36,17 +36,33 @@ func deref(v *float64) (float64, bool) {
 	return *v, true
 }
 
-// mean of the measured values; absent when none was measured.
-func mean(vs []*float64) (float64, bool) {
-	var sum float64
-	n := 0
-	for _, v := range vs {
-		if v != nil {
-			sum += *v
-			n++
+// meanOver reads the mean of a figure over one of the control plane's lists (its joins, its
+// leaves); absent when none measured it.
+func meanOver[T any](list func(*report.ControlPlane) []T, get func(T) *float64) func(*report.Report) (float64, bool) {
+	return func(r *report.Report) (float64, bool) {
+		if r.ControlPlane == nil {
+			return 0, false
 		}
+		var sum float64
+		n := 0
+		for _, item := range list(r.ControlPlane) {
+			if v := get(item); v != nil {
+				sum += *v
+				n++
+			}
+		}
+		return sum / float64(n), n > 0
 	}
-	return sum / float64(n), n > 0
+}
+
+// returned reads a figure of the memory istiod returned after the leaves.
+func returned(get func(*analysis.Returned) *float64) func(*report.Report) (float64, bool) {
+	return func(r *report.Report) (float64, bool) {
+		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
+			return deref(get(ret))
+		}
+		return 0, false
+	}
 }
 
 var figures = []figure{
@@ -54,44 +70,13 @@ var figures = []figure{
 	{"Heap in use per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.HeapInuseBytes })},
 	{"Live heap per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.LiveHeapBytes })},
 	{"Join CPU per remote cluster", "CPU-s", 1, perRemote(func(p *report.PerRemote) *float64 { return p.JoinCPUSeconds })},
-	{"Convergence (mean over joins)", "s", 1, func(r *report.Report) (float64, bool) {
-		if r.ControlPlane == nil {
-			return 0, false
-		}
-		var vs []*float64
-		for _, j := range r.ControlPlane.Joins {
-			vs = append(vs, j.ConvergenceSeconds)
-		}
-		return mean(vs)
-	}},
-	{"Leave time (mean over leaves)", "s", 1, func(r *report.Report) (float64, bool) {
-		if r.ControlPlane == nil {
-			return 0, false
-		}
-		var vs []*float64
-		for _, l := range r.ControlPlane.Leaves {
-			vs = append(vs, l.Seconds)
-		}
-		return mean(vs)
-	}},
-	{"Live heap returned after leaving", "MB", 1e6, func(r *report.Report) (float64, bool) {
-		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
-			return deref(ret.LiveHeapBytes)
-		}
-		return 0, false
-	}},
-	{"Live heap kept after leaving", "MB", 1e6, func(r *report.Report) (float64, bool) {
-		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
-			return deref(ret.LeftoverLiveHeap)
-		}
-		return 0, false
-	}},
-	{"RSS returned after leaving", "MB", 1e6, func(r *report.Report) (float64, bool) {
-		if ret := analysis.MemoryReturned(r.ControlPlane); ret != nil {
-			return deref(ret.RSSBytes)
-		}
-		return 0, false
-	}},
+	{"Convergence (mean over joins)", "s", 1, meanOver(func(cp *report.ControlPlane) []report.Join { return cp.Joins },
+		func(j report.Join) *float64 { return j.ConvergenceSeconds })},
+	{"Leave time (mean over leaves)", "s", 1, meanOver(func(cp *report.ControlPlane) []report.Leave { return cp.Leaves },
+		func(l report.Leave) *float64 { return l.Seconds })},
+	{"Live heap returned after leaving", "MB", 1e6, returned(func(ret *analysis.Returned) *float64 { return ret.LiveHeapBytes })},
+	{"Live heap kept after leaving", "MB", 1e6, returned(func(ret *analysis.Returned) *float64 { return ret.LeftoverLiveHeap })},
+	{"RSS returned after leaving", "MB", 1e6, returned(func(ret *analysis.Returned) *float64 { return ret.RSSBytes })},
 }
 
 // latencyFigures adds a row per latency run kind that either side measured.

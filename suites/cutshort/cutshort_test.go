@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
 )
 
@@ -57,7 +58,7 @@ func TestOverrunningSuiteEndsCleanly(t *testing.T) {
 	m := regexp.MustCompile(`run directory \(logs\): (\S+)`).FindStringSubmatch(out)
 	require.NotNil(t, m, "the run directory is printed:\n%s", out)
 	t.Cleanup(func() { os.RemoveAll(m[1]) })
-	assert.Empty(t, processesMentioning(m[1]), "every process of the run is stopped")
+	assert.Empty(t, proc.Mentioning(m[1]), "every process of the run is stopped")
 }
 
 func containsAny(list []string, s string) bool {
@@ -67,17 +68,4 @@ func containsAny(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// processesMentioning lists the PIDs whose command line contains s.
-func processesMentioning(s string) []string {
-	var pids []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			pids = append(pids, filepath.Base(d))
-		}
-	}
-	return pids
 }

@@ -3,6 +3,7 @@ package apply_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,18 @@ func object(apiVersion, kind, namespace, name string, spec map[string]any) *unst
 		o.Object["spec"] = spec
 	}
 	return o
+}
+
+func TestDecodeSkipsEmptyDocumentsAndNamesTheSource(t *testing.T) {
+	manifest := "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n# only a comment\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: b}\n"
+	objs, err := apply.Decode(strings.NewReader(manifest), "two.yaml")
+	require.NoError(t, err)
+	require.Len(t, objs, 2)
+	assert.Equal(t, "ConfigMap", objs[0].GetKind())
+	assert.Equal(t, "b", objs[1].GetName())
+
+	_, err = apply.Decode(strings.NewReader("kind: [unclosed\n"), "broken.yaml")
+	assert.ErrorContains(t, err, "decoding broken.yaml")
 }
 
 // On a real API server: a CRD and an object of its kind in one go (the kind resolves once the

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -23,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ambientmc/ambientmc/framework/gomod"
@@ -126,20 +124,17 @@ func LoadGatewayAPIFrom(ctx context.Context, srcRoot, istioDir string) (Set, err
 // decode keeps the CustomResourceDefinitions of a multi-document YAML stream (the Gateway API
 // directory also holds a ValidatingAdmissionPolicy, which the mesh does not need).
 func decode(r io.Reader, source string) (Set, error) {
+	objs, err := apply.Decode(r, source)
+	if err != nil {
+		return nil, err
+	}
 	var out Set
-	d := yaml.NewYAMLOrJSONDecoder(r, 64*1024)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := d.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("decoding %s: %w", source, err)
-		}
+	for _, obj := range objs {
 		if obj.GetKind() == "CustomResourceDefinition" {
 			out = append(out, obj)
 		}
 	}
+	return out, nil
 }
 
 // moduleDir downloads (if needed) the version of module that srcRoot's go.mod selects and returns

@@ -61,6 +61,18 @@ func namespaceController(t *testing.T, c *cluster.Cluster) func() {
 	return func() { cancel(); wg.Wait() }
 }
 
+// assertDestroyRestores checks that the run changed local and that Destroy, with the namespace
+// controller standing in, leaves exactly the objects of before.
+func assertDestroyRestores(t *testing.T, ctx context.Context, p *Provider, local *cluster.Cluster, before []string) {
+	t.Helper()
+	require.NotEqual(t, before, snapshot(t, local))
+	stop := namespaceController(t, local)
+	defer stop()
+	require.NoError(t, p.Destroy(ctx))
+	stop()
+	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
+}
+
 var crdTemplate = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
  "metadata":{"name":"probes.testing.istio.io"},
  "spec":{"group":"testing.istio.io","scope":"Namespaced","names":{"plural":"probes","singular":"probe","kind":"Probe"},
@@ -112,13 +124,7 @@ func TestDestroyRemovesOnlyWhatTheRunCreated_FakeNamespaceController(t *testing.
 	require.NoError(t, crd.UnmarshalJSON([]byte(crdTemplate)))
 	_, err = c.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.NotEqual(t, before, snapshot(t, local))
-
-	stop := namespaceController(t, local)
-	defer stop()
-	require.NoError(t, p.Destroy(ctx))
-	stop()
-	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
+	assertDestroyRestores(t, ctx, p, local, before)
 	require.NoError(t, p.Destroy(ctx), "a second Destroy has nothing to do")
 }
 
@@ -159,11 +165,5 @@ func TestStartIstiodFailureIsTornDown_FakeNamespaceController(t *testing.T) {
 	assert.Contains(t, err.Error(), "component probes not ready")
 	_, err = c.Client.AppsV1().Deployments(workload.ProbeNamespace).Get(ctx, "fortio-client", metav1.GetOptions{})
 	require.NoError(t, err, "the client's fortio Deployment was applied")
-	require.NotEqual(t, before, snapshot(t, local))
-
-	stop := namespaceController(t, local)
-	defer stop()
-	require.NoError(t, p.Destroy(ctx))
-	stop()
-	assert.Equal(t, before, snapshot(t, local), "exactly the objects of before remain")
+	assertDestroyRestores(t, ctx, p, local, before)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,23 +47,13 @@ func all(string) bool { return true }
 
 func prefixed(prefixes ...string) func(string) bool {
 	return func(name string) bool {
-		for _, p := range prefixes {
-			if strings.HasPrefix(name, p) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 	}
 }
 
 func suffixed(suffixes ...string) func(string) bool {
 	return func(name string) bool {
-		for _, s := range suffixes {
-			if strings.HasSuffix(name, s) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(name, s) })
 	}
 }
 

@@ -35,6 +35,21 @@ func istiodPod(t *testing.T, c *cluster.Cluster, name string) *corev1.Pod {
 	return p
 }
 
+// istiodCluster is a local cluster with istio-system and its default service account, where
+// istiodPod can create pods.
+func istiodCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	c := localClusters(t, 1)[0]
+	ctx := context.Background()
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	// The serviceaccount controller may have made it already.
+	_, err := c.Client.CoreV1().ServiceAccounts(mesh.SystemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	return c
+}
+
 func waitDone(t *testing.T, i *Istiod) {
 	t.Helper()
 	select {
@@ -57,15 +72,8 @@ func notDone(t *testing.T, i *Istiod) {
 // (Kill: no grace period), and ExitErr says which. Port-forwards need a kubelet and are not
 // exercised here.
 func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
-	cs := localClusters(t, 1)
-	c := cs[0]
+	c := istiodCluster(t)
 	ctx := context.Background()
-	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
-	// The serviceaccount controller may have made it already.
-	_, err := c.Client.CoreV1().ServiceAccounts(mesh.SystemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
 
 	old := istiodPod(t, c, "istiod-old")
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution
@@ -117,15 +125,8 @@ func TestStartIstiodRefusesASecondIstiod(t *testing.T) {
 // to, so the test stands in for it): the pod is deleted, the handle waits for the Deployment's
 // next Ready pod and reaches it on the same local ports.
 func TestIstiodRestartFollowsTheNextPod_FakePortForward(t *testing.T) {
-	cs := localClusters(t, 1)
-	c := cs[0]
+	c := istiodCluster(t)
 	ctx := context.Background()
-	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
-	// The serviceaccount controller may have made it already.
-	_, err := c.Client.CoreV1().ServiceAccounts(mesh.SystemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
 	type call struct {
 		pod   string
 		local map[int]int
@@ -159,7 +160,7 @@ func TestIstiodRestartFollowsTheNextPod_FakePortForward(t *testing.T) {
 	default:
 		t.Fatal("the first pod's handle is still open")
 	}
-	_, err = c.Client.CoreV1().Pods(mesh.SystemNamespace).Get(ctx, "istiod-a", metav1.GetOptions{})
+	_, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).Get(ctx, "istiod-a", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the first pod was deleted: %v", err)
 	assert.Equal(t, "istiod-b", i.handle().pod)
 	notDone(t, i)

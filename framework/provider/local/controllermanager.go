@@ -140,15 +140,7 @@ func (m *member) kcmPortCollision() bool {
 	return m.kcm != nil && m.kcm.LogContains("address already in use")
 }
 
-func (m *member) stopControllerManager() {
-	m.mu.Lock()
-	kcm := m.kcm
-	m.kcm = nil
-	m.mu.Unlock()
-	if kcm != nil {
-		_ = kcm.Stop(stopGrace)
-	}
-}
+func (m *member) stopControllerManager() { stopSlot(&m.mu, &m.kcm) }
 
 // tokenLines are the API server's static token file: the framework's admin and, when it runs,
 // kube-controller-manager.

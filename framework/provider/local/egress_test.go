@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/workload"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // The API server's pod proxy reaches pods only through the framework's egress proxy and its
@@ -27,17 +26,12 @@ func TestAPIServerPodProxyGoesThroughTheMapping(t *testing.T) {
 		t.Skip("no non-loopback address on this host to prove the egress path with")
 	}
 	p := cachedProvider(t)
-	topo, err := topology.Generate(1)
-	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(ctx) })
+	cs := startClusters(t, ctx, p, 1)
 	c, egress := cs[0], p.egress[0]
 
 	const ns = "proxy-check"
-	_, err = c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})

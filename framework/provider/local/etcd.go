@@ -118,15 +118,7 @@ func (e *sharedEtcd) process() *proc.Process {
 	return e.proc
 }
 
-func (e *sharedEtcd) stop() {
-	e.mu.Lock()
-	p := e.proc
-	e.proc = nil
-	e.mu.Unlock()
-	if p != nil {
-		_ = p.Stop(stopGrace)
-	}
-}
+func (e *sharedEtcd) stop() { stopSlot(&e.mu, &e.proc) }
 
 // The helpers below speak etcd's JSON gateway (/v3/...), which needs no client module.
 

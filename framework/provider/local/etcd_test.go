@@ -33,14 +33,9 @@ func TestEtcdPrefixesAreDisjoint(t *testing.T) {
 // from the resource version it had before the churn are all unaffected.
 func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 	p := cachedProvider(t)
-	topo, err := topology.Generate(2)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+	cs := startClusters(t, ctx, p, 2)
 	a, b := cs[0].Client.CoreV1().ConfigMaps("default"), cs[1].Client.CoreV1().ConfigMaps("default")
 
 	for i := range 5 {

@@ -9,10 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // TestEastWestGatewayKeepsItsAddress: a status write that replaces the Gateway's whole status
@@ -21,20 +19,10 @@ import (
 func TestEastWestGatewayKeepsItsAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	root, err := bins.SourceRoot()
-	require.NoError(t, err)
-	set, err := crds.Load(ctx, root)
-	require.NoError(t, err)
+	set := pinnedCRDs(t, ctx)
 	p := cachedProvider(t)
 	p.opts.NoControllers = true
-	topo, err := topology.Generate(1)
-	require.NoError(t, err)
-	require.NoError(t, p.Preflight(ctx, topo))
-	slim, err := p.PreloadCRDs(set)
-	require.NoError(t, err)
-	cs, err := p.Create(ctx, topo)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+	cs, slim := startClustersWithCRDs(t, ctx, p, 1, set)
 	c := cs[0]
 	require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
 	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))

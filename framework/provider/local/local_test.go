@@ -13,8 +13,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -31,17 +34,47 @@ func cachedProvider(tb testing.TB) *Provider {
 	return p
 }
 
+// startClusters creates n clusters with p (Preflight, then Create) and destroys them when tb ends.
+func startClusters(tb testing.TB, ctx context.Context, p *Provider, n int) []*cluster.Cluster {
+	tb.Helper()
+	cs, _ := startClustersWithCRDs(tb, ctx, p, n, nil)
+	return cs
+}
+
+// startClustersWithCRDs is startClusters that preloads set (PreloadCRDs, between Preflight and
+// Create) unless it is nil, and returns the slimmed set for the test to apply.
+func startClustersWithCRDs(tb testing.TB, ctx context.Context, p *Provider, n int, set crds.Set) ([]*cluster.Cluster, []*unstructured.Unstructured) {
+	tb.Helper()
+	topo, err := topology.Generate(n)
+	require.NoError(tb, err)
+	require.NoError(tb, p.Preflight(ctx, topo))
+	var slim []*unstructured.Unstructured
+	if set != nil {
+		slim, err = p.PreloadCRDs(set)
+		require.NoError(tb, err)
+	}
+	cs, err := p.Create(ctx, topo)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = p.Destroy(context.Background()) })
+	return cs, slim
+}
+
+// pinnedCRDs reads the Istio and Gateway API CRDs of the modules go.mod pins.
+func pinnedCRDs(tb testing.TB, ctx context.Context) crds.Set {
+	tb.Helper()
+	root, err := bins.SourceRoot()
+	require.NoError(tb, err)
+	set, err := crds.Load(ctx, root)
+	require.NoError(tb, err)
+	return set
+}
+
 func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
 
 func TestCreateAndDestroyRealCluster(t *testing.T) {
 	p := cachedProvider(t)
-	topo, err := topology.Generate(1)
-	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(ctx) })
+	cs := startClusters(t, ctx, p, 1)
 	require.Len(t, cs, 1)
 	c := cs[0]
 	assert.Regexp(t, `^v1\.\d+\.\d+$`, c.KubernetesVersion, "version stamped at build time")

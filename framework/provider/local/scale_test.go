@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -34,10 +33,7 @@ func BenchmarkClusterScale(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	root, err := bins.SourceRoot()
-	require.NoError(b, err)
-	set, err := crds.Load(context.Background(), root)
-	require.NoError(b, err)
+	set := pinnedCRDs(b, context.Background())
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
 			for range b.N {

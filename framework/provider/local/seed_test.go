@@ -12,11 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // TestCRDSeed: a cold run creates the CRDs through the API and captures the seed; a warm run's
@@ -25,22 +23,12 @@ import (
 func TestCRDSeed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	root, err := bins.SourceRoot()
-	require.NoError(t, err)
-	set, err := crds.Load(ctx, root)
-	require.NoError(t, err)
+	set := pinnedCRDs(t, ctx)
 	seedDir := t.TempDir()
 	start := func(n int) (*Provider, []*cluster.Cluster, []*unstructured.UnstructuredList) {
 		p := cachedProvider(t)
 		p.seedDir = seedDir
-		topo, err := topology.Generate(n)
-		require.NoError(t, err)
-		require.NoError(t, p.Preflight(ctx, topo))
-		slim, err := p.PreloadCRDs(set)
-		require.NoError(t, err)
-		cs, err := p.Create(ctx, topo)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Destroy(context.Background()) })
+		cs, slim := startClustersWithCRDs(t, ctx, p, n, set)
 		var lists []*unstructured.UnstructuredList
 		for _, c := range cs {
 			if p.SeededCRDs() {
@@ -82,7 +70,7 @@ func TestCRDSeed(t *testing.T) {
 	}
 
 	require.NoError(t, os.WriteFile(files[0], []byte(`{"entries":[]}`), 0o644))
-	_, err = warm.PreloadCRDs(set)
+	_, err := warm.PreloadCRDs(set)
 	require.NoError(t, err)
 	assert.False(t, warm.SeededCRDs(), "a seed without every CRD is not used")
 	assert.NoFileExists(t, files[0])

@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // usedResources is every built-in resource istiod (its kube registry, ambient index, gateway
@@ -42,15 +40,9 @@ var usedResources = []schema.GroupVersionResource{
 // and review API that istiod and the framework use still answers.
 func TestSlimAPIServerServesWhatIstiodUses(t *testing.T) {
 	p := cachedProvider(t)
-	topo, err := topology.Generate(1)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, p.Preflight(ctx, topo))
-	cs, err := p.Create(ctx, topo)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Destroy(context.Background()) })
-	c := cs[0]
+	c := startClusters(t, ctx, p, 1)[0]
 
 	groups, err := c.Client.Discovery().ServerGroups()
 	require.NoError(t, err)

@@ -9,19 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/ambientmc/ambientmc/framework/bins"
-	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 )
 
 // TestSlimCRDsKeepEveryFieldDropOnlyProse checks on the real Istio and Gateway API CRDs that
 // slimming keeps every field, type, default and enum (what pruning and defaulting act on) and
 // drops only descriptions and CEL rules, without touching the CRDs it was given.
 func TestSlimCRDsKeepEveryFieldDropOnlyProse(t *testing.T) {
-	root, err := bins.SourceRoot()
-	require.NoError(t, err)
-	set, err := crds.Load(context.Background(), root)
-	require.NoError(t, err)
+	set := pinnedCRDs(t, context.Background())
 	before := size(t, set)
 	slim := slimCRDs(set)
 	require.Len(t, slim, len(set))

@@ -3,8 +3,6 @@ package markdown
 import (
 	"bytes"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -57,13 +55,8 @@ func churn(b *bytes.Buffer, c *report.Churn) {
 }
 
 func byType(m map[string]float64) string {
-	keys := slices.Sorted(maps.Keys(m))
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+" "+num(m[k], 1))
-	}
-	if len(parts) == 0 {
+	if len(m) == 0 {
 		return missingCellValue
 	}
-	return strings.Join(parts, ", ")
+	return perKey(m, 1)
 }

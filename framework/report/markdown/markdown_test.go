@@ -13,7 +13,7 @@ import (
 
 func TestMarkdown(t *testing.T) {
 	md := string(Render(reporttest.Full()))
-	for _, want := range []string{
+	assert.Empty(t, reporttest.Lacking(md,
 		"# ambientmc report: local provider, emulated data plane",
 		EmulatedNote,
 		"2 CPUs",
@@ -29,11 +29,7 @@ func TestMarkdown(t *testing.T) {
 		"host has 2 CPUs; CPU figures are noisy",
 		"](controlplane.svg)",
 		"](latency.svg)",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report.md lacks %q", want)
-		}
-	}
+	), "report.md lacks these")
 	if strings.Contains(md, "+2.20 ms (+346%)") {
 		t.Error("a saturated run's overhead is set beside the published figures")
 	}
@@ -41,17 +37,12 @@ func TestMarkdown(t *testing.T) {
 	calm.Latency.HostCPUSaturated = false
 	calm.Latency.RateSearch = &report.RateSearch{QPS: 400, Rule: "the rule", Steps: []report.RateStep{
 		{QPS: 400, AchievedQPS: 399, HostCPUBusy: 0.5, Accepted: true}, {QPS: 700, AchievedQPS: 520, HostCPUBusy: 0.95, Reason: "only 74% of the rate got through"}}}
-	calmMD := string(Render(calm))
-	for _, want := range []string{
+	assert.Empty(t, reporttest.Lacking(string(Render(calm)),
 		"| new | +2.00 ms (+250%) | +2.20 ms (+346%) |",
 		"| reused | +0.15 ms (+75%) | +0.13 ms (+72%) |",
 		"Request rate: 400.0 QPS, the highest this host carried",
 		"| 700.0 | 520.0 | 95% | false | only 74% of the rate got through |",
-	} {
-		if !strings.Contains(calmMD, want) {
-			t.Errorf("unsaturated report.md lacks %q", want)
-		}
-	}
+	), "unsaturated report.md lacks these")
 	r := reporttest.Full()
 	r.Provider, r.DataPlane = report.ProviderKind, report.DataPlaneZtunnel
 	if md := string(Render(r)); strings.Contains(md, EmulatedNote) || !strings.Contains(md, "kind provider, ztunnel data plane") {

@@ -44,11 +44,8 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 	if len(s.Shared) > 0 {
 		p("| Shared process | Clusters | RSS MB | Share per cluster MB | Database MB |\n|---|---|---|---|---|\n")
 		for _, sp := range s.Shared {
-			db := "-"
-			if sp.DatabaseBytes != nil {
-				db = num(*sp.DatabaseBytes/bytesPerMB, 1)
-			}
-			p("| %s | %d | %s | %s | %s |\n", cell(sp.Name), sp.Clusters, num(sp.RSSBytes/bytesPerMB, 1), num(sp.RSSBytes/float64(max(sp.Clusters, 1))/bytesPerMB, 1), db)
+			p("| %s | %d | %s | %s | %s |\n", cell(sp.Name), sp.Clusters, num(sp.RSSBytes/bytesPerMB, 1), num(sp.RSSBytes/float64(max(sp.Clusters, 1))/bytesPerMB, 1),
+				opt(sp.DatabaseBytes, bytesPerMB, 1))
 		}
 		p("\n")
 	}
@@ -62,18 +59,20 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 	if len(s.Clusters) > 0 {
 		p("| Cluster | Ready s | RSS MB by process | CPU s by process | Pods/s | EndpointSlices | Endpoints |\n|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Clusters {
-			var rss, cpu []string
-			for _, k := range slices.Sorted(maps.Keys(c.RSSBytes)) {
-				rss = append(rss, k+" "+num(c.RSSBytes[k]/bytesPerMB, 1))
-			}
-			for _, k := range slices.Sorted(maps.Keys(c.CPUSeconds)) {
-				cpu = append(cpu, k+" "+num(c.CPUSeconds[k], 1))
-			}
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(strings.Join(rss, ", ")), cell(strings.Join(cpu, ", ")),
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(perKey(c.RSSBytes, bytesPerMB)), cell(perKey(c.CPUSeconds, 1)),
 				opt(c.PodsPerSecond, 1, 0), optInt(c.EndpointSlices), optInt(c.Endpoints))
 		}
 		p("\n")
 	}
+}
+
+// perKey lists m as "key value, ..." in key order, each value divided by scale with one decimal.
+func perKey(m map[string]float64, scale float64) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+num(m[k]/scale, 1))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func optInt(v *int) string {

@@ -1,9 +1,11 @@
 // Package reporttest builds reports that fill the schema, for the tests of the report packages
-// and of their callers, as net/http/httptest serves the tests of HTTP code.
+// and of their callers, as net/http/httptest serves the tests of HTTP code, and finds what a
+// rendering of them lacks.
 package reporttest
 
 import (
 	"math"
+	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
@@ -183,4 +185,15 @@ func Checks() []report.IstiodCheck {
 		{Name: "memory comes back", Result: report.CheckKnownIssue, Reference: "istio/istio#61263", Detail: "krt collections 120 to 180"},
 		{Name: "a deletion mid-sync does not wedge", Result: report.CheckPass, Detail: "canary synced in 0.2s"},
 	}
+}
+
+// Lacking returns those of wants that text (report.md, a chart's text) does not contain, in order.
+func Lacking(text string, wants ...string) []string {
+	var lacking []string
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			lacking = append(lacking, w)
+		}
+	}
+	return lacking
 }

@@ -65,17 +65,9 @@ func TestControlPlaneSVG(t *testing.T) {
 			t.Errorf("legend lacks %q", s)
 		}
 	}
-	for _, label := range []string{"joined remote clusters", "MB", "CPU cores", "CPU-seconds"} {
-		if !strings.Contains(text, label) {
-			t.Errorf("axis label %q missing", label)
-		}
-	}
+	assert.Empty(t, reporttest.Lacking(text, "joined remote clusters", "MB", "CPU cores", "CPU-seconds"), "axis labels missing")
 	// Tooltips carry the values: the baseline RSS is 150 MB, the second join's 390 MB.
-	for _, v := range []string{"RSS: 150 MB at 0", "RSS: 390 MB at 2", "live heap: 92 MB at 1"} {
-		if !strings.Contains(text, v) {
-			t.Errorf("point %q missing", v)
-		}
-	}
+	assert.Empty(t, reporttest.Lacking(text, "RSS: 150 MB at 0", "RSS: 390 MB at 2", "live heap: 92 MB at 1"), "points missing")
 }
 
 func TestLatencySVG(t *testing.T) {
@@ -88,11 +80,7 @@ func TestLatencySVG(t *testing.T) {
 			t.Errorf("%s bars = %d, want 5", s, series[s])
 		}
 	}
-	for _, v := range []string{"cross-cluster", "direct", "reused", "cross-cluster new p99: 6.1 ms", "ms"} {
-		if !strings.Contains(text, v) {
-			t.Errorf("latency chart lacks %q", v)
-		}
-	}
+	assert.Empty(t, reporttest.Lacking(text, "cross-cluster", "direct", "reused", "cross-cluster new p99: 6.1 ms", "ms"), "latency chart lacks these")
 }
 
 func TestChurnSVG(t *testing.T) {

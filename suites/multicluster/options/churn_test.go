@@ -1,7 +1,6 @@
 package options
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,16 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func parseChurn(t *testing.T, args ...string) (*Options, error) {
-	t.Helper()
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	o := Register(fs)
-	require.NoError(t, fs.Parse(args))
-	return o, o.Validate()
-}
-
 func TestChurnFlagDefaults(t *testing.T) {
-	f, err := parseChurn(t)
+	f, err := parse(t)
 	require.NoError(t, err)
 	c := f.Churn
 	assert.Equal(t, []float64{5, 50}, c.Rates, "one rate on each side of the debounce knee")
@@ -54,7 +45,7 @@ func TestMakeE2ERunsTheFullSweep(t *testing.T) {
 }
 
 func TestChurnFlagsParse(t *testing.T) {
-	f, err := parseChurn(t, "-churn.rates=20, 5", "-churn.percent=50%,25", "-churn.cases=all-remote,local", "-churn.modes=replace", "-churn.clients=3")
+	f, err := parse(t, "-churn.rates=20, 5", "-churn.percent=50%,25", "-churn.cases=all-remote,local", "-churn.modes=replace", "-churn.clients=3")
 	require.NoError(t, err)
 	c := f.Churn
 	assert.Equal(t, []float64{5, 20}, c.Rates, "sorted")
@@ -65,10 +56,7 @@ func TestChurnFlagsParse(t *testing.T) {
 }
 
 func TestChurnFlagsRejectBadValuesNamingTheFlag(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	assertRejected(t, []rejection{
 		{[]string{"-churn.rates=0"}, "-churn.rates"},
 		{[]string{"-churn.rates=fast"}, "-churn.rates"},
 		{[]string{"-churn.rates=5,5"}, "appears twice"},
@@ -78,9 +66,5 @@ func TestChurnFlagsRejectBadValuesNamingTheFlag(t *testing.T) {
 		{[]string{"-churn.modes=,"}, "-churn.modes"},
 		{[]string{"-churn.duration=0s"}, "-churn.duration"},
 		{[]string{"-churn.clients=0"}, "-churn.clients"},
-	} {
-		_, err := parseChurn(t, tc.args...)
-		require.Error(t, err, "%v", tc.args)
-		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
-	}
+	})
 }

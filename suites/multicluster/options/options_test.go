@@ -28,11 +28,24 @@ func parse(t *testing.T, args ...string) (*Options, error) {
 	return o, o.Validate()
 }
 
+// rejection is flags that validation must refuse, and what its error must say.
+type rejection struct {
+	args []string
+	want string
+}
+
+// assertRejected checks that validation refuses each set of flags with an error saying its want.
+func assertRejected(t *testing.T, rejections []rejection) {
+	t.Helper()
+	for _, r := range rejections {
+		_, err := parse(t, r.args...)
+		require.Error(t, err, "%v", r.args)
+		assert.Contains(t, err.Error(), r.want, "%v", r.args)
+	}
+}
+
 func TestValidateNamesTheFlag(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	assertRejected(t, []rejection{
 		{[]string{"-join.timeout=0s"}, "-join.timeout"},
 		{[]string{"-join.samples=0"}, "-join.samples"},
 		{[]string{"-join.settle=1s", "-join.steady=1m"}, "-join.steady=1m0s is longer than -join.settle=1s"},
@@ -42,11 +55,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"-latency.connections=0"}, "-latency.connections"},
 		{[]string{"-latency.qps=-5"}, "-latency.qps"},
 		{[]string{"-checks.clusters=-1"}, "-checks.clusters"},
-	} {
-		_, err := parse(t, tc.args...)
-		require.Error(t, err, "%v", tc.args)
-		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
-	}
+	})
 	_, err := parse(t)
 	assert.NoError(t, err, "the defaults are valid")
 }
