@@ -91,6 +91,7 @@ func snapshot(t *testing.T, c *cluster.Cluster) map[objectKey]string {
 }
 
 func TestApplyToRealAPIServer(t *testing.T) {
+	t.Parallel() // each on its own API server; most of the time is waiting on it
 	c := realCluster(t)
 	ctx := context.Background()
 	// No controller-manager runs here, so nothing deletes a namespace's contents or finalizes

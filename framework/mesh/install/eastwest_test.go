@@ -40,6 +40,7 @@ func setGatewayStatus(t *testing.T, c *cluster.Cluster, programmed, reason strin
 // allocator, and the Gateway's status is what istiod writes while the LoadBalancer is pending
 // (Programmed=False, the ClusterIP as address) and once it has an address (Programmed=True).
 func TestEastWestAddressOnRealAPIServer(t *testing.T) {
+	t.Parallel() // each on its own API server; most of the time is waiting on it
 	c := realCluster(t)
 	ctx := context.Background()
 	require.True(t, c.Addresses.Services.IsValid(), "the local provider knows its service range")

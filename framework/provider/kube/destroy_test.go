@@ -84,6 +84,7 @@ var crdTemplate = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourc
 // exactly the objects (by UID) it held before Create. Everything is real except the namespace
 // controller, which the local provider does not run.
 func TestDestroyRemovesOnlyWhatTheRunCreated_FakeNamespaceController(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	cs := localClusters(t, 1)
 	local := cs[0]
 	ctx := context.Background()
@@ -132,6 +133,7 @@ func TestDestroyRemovesOnlyWhatTheRunCreated_FakeNamespaceController(t *testing.
 // becomes Available, the error names the component, and Destroy removes every object the install
 // and the run created. The east-west gateway of a cluster without the run's istiod is refused.
 func TestStartIstiodFailureIsTornDown_FakeNamespaceController(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	cs := localClusters(t, 1)
 	local := cs[0]
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 // Create reads each cluster's ClusterIP range from the API server, so that an east-west gateway
 // address inside it is refused (install.EastWestAddress).
 func TestCreateReadsTheServiceRangeOnRealAPIServer(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	cs := localClusters(t, 1)
 	topo := kubeTopology(t, cs, nil)
 	p := newProvider(t, false)

@@ -72,6 +72,7 @@ func notDone(t *testing.T, i *Istiod) {
 // (Kill: no grace period), and ExitErr says which. Port-forwards need a kubelet and are not
 // exercised here.
 func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	c := istiodCluster(t)
 	ctx := context.Background()
 

@@ -46,6 +46,7 @@ func TestDetectPlatform(t *testing.T) {
 // On a real API server: a served config.openshift.io group makes the cluster OpenShift to the
 // preflight, -istio.platform overrides what a cluster shows, and an unknown name is refused.
 func TestPreflightChoosesThePlatformOnRealAPIServer(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	cs := localClusters(t, 1)
 	c := cs[0]
 	ctx := context.Background()

@@ -27,6 +27,7 @@ const fakeOnly = "no schedulable node that is not a fake node"
 // The local provider's clusters, where every node is one of the framework's fake nodes, are
 // refused with one error naming each cluster and the reason, and preflight creates nothing.
 func TestPreflightRefusesFakeOnlyClusters(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	cs := localClusters(t, 2)
 	ctx := context.Background()
 	for _, c := range cs {
@@ -57,6 +58,7 @@ func TestPreflightRefusesFakeOnlyClusters(t *testing.T) {
 // fake-node label stands in for a real kubelet's node, so only the reason under test remains
 // (besides the loopback API server address, which every local cluster has).
 func TestPreflightReasons(t *testing.T) {
+	t.Parallel() // each on its own local cluster; most of the time is waiting on it
 	cs := localClusters(t, 1)
 	c := cs[0]
 	ctx := context.Background()
