@@ -15,7 +15,6 @@ const AmbientzPath = "/debug/ambientz"
 // AmbientWorkload is the part of one /debug/ambientz workload a failure message needs.
 type AmbientWorkload struct {
 	UID       string                     `json:"uid"`
-	Name      string                     `json:"name"`
 	ClusterID string                     `json:"clusterId"`
 	Network   string                     `json:"network"`
 	Status    string                     `json:"status"`
