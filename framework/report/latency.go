@@ -7,6 +7,9 @@ type Latency struct {
 	// figures; SameNetworkOverhead is same-network against local, which they do not cover.
 	Overhead            *Overhead `json:"overhead,omitempty"`
 	SameNetworkOverhead *Overhead `json:"sameNetworkOverhead,omitempty"`
+	// MedianOverhead is Overhead on the runs' medians: what gates judge, since a few requests
+	// stalled on a busy host make the average (the published comparison is of averages).
+	MedianOverhead *Overhead `json:"medianOverhead,omitempty"`
 	// HarnessFloor are runs on path "direct" (no data plane): the latency of the harness itself.
 	HarnessFloor []LatencyRun `json:"harnessFloor,omitempty"`
 	// HostCPUSaturated is set when the host's CPUs were busy enough to distort the latencies, or

@@ -204,6 +204,7 @@ func TestLatency(t *testing.T) {
 	}
 	lat.Overhead = analysis.ComputeOverhead(lat.Runs)
 	lat.SameNetworkOverhead = analysis.ComputeOverheadOf(lat.Runs, report.PathSameNetwork)
+	lat.MedianOverhead = analysis.ComputeMedianOverhead(lat.Runs)
 	for _, r := range append(append([]report.LatencyRun{}, lat.Runs...), lat.HarnessFloor...) {
 		if r.HostCPUBusy > saturated || carried(r.QPS, rate, time.Duration(r.DurationSeconds*float64(time.Second))) < carriedShare {
 			lat.HostCPUSaturated = true
@@ -233,6 +234,7 @@ func TestLatency(t *testing.T) {
 		require.NotNil(t, lat.Overhead, "overhead computed for both connection modes")
 		assert.NotNil(t, lat.Overhead.New)
 		assert.NotNil(t, lat.Overhead.Reused)
+		require.NotNil(t, lat.MedianOverhead, "median overhead computed for both connection modes")
 	}
 	if p.peer != nil {
 		require.NotNil(t, lat.SameNetworkOverhead, "same-network overhead computed for both connection modes")
