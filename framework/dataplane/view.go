@@ -54,13 +54,13 @@ type View struct {
 	endpoints map[string][]*Endpoint // by service key
 	byAddr    map[netip.Addr]*Endpoint
 	gateways  map[netip.Addr]*Endpoint // network gateway workloads by address
-	clusters  map[string]int           // workloads per cluster
+	workloads []*Endpoint              // every workload, for failure messages
 }
 
 // BuildView indexes the Address resources a watcher holds.
 func BuildView(addrs map[string]*workloadapi.Address) *View {
 	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
-		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}, clusters: map[string]int{}}
+		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}}
 	for _, a := range addrs {
 		if s := a.GetService(); s != nil {
 			svc := &Service{Key: s.GetNamespace() + "/" + s.GetHostname(), Hostname: s.GetHostname(), Namespace: s.GetNamespace(),
@@ -86,7 +86,7 @@ func BuildView(addrs map[string]*workloadapi.Address) *View {
 		ep := &Endpoint{UID: w.GetUid(), Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
 			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
 			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices())}
-		v.clusters[ep.Cluster]++
+		v.workloads = append(v.workloads, ep)
 		if c := w.GetCapacity(); c != nil {
 			ep.Capacity = c.GetValue()
 		}
@@ -146,8 +146,12 @@ func (v *View) WorkloadByAddr(ip netip.Addr) *Endpoint { return v.byAddr[ip] }
 
 // WorkloadsPerCluster says how many workloads the view holds of each cluster, for failure messages.
 func (v *View) WorkloadsPerCluster() string {
-	parts := make([]string, 0, len(v.clusters))
-	for c, n := range v.clusters {
+	perCluster := map[string]int{}
+	for _, ep := range v.workloads {
+		perCluster[ep.Cluster]++
+	}
+	parts := make([]string, 0, len(perCluster))
+	for c, n := range perCluster {
 		parts = append(parts, fmt.Sprintf("%s %d", c, n))
 	}
 	sort.Strings(parts)

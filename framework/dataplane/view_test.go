@@ -101,3 +101,10 @@ func TestViewIndexes(t *testing.T) {
 	_, _, err = splitSPIFFE("spiffe://cluster.local/x")
 	assert.Error(t, err)
 }
+
+func TestWorkloadsPerClusterCountsEveryWorkload(t *testing.T) {
+	addrs := addresses(nil, true)
+	addrs["c1//Pod/probe/echo-0"].GetWorkload().ClusterId = "c1"
+	assert.Equal(t, "workloads per cluster:  2, c1 1", BuildView(addrs).WorkloadsPerCluster(),
+		"the pod in c1, and the split-horizon workload and the client, which carry no cluster here")
+}
