@@ -30,7 +30,6 @@ import (
 func TestChurn(t *testing.T) {
 	cf := mc.opts.Churn
 	ctx := mc.Context(t)
-	istiod, measured := freshIstiod(t, ctx)
 	obs := mc.observed()
 	remotes, coalesced := churnableRemotes(obs)
 	for _, c := range coalesced {
@@ -43,12 +42,12 @@ func TestChurn(t *testing.T) {
 	debounceAfter, debounceMax := features.DebounceAfter, features.DebounceMax
 	limit := debounceMax + 5*time.Second
 
-	w := startWatcher(t, ctx, obs, istiod)
 	members := []string{obs.Name}
 	for _, c := range remotes {
 		members = append(members, c.Name)
 	}
-	needMembers(t, ctx, members...)
+	istiod, measured := istiodFor(t, ctx, members...)
+	w := startWatcher(t, ctx, obs, istiod)
 	waitHolds(t, ctx, w, members[1:]...)
 	for i := 1; i < cf.Clients; i++ {
 		// Extra clients only add istiod's push work; the first one is the one measured.

@@ -31,9 +31,8 @@ func controlPlane() *report.ControlPlane {
 func TestControlPlaneJoin(t *testing.T) {
 	ctx := mc.Context(t)
 	probesInPlace(t)
-	istiod, measured := freshIstiod(t, ctx)
 	obs := mc.observed()
-	needMembers(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
+	istiod, measured := istiodFor(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
 	w := startWatcher(t, ctx, obs, istiod)
 	clients := xdsClients()
 	for n := 1; n < clients; n++ {
@@ -145,10 +144,9 @@ func deref(p *float64) float64 {
 func TestControlPlaneLeave(t *testing.T) {
 	ctx := mc.Context(t)
 	probesInPlace(t)
-	istiod, measured := freshIstiod(t, ctx)
 	obs := mc.observed()
+	istiod, measured := istiodFor(t, ctx, everyCluster()...)
 	w := startWatcher(t, ctx, obs, istiod)
-	needMembers(t, ctx, everyCluster()...)
 	waitHolds(t, ctx, w, everyCluster()[1:]...)
 	cp := controlPlane()
 	cp.LeaveIstiod, cp.Leaves = measured, nil

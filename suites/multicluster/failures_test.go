@@ -34,7 +34,7 @@ func TestJoinFailurePaths(t *testing.T) {
 
 func failUnreachableRemote(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	// A fresh istiod for the observed cluster reads remote secrets from its own namespace
-	// (freshIstiod), so the suite's own istiod never manages the broken cluster. Its remote
+	// (newIsolated), so the suite's own istiod never manages the broken cluster. Its remote
 	// sync timeout is short, so that istiod itself says it gave up on the cluster.
 	isolated := newIsolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 	// A kubeconfig for an API server that is not there: nothing listens on the port.

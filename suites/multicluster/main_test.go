@@ -4,9 +4,9 @@
 //
 // TestMain builds the environment from flags (see framework/env) before any test runs: clusters,
 // then the mesh (shared CA, east-west gateways), the scale workloads, and istiod per primary.
-// Clusters start unjoined, and every test leaves them so: each states the membership it needs
-// (needMembers) and the istiod state its measurement needs (freshIstiod), so tests run alone, in
-// any order and under -shuffle with the same figures.
+// Clusters start unjoined; each test states the membership it needs (needMembers), leaving it for
+// the next test to change, and the istiod state its measurement needs (istiodFor), so tests run
+// alone, in any order and under -shuffle with the same figures.
 package multicluster
 
 import (

@@ -15,24 +15,30 @@ import (
 )
 
 // Membership is the state every test shares, so it is stated, never assumed: a test asks for the
-// members it needs and gets the membership it found back at its end.
+// members it needs, and what it leaves behind is the next test's to change. Nothing is put back at
+// a test's end: a full-mesh rejoin of every cluster costs each istiod every other cluster's join,
+// and the next test would as likely change it again.
 
 // needMembers makes the mesh's members exactly names (the observed cluster first among them, so
 // that joining it forms a mesh of one), joining and leaving what differs and waiting until the
-// observed istiod has taken each change up. t.Cleanup puts back the members the test found.
+// observed istiod has taken each change up.
 func needMembers(t *testing.T, ctx context.Context, names ...string) {
 	t.Helper()
-	before := mc.mesh.Joined()
-	require.NoError(t, setMembers(ctx, names), "membership for %s", t.Name())
+	require.NoError(t, setMembers(ctx, names, true), "membership for %s", t.Name())
+}
+
+// leaveAtEnd takes name out of the mesh when the test ends: for a test that may leave istiod's
+// view of it broken (a known istiod fault), so the next test to need it joins it afresh.
+func leaveAtEnd(t *testing.T, name string) {
 	t.Cleanup(func() {
-		// A run cut short tears everything down anyway.
-		if err := mc.RunContext().Err(); err != nil {
-			return
+		if mc.RunContext().Err() != nil {
+			return // a run cut short tears everything down anyway
 		}
 		ctx, cancel := context.WithTimeout(mc.RunContext(), 2*mc.opts.Join.Timeout)
 		defer cancel()
-		if err := setMembers(ctx, before); err != nil {
-			t.Errorf("putting back the mesh's members %v after %s: %v", before, t.Name(), err)
+		rest := slices.DeleteFunc(mc.mesh.Joined(), func(n string) bool { return n == name })
+		if err := setMembers(ctx, rest, true); err != nil {
+			t.Errorf("taking %s out of the mesh after %s: %v", name, t.Name(), err)
 		}
 	})
 }
@@ -50,73 +56,133 @@ func everyCluster() []string {
 }
 
 // setMembers leaves, newest first, the members not in want, then joins what want lacks in its
-// order, waiting on the observed istiod (when it runs) after each change.
-func setMembers(ctx context.Context, want []string) error {
+// order, waiting on the observed istiod (when it runs and watch is set) for each change. Changes
+// go out together and are waited on after: istiods take a batch of them up at once, where one at
+// a time would wait for every istiod's work on each in turn.
+func setMembers(ctx context.Context, want []string, watch bool) error {
 	obs := mc.observed()
 	i := mc.mesh.Istiods[obs.Name]
+	if !watch {
+		i = nil
+	}
+	observing := func(name string) bool {
+		return i != nil && name != obs.Name && slices.Contains(mc.mesh.Joined(), obs.Name)
+	}
+	var left []*cluster.Cluster
 	joined := mc.mesh.Joined()
 	for k := len(joined) - 1; k >= 0; k-- {
 		name := joined[k]
 		if slices.Contains(want, name) {
 			continue
 		}
+		if name == obs.Name && len(left) > 0 { // its istiod must see the others go first
+			if err := waitAll(ctx, left, func(c *cluster.Cluster) error { return waitLeft(ctx, i, nil, c, mc.opts.Join.Timeout) }); err != nil {
+				return err
+			}
+			left = nil
+		}
+		observed := observing(name)
 		if err := mc.mesh.Leave(ctx, name); err != nil {
 			return err
 		}
-		if i != nil && name != obs.Name && slices.Contains(mc.mesh.Joined(), obs.Name) {
-			if err := waitLeft(ctx, i, nil, mc.Cluster(name), mc.opts.Join.Timeout); err != nil {
-				return err
-			}
+		if observed {
+			left = append(left, mc.Cluster(name))
 		}
+	}
+	if err := waitAll(ctx, left, func(c *cluster.Cluster) error { return waitLeft(ctx, i, nil, c, mc.opts.Join.Timeout) }); err != nil {
+		return err
 	}
 	// The observed cluster first: joining it alone forms a mesh of one.
 	order := slices.Clone(want)
 	if k := slices.Index(order, obs.Name); k > 0 {
 		order = append([]string{obs.Name}, slices.Delete(order, k, k+1)...)
 	}
+	var added []*cluster.Cluster
+	start := time.Now()
 	for _, name := range order {
 		if slices.Contains(mc.mesh.Joined(), name) {
 			continue
 		}
-		start := time.Now()
 		if err := mc.mesh.Join(ctx, name); err != nil {
 			return err
 		}
-		if i != nil && name != obs.Name && slices.Contains(mc.mesh.Joined(), obs.Name) {
-			if _, err := waitJoined(ctx, i, nil, mc.Cluster(name), start, mc.opts.Join.Timeout); err != nil {
-				return err
-			}
+		if observing(name) {
+			added = append(added, mc.Cluster(name))
+		}
+	}
+	return waitAll(ctx, added, func(c *cluster.Cluster) error {
+		_, err := waitJoined(ctx, i, nil, c, start, mc.opts.Join.Timeout)
+		return err
+	})
+}
+
+// waitAll runs wait for each cluster in turn, stopping at the first error.
+func waitAll(ctx context.Context, cs []*cluster.Cluster, wait func(*cluster.Cluster) error) error {
+	for _, c := range cs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := wait(c); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// freshIstiod makes sure the observed istiod has held no remote cluster since it started, for a
-// measurement "from nothing" (istiod keeps part of a cluster's memory after it leaves,
-// istio/istio#61263): if it has, it is restarted in place, with no member but itself. It returns
-// the istiod and what the report says of it.
-func freshIstiod(t *testing.T, ctx context.Context) (cluster.Istiod, *report.MeasuredIstiod) {
+// istiodFor gives a test that measures the observed istiod one whose whole history is joining
+// members, and makes them the mesh's members. istiod keeps part of a cluster's memory after it
+// leaves (istio/istio#61263), so an istiod that had held a cluster outside members, or one that has
+// left since, is restarted in place first with nothing joined; one that held only clusters that are
+// still members (none left) is kept: it is in the state a fresh istiod joined to them would be. It
+// returns the istiod and what the report says of it.
+func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Istiod, *report.MeasuredIstiod) {
 	t.Helper()
 	obs := mc.observed()
 	i := mc.mesh.Istiods[obs.Name]
 	require.NotNil(t, i, "no istiod runs for %s", obs.Name)
 	held := mc.mesh.Held(obs.Name)
 	m := &report.MeasuredIstiod{Cluster: obs.Name, HeldBefore: len(held)}
-	if len(held) == 0 {
+	if len(held) > 0 && heldOnlyMembers(held, members) {
+		m.Kept = true
+		mc.Logf("istiod %s: kept (it has held %d remote clusters, all still members)", obs.Name, len(held))
+		needMembers(t, ctx, members...)
 		return i, m
 	}
-	needMembers(t, ctx) // nothing joined while it restarts
+	if len(held) > 0 {
+		m.Restarted = restartFresh(t, ctx, obs, len(held))
+		if !m.Restarted {
+			m.Note = fmt.Sprintf("not fresh: it had held %d remote clusters and provider %s cannot restart it", len(held), mc.Provider.Name())
+			mc.Logf("istiod %s: %s", obs.Name, m.Note)
+		}
+	}
+	needMembers(t, ctx, members...)
+	return i, m
+}
+
+// heldOnlyMembers says every cluster in held is joined now and in members.
+func heldOnlyMembers(held, members []string) bool {
+	joined := mc.mesh.Joined()
+	for _, h := range held {
+		if !slices.Contains(members, h) || !slices.Contains(joined, h) {
+			return false
+		}
+	}
+	return true
+}
+
+// restartFresh restarts the observed istiod with no member joined, saying whether the provider
+// could. Nothing waits on the leaves: the istiod that would take them up is restarted anyway.
+func restartFresh(t *testing.T, ctx context.Context, obs *cluster.Cluster, held int) bool {
+	t.Helper()
+	require.NoError(t, setMembers(ctx, nil, false), "leaving every cluster before istiod %s restarts", obs.Name)
 	start := time.Now()
 	err := mc.mesh.RestartIstiod(ctx, obs.Name)
 	if errors.Is(err, cluster.ErrUnsupported) {
-		m.Note = fmt.Sprintf("not fresh: it had held %d remote clusters and provider %s cannot restart it", len(held), mc.Provider.Name())
-		mc.Logf("istiod %s: %s", obs.Name, m.Note)
-		return i, m
+		return false
 	}
 	require.NoError(t, err)
-	m.Restarted = true
-	mc.Logf("istiod %s: restarted fresh in %.1fs (it had held %d remote clusters)", obs.Name, time.Since(start).Seconds(), len(held))
-	return i, m
+	mc.Logf("istiod %s: restarted fresh in %.1fs (it had held %d remote clusters)", obs.Name, time.Since(start).Seconds(), held)
+	return true
 }
 
 // observedIstiod returns the measured cluster and its istiod, whatever it held before.

@@ -144,6 +144,8 @@ func measuredText(mi *report.MeasuredIstiod) string {
 		return cell(mi.Cluster) + ", " + cell(mi.Note)
 	case mi.Restarted:
 		return fmt.Sprintf("%s, restarted fresh for this (it had held %d remote clusters)", cell(mi.Cluster), mi.HeldBefore)
+	case mi.Kept:
+		return fmt.Sprintf("%s, kept (it had held %d remote clusters since it started, all still members: none had left)", cell(mi.Cluster), mi.HeldBefore)
 	}
 	return cell(mi.Cluster) + ", fresh (it had held no remote cluster)"
 }

@@ -15,7 +15,7 @@ func TestChurnFlagDefaults(t *testing.T) {
 	f, err := parse(t)
 	require.NoError(t, err)
 	c := f.Churn
-	assert.Equal(t, []float64{5, 50}, c.Rates, "one rate on each side of the debounce knee")
+	assert.Equal(t, []float64{5, 20}, c.Rates, "one rate on each side of the debounce knee")
 	assert.Equal(t, 5*time.Second, c.Duration, "short windows: the main command's budget")
 	assert.Empty(t, c.Percents)
 	assert.Equal(t, []string{CaseLocal, "all-remote"}, c.Cases, "every remote at once, at a total rate: work that does not grow with the clusters")

@@ -55,7 +55,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 
 	// One join, small scale: convergence, the burst, the quiet steady window, three samples half a
 	// second apart and a forced GC; istiod's own work grows with the pods a cluster brings.
-	join := 0.9 + 2.0 + 1.2 + 0.2 + pods/4000*6
+	join := 1.6 + 2.0 + 1.2 + 0.2 + pods/4000*6
 	if o.Join.Settle > 0 {
 		join = 0.6 + o.Join.Settle.Seconds() + 1.2 + pods/4000*2
 	}
@@ -70,9 +70,11 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 	tests = scaled([]plan.Item{
 		{Name: "TestClusters", Expected: s(0.15 * float64(n)), Detail: fmt.Sprintf("%d clusters", n)},
 		{Name: "TestClustersAreIndependent", Expected: s(0.005 * float64(n*n)), Detail: fmt.Sprintf("%d x %d reads", n, n)},
-		{Name: "TestClustersRunControllers", Expected: s(5 + 0.15*float64(n)), Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", n)},
+		{Name: "TestClustersRunControllers", Expected: s(7 + 0.25*float64(n)), Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", n)},
 		{Name: "TestControlPlaneJoin", Expected: s(restart + 6 + float64(remotes)*join + probes), Detail: fmt.Sprintf("baseline + %d joins x ~%.1fs", remotes, join)},
-		{Name: "TestControlPlaneLeave", Expected: s(restart + float64(remotes)*(0.5+pods/4000*3) + float64(remotes)*0.5), Detail: fmt.Sprintf("%d joins (unmeasured), %d leaves", remotes, remotes)},
+		// Right after the join suite (go test's default order) it keeps that istiod, which has held
+		// only the clusters it still holds; in another order it pays a restart and the joins too.
+		{Name: "TestControlPlaneLeave", Expected: s(1 + float64(remotes)*(0.4+pods/4000*3)), Detail: fmt.Sprintf("%d leaves (after the join suite: its istiod, kept)", remotes)},
 		{Name: "TestJoinFailurePaths", Expected: s(restart + 4), Detail: "at once: an unreachable remote (5s wait), a join timeout, a killed istiod"},
 		o.checksItem(remotes, pods, dataPlane),
 		o.churnItem(in, remotes, restart),
@@ -91,19 +93,20 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 // clusters twice; the rotation check rotates 2n times, reading the live heap after each), then the
 // isolated rest at once, as long as the longest (four mid-sync deletions on fresh istiods, or the
 // slowed sync), then the data-plane two (traffic through n rotations, then through an istiod restart).
-// Calibrated at 10 clusters, small scale, n=2 (reference host, the main command): memory 13 s,
-// rotation 18.7 s, mid-sync 17.3 s, slowed sync 14.6 s, traffic through rotations 10.3 s.
+// Calibrated at 10 clusters, small scale, n=2 (the main command, 2026-12-02, a 2-core machine
+// of the reference kind): memory 17-20 s, rotation 25.6-34 s, mid-sync 16.1-20.4 s (attempt 0,
+// then the other three at once), slowed sync 16.8-19.5 s, traffic through rotations 12-12.9 s.
 func (o *Options) checksItem(remotes int, pods, dataPlane float64) plan.Item {
 	c := o.Checks.Clusters
 	if c == 0 || c > remotes {
 		c = remotes
 	}
 	n := float64(o.Checks.Rotations)
-	memory := 5 + float64(c)*(3.5+pods/250)
-	rotation := 4 + pods/1000 + (2*n+1)*(2.8+pods/1000*4)
-	midSync := 4 * (3 + pods/1000 + 0.5)
-	truth := 14.0
-	traffic := dataPlane + 2 + n*2.5
+	memory := 5 + float64(c)*(5.5+pods/250)
+	rotation := 4 + pods/1000 + (2*n+1)*(3.6+pods/1000*4)
+	midSync := 2 * (7.5 + pods/1000)
+	truth := 16.5
+	traffic := dataPlane + 2 + n*3.5
 	restart := 6 + pods/1000*2
 	return plan.Item{Name: "TestIstiodProperties", Expected: s(memory + rotation + max(midSync, truth) + traffic + restart),
 		Detail: fmt.Sprintf("memory over %d remote clusters, 2 x %d rotations, then at once: 4 mid-sync deletions, a rejoin, an outage, a slowed sync; then traffic through rotations and a restart", c, o.Checks.Rotations)}
@@ -125,10 +128,10 @@ func (o *Options) latencyItem(dataPlane float64) plan.Item {
 // as long windows when the plan does not fit.
 func (o *Options) churnItem(in env.PlanInput, remotes int, restart float64) plan.Item {
 	c := &o.Churn
-	fixed := restart + 1 + float64(remotes)*0.5 + 2 // fresh istiod, watcher, every join, the finding
+	fixed := restart + 1 + float64(remotes)*0.9 + 2 // fresh istiod, watcher, every join, the finding
 	length := func(ch Churn) float64 {
 		windows := ch.windows(remotes > 0)
-		per := ch.Duration.Seconds() + 1.2
+		per := ch.Duration.Seconds() + 1.6
 		if len(ch.Percents) > 0 {
 			per = 0
 			for _, p := range ch.Percents {
