@@ -39,6 +39,10 @@ type Mesh struct {
 	// keeps part of a cluster's memory after it leaves (istio/istio#61263), so a measurement
 	// "from nothing" needs an istiod that held none.
 	held map[string]map[string]bool
+	// dropped is, per primary, the held remote clusters its istiod has since let go of or rebuilt
+	// (a leave, a rotated secret): an istiod with none is in the state a fresh one joined to what
+	// it holds would be.
+	dropped map[string]map[string]bool
 }
 
 // Options configure StartIstiods.
@@ -62,7 +66,7 @@ func Install(ctx context.Context, p cluster.Provider, clusters []*cluster.Cluste
 	}
 	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{}, provider: p,
 		Istiods: map[string]cluster.Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{},
-		held: map[string]map[string]bool{}}
+		held: map[string]map[string]bool{}, dropped: map[string]map[string]bool{}}
 	for _, c := range clusters {
 		if m.Intermediates[c.Name], err = root.NewIntermediate(c.Name); err != nil {
 			return nil, err
@@ -234,6 +238,28 @@ func (m *Mesh) holds(primary, remote string) {
 	m.held[primary][remote] = true
 }
 
+// drops records that primary's istiod let remote go or rebuilt it (m.mu held).
+func (m *Mesh) drops(primary, remote string) {
+	if !m.held[primary][remote] {
+		return
+	}
+	if m.dropped == nil {
+		m.dropped = map[string]map[string]bool{}
+	}
+	if m.dropped[primary] == nil {
+		m.dropped[primary] = map[string]bool{}
+	}
+	m.dropped[primary][remote] = true
+}
+
+// Dropped lists the remote clusters primary's istiod has let go of or rebuilt (a leave, a rotated
+// secret) since it started or restarted.
+func (m *Mesh) Dropped(primary string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.dropped[primary]))
+}
+
 // Held lists the remote clusters primary's istiod has held since it started or restarted.
 func (m *Mesh) Held(primary string) []string {
 	m.mu.Lock()
@@ -258,6 +284,7 @@ func (m *Mesh) RestartIstiod(ctx context.Context, primary string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.held, primary)
+	delete(m.dropped, primary)
 	if slices.Contains(m.joined, primary) {
 		for _, j := range m.joined {
 			if j != primary {
@@ -290,6 +317,7 @@ func (m *Mesh) RotateSecret(ctx context.Context, remote string) error {
 			if err := ApplySecret(ctx, into, fresh); err != nil {
 				return fmt.Errorf("rotate %s: %w", remote, err)
 			}
+			m.drops(j, remote)
 		}
 	}
 	return nil
@@ -316,6 +344,8 @@ func (m *Mesh) Leave(ctx context.Context, name string) error {
 		if err := DeleteSecret(ctx, leaver, j); err != nil {
 			return fmt.Errorf("leave of %s: %w (it stays in the mesh; retry)", name, err)
 		}
+		m.drops(j, name)
+		m.drops(name, j)
 	}
 	m.joined = slices.Delete(m.joined, idx, idx+1)
 	return nil

@@ -121,3 +121,21 @@ func TestLeaveRemovesSecretsBothWays(t *testing.T) {
 	}
 	assert.Empty(t, m.Joined())
 }
+
+// What each primary's istiod has held and let go of is what a measurement "from nothing" asks.
+func TestHeldAndDroppedFollowJoinsAndLeaves(t *testing.T) {
+	ctx := context.Background()
+	m := fakeMesh([]string{"cluster-1", "cluster-2", "cluster-3"}, nil)
+	for _, name := range []string{"cluster-1", "cluster-2", "cluster-3"} {
+		require.NoError(t, m.Join(ctx, name))
+	}
+	assert.Equal(t, []string{"cluster-2", "cluster-3"}, m.Held("cluster-1"))
+	assert.Empty(t, m.Dropped("cluster-1"), "nothing left yet")
+	require.NoError(t, m.Leave(ctx, "cluster-3"))
+	assert.Equal(t, []string{"cluster-2", "cluster-3"}, m.Held("cluster-1"), "held since it started, left or not")
+	assert.Equal(t, []string{"cluster-3"}, m.Dropped("cluster-1"))
+	assert.Equal(t, []string{"cluster-3"}, m.Dropped("cluster-2"))
+	assert.Equal(t, []string{"cluster-1", "cluster-2"}, m.Dropped("cluster-3"), "the leaver let the others go")
+	require.NoError(t, m.Join(ctx, "cluster-3"))
+	assert.Equal(t, []string{"cluster-3"}, m.Dropped("cluster-1"), "a rejoin does not undo a leave")
+}

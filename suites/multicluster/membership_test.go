@@ -132,7 +132,7 @@ func waitAll(ctx context.Context, cs []*cluster.Cluster, wait func(*cluster.Clus
 // istiodFor gives a test that measures the observed istiod one whose whole history is joining
 // members, and makes them the mesh's members. istiod keeps part of a cluster's memory after it
 // leaves (istio/istio#61263), so an istiod that had held a cluster outside members, or one that has
-// left since, is restarted in place first with nothing joined; one that held only clusters that are
+// left or had its secret rotated since, is restarted in place first with nothing joined; one that held only clusters that are
 // still members (none left) is kept: it is in the state a fresh istiod joined to them would be. It
 // returns the istiod and what the report says of it.
 func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Istiod, *report.MeasuredIstiod) {
@@ -159,8 +159,12 @@ func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Is
 	return i, m
 }
 
-// heldOnlyMembers says every cluster in held is joined now and in members.
+// heldOnlyMembers says every cluster in held is joined now and in members, and the observed istiod
+// has let go of or rebuilt none of them since it started.
 func heldOnlyMembers(held, members []string) bool {
+	if len(mc.mesh.Dropped(mc.observed().Name)) > 0 {
+		return false
+	}
 	joined := mc.mesh.Joined()
 	for _, h := range held {
 		if !slices.Contains(members, h) || !slices.Contains(joined, h) {
