@@ -51,7 +51,7 @@ type Sample struct {
 // MeasuredIstiod says which istiod a section measured and what it had held before: a figure
 // "from nothing" needs one that held no remote cluster (istiod keeps part of a cluster's memory
 // after it leaves), so a suite restarts it fresh when it had held a cluster the section does not
-// want or one that has left since.
+// want, or let one go or rebuilt it since (a leave, a rotated secret).
 type MeasuredIstiod struct {
 	Cluster string `json:"cluster"`
 	// HeldBefore is how many remote clusters it had held since its start when the section began.
@@ -59,7 +59,7 @@ type MeasuredIstiod struct {
 	// Restarted says it was restarted for the section, so it held nothing when measured.
 	Restarted bool `json:"restarted,omitempty"`
 	// Kept says it was measured without a restart: every cluster it had held was still a member
-	// the section wanted (none had left), the state a fresh istiod joined to them would be in.
+	// the section wanted (none had left or been rebuilt), the state a fresh istiod joined to them would be in.
 	Kept bool   `json:"kept,omitempty"`
 	Note string `json:"note,omitempty"`
 }

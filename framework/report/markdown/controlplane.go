@@ -145,7 +145,7 @@ func measuredText(mi *report.MeasuredIstiod) string {
 	case mi.Restarted:
 		return fmt.Sprintf("%s, restarted fresh for this (it had held %d remote clusters)", cell(mi.Cluster), mi.HeldBefore)
 	case mi.Kept:
-		return fmt.Sprintf("%s, kept (it had held %d remote clusters since it started, all still members: none had left)", cell(mi.Cluster), mi.HeldBefore)
+		return fmt.Sprintf("%s, kept (it had held %d remote clusters since it started, all still members: none had left or been rebuilt)", cell(mi.Cluster), mi.HeldBefore)
 	}
 	return cell(mi.Cluster) + ", fresh (it had held no remote cluster)"
 }
