@@ -59,7 +59,8 @@ type MeasuredIstiod struct {
 	// Restarted says it was restarted for the section, so it held nothing when measured.
 	Restarted bool `json:"restarted,omitempty"`
 	// Kept says it was measured without a restart: every cluster it had held was still a member
-	// the section wanted (none had left or been rebuilt), the state a fresh istiod joined to them would be in.
+	// the section wanted (none had left or been rebuilt), the state a fresh istiod joined to them
+	// would be in.
 	Kept bool   `json:"kept,omitempty"`
 	Note string `json:"note,omitempty"`
 }

@@ -68,6 +68,7 @@ func setMembers(ctx context.Context, want []string, watch bool) error {
 	observing := func(name string) bool {
 		return i != nil && name != obs.Name && slices.Contains(mc.mesh.Joined(), obs.Name)
 	}
+	gone := func(c *cluster.Cluster) error { return waitLeft(ctx, i, nil, c, mc.opts.Join.Timeout) }
 	var left []*cluster.Cluster
 	joined := mc.mesh.Joined()
 	for k := len(joined) - 1; k >= 0; k-- {
@@ -76,7 +77,7 @@ func setMembers(ctx context.Context, want []string, watch bool) error {
 			continue
 		}
 		if name == obs.Name && len(left) > 0 { // its istiod must see the others go first
-			if err := waitAll(ctx, left, func(c *cluster.Cluster) error { return waitLeft(ctx, i, nil, c, mc.opts.Join.Timeout) }); err != nil {
+			if err := waitAll(left, gone); err != nil {
 				return err
 			}
 			left = nil
@@ -89,7 +90,7 @@ func setMembers(ctx context.Context, want []string, watch bool) error {
 			left = append(left, mc.Cluster(name))
 		}
 	}
-	if err := waitAll(ctx, left, func(c *cluster.Cluster) error { return waitLeft(ctx, i, nil, c, mc.opts.Join.Timeout) }); err != nil {
+	if err := waitAll(left, gone); err != nil {
 		return err
 	}
 	// The observed cluster first: joining it alone forms a mesh of one.
@@ -110,18 +111,15 @@ func setMembers(ctx context.Context, want []string, watch bool) error {
 			added = append(added, mc.Cluster(name))
 		}
 	}
-	return waitAll(ctx, added, func(c *cluster.Cluster) error {
+	return waitAll(added, func(c *cluster.Cluster) error {
 		_, err := waitJoined(ctx, i, nil, c, start, mc.opts.Join.Timeout)
 		return err
 	})
 }
 
 // waitAll runs wait for each cluster in turn, stopping at the first error.
-func waitAll(ctx context.Context, cs []*cluster.Cluster, wait func(*cluster.Cluster) error) error {
+func waitAll(cs []*cluster.Cluster, wait func(*cluster.Cluster) error) error {
 	for _, c := range cs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		if err := wait(c); err != nil {
 			return err
 		}
@@ -131,10 +129,10 @@ func waitAll(ctx context.Context, cs []*cluster.Cluster, wait func(*cluster.Clus
 
 // istiodFor gives a test that measures the observed istiod one whose whole history is joining
 // members, and makes them the mesh's members. istiod keeps part of a cluster's memory after it
-// leaves (istio/istio#61263), so an istiod that had held a cluster outside members, or one that has
-// left or had its secret rotated since, is restarted in place first with nothing joined; one that held only clusters that are
-// still members (none left) is kept: it is in the state a fresh istiod joined to them would be. It
-// returns the istiod and what the report says of it.
+// leaves (istio/istio#61263), so an istiod that had held a cluster outside members, or had let one
+// go or rebuilt it since (a leave, a rotated secret), is restarted in place first with nothing
+// joined; one that held only members and dropped none is kept: it is in the state a fresh istiod
+// joined to them would be. It returns the istiod and what the report says of it.
 func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Istiod, *report.MeasuredIstiod) {
 	t.Helper()
 	obs := mc.observed()
@@ -142,13 +140,13 @@ func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Is
 	require.NotNil(t, i, "no istiod runs for %s", obs.Name)
 	held := mc.mesh.Held(obs.Name)
 	m := &report.MeasuredIstiod{Cluster: obs.Name, HeldBefore: len(held)}
-	if len(held) > 0 && heldOnlyMembers(held, members) {
+	switch {
+	case len(held) == 0:
+	case len(mc.mesh.Dropped(obs.Name)) == 0 && allIn(held, members):
+		// A held cluster it never dropped is still joined.
 		m.Kept = true
 		mc.Logf("istiod %s: kept (it has held %d remote clusters, all still members)", obs.Name, len(held))
-		needMembers(t, ctx, members...)
-		return i, m
-	}
-	if len(held) > 0 {
+	default:
 		m.Restarted = restartFresh(t, ctx, obs, len(held))
 		if !m.Restarted {
 			m.Note = fmt.Sprintf("not fresh: it had held %d remote clusters and provider %s cannot restart it", len(held), mc.Provider.Name())
@@ -159,15 +157,10 @@ func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Is
 	return i, m
 }
 
-// heldOnlyMembers says every cluster in held is joined now and in members, and the observed istiod
-// has let go of or rebuilt none of them since it started.
-func heldOnlyMembers(held, members []string) bool {
-	if len(mc.mesh.Dropped(mc.observed().Name)) > 0 {
-		return false
-	}
-	joined := mc.mesh.Joined()
-	for _, h := range held {
-		if !slices.Contains(members, h) || !slices.Contains(joined, h) {
+// allIn says every name in names is in set.
+func allIn(names, set []string) bool {
+	for _, n := range names {
+		if !slices.Contains(set, n) {
 			return false
 		}
 	}

@@ -22,8 +22,9 @@ var (
 
 // The default sweep: one rate on each side of the knee istiod's 100 ms debounce puts near 10
 // changes/s (20, not 50: at 10 clusters on 2 cores 50 pods/s saturated the host, achieving 16-22
-// pods/s with a p99 of 9 s, and its drain cost the main command 10 s), in short windows, locally and in every remote at once (at a total rate, so the work
-// does not grow with the cluster count), so that the main command stays within its time budget;
+// pods/s with a p99 of 9 s, and its drain cost the main command 10 s), in short windows, locally
+// and in every remote at once (at a total rate, so the work does not grow with the cluster
+// count), so that the main command stays within its time budget;
 // make e2e runs the full sweep: more rates, windows longer than PILOT_DEBOUNCE_MAX (10 s) to see
 // steady state, one remote alone, and readiness flips.
 var (
