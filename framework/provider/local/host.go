@@ -11,8 +11,9 @@ import (
 
 // Memory model for preflight, from the setup sections of runs here (2 cores; API servers with
 // the slimmed CRDs and apiServerGC's settings): each cluster's API server and etcd share about
-// 260 MB plus 45 KB per pod (RSS, so with room: 226-253 MB unique at small scale, 430 MB at 4000
-// pods). Each istiod: about 300 MB, plus about 25 KB for every pod of every cluster it watches
+// 260 MB plus 45 KB per pod at GOGC=35 (RSS, so with room: 226-253 MB unique at small scale, 430
+// MB at 4000 pods), 80 MB more with Go's default GC (the main command, 2026-12-03: 377 against
+// 299 MB unique per cluster, controller-manager included). Each istiod: about 300 MB, plus about 25 KB for every pod of every cluster it watches
 // (1.23 GB with 10 clusters of 4000 pods). The test process and the page cache come on top.
 // Each kube-controller-manager: 108 MB RSS at 100 pods, 151 MB at 4000 (GOGC=50), of which 75 MB
 // are the binary's pages that every controller-manager shares: so 35 MB plus 12 KB per pod of its
@@ -22,6 +23,7 @@ import (
 // with 10 clusters), since every API server opens several clients to it.
 const (
 	apiServerMemory   = 260 << 20
+	defaultGCMemory   = 80 << 20
 	apiServerPerPod   = 45 << 10
 	controllersMemory = 40 << 20
 	controllersPerPod = 18 << 10
@@ -38,6 +40,9 @@ const (
 func (p *Provider) hostMemory(t *topology.Topology) uint64 {
 	n, pods := uint64(len(t.Clusters)), uint64(max(p.opts.PodsPerCluster, 0))
 	need := n * (apiServerMemory + pods*apiServerPerPod)
+	if defaultGC(len(t.Clusters), int(pods)) {
+		need += n * defaultGCMemory
+	}
 	if !p.opts.NoControllers {
 		need += controllersBinary + n*(controllersMemory+pods*controllersPerPod)
 	}

@@ -26,6 +26,21 @@ func TestHostMemoryCountsIstiodsAndPods(t *testing.T) {
 	assert.Greater(t, observed, without+uint64(50*controllersMemory), "the controller-managers are counted")
 }
 
+// TestAPIServerGCTradesMemoryForCPUUpToTwentyClusters: Go's default GC for the small runs it
+// speeds up, GOGC=35 where memory runs out first, and the preflight model counts the difference.
+func TestAPIServerGCTradesMemoryForCPUUpToTwentyClusters(t *testing.T) {
+	assert.Equal(t, []string{"GOGC=100"}, apiServerGC(10, 100))
+	assert.Equal(t, []string{"GOGC=35"}, apiServerGC(21, 100))
+	assert.Equal(t, []string{"GOGC=35", "GOMEMLIMIT=295MiB"}, apiServerGC(10, 4000))
+	need := func(clusters int) uint64 {
+		topo, err := topology.Generate(clusters)
+		require.NoError(t, err)
+		return (&Provider{noIstiod: true, opts: Options{PodsPerCluster: 100}}).hostMemory(topo)
+	}
+	perCluster := func(clusters int) uint64 { return (need(clusters) - controllersBinary) / uint64(clusters) }
+	assert.Equal(t, uint64(defaultGCMemory), perCluster(20)-perCluster(30), "an API server with the default GC is counted larger")
+}
+
 // TestCheckHostRefusesWhatDoesNotFit names the flags that make a run smaller.
 func TestCheckHostRefusesWhatDoesNotFit(t *testing.T) {
 	avail, err := measure.HostMemoryAvailable()

@@ -65,6 +65,7 @@ type Provider struct {
 
 	mu      sync.Mutex
 	etcd    *sharedEtcd
+	gcEnv   []string // the API servers' GC settings for this run's cluster count (apiServerGC)
 	members []*member
 	// noIstiod: the caller starts no istiod (benchmarks), so preflight asks for less memory.
 	noIstiod bool
@@ -194,6 +195,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	p.mu.Lock()
 	p.etcd = etcd
+	p.gcEnv = apiServerGC(len(t.Clusters), p.opts.PodsPerCluster)
 	seed := p.seed
 	p.mu.Unlock()
 	out, err := p.startWaves(ctx, t, etcd, seed)
@@ -219,7 +221,7 @@ const nodeLeaseRenewal = 10 * time.Second
 // startCluster starts one member: its egress proxy, API server and controller-manager.
 func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, seed *crdSeed, together int) (*cluster.Cluster, error) {
 	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
-		etcd: etcd, gcEnv: apiServerGC(p.opts.PodsPerCluster), controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace}
+		etcd: etcd, gcEnv: p.gcEnv, controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace}
 	p.mu.Lock()
 	p.members = append(p.members, m)
 	p.mu.Unlock()
