@@ -203,7 +203,7 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 	return ports[0], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), token))
 }
 
-// apiServerGC returns the Go GC settings for clusters API servers that will each hold pods pods.
+// apiServerGC returns the Go GC settings for a run of that many API servers, each to hold pods pods.
 // Go's default lets a heap grow to twice its live size; an API server with the slimmed CRDs lives
 // on about 100 MB, plus about 18 KB per pod (171 MB live at 4000 pods). Measured at 10 clusters
 // with seeded, slimmed CRDs (2 cores; API server plus etcd share per cluster, binary pages counted
