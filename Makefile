@@ -3,8 +3,8 @@ GO        ?= go
 # Unit tests: everything but the two suite packages, which build real clusters (their options package is a unit test).
 # The slowest first (each over 10 s in .ci/run on 2 cores), so that go test's two at a time end
 # together instead of one long package running alone at the end.
-UNIT_SLOW  = ./framework/provider/kube ./framework/mesh/install ./framework/provider/local ./framework/workload \
-             ./framework/provider/wrapped ./framework/env ./framework/mesh ./framework/provider/kind ./scripts/render
+UNIT_SLOW  = ./framework/provider/kube ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
+             ./framework/provider/local ./scripts/render ./framework/env ./framework/mesh ./framework/provider/kind
 UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$)
 SUITE      = ./suites/multicluster
 REPORT_DIR ?= $(if $(ARTIFACTS),$(ARTIFACTS),$(CURDIR)/_output/report)

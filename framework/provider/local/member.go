@@ -223,18 +223,24 @@ func apiServerGC(clusters, pods int) []string {
 		return []string{"GOGC=100"} // explicit: a GOGC the test process runs with does not leak in
 	}
 	env := []string{"GOGC=35"}
-	if pods >= 2000 {
+	if pods >= memoryBoundPods {
 		env = append(env, fmt.Sprintf("GOMEMLIMIT=%dMiB", 120+pods*45/1024))
 	}
 	return env
 }
+
+// memoryBoundPods is the pods per cluster from which memory rules the API servers' GC: no default
+// GC, and a soft memory limit (apiServerGC).
+const memoryBoundPods = 2000
 
 // maxDefaultGCClusters is the most clusters whose API servers run Go's default GC: 20 such
 // clusters take about 1.6 GB more than at GOGC=35.
 const maxDefaultGCClusters = 20
 
 // defaultGC reports whether API servers run with Go's default GC (apiServerGC).
-func defaultGC(clusters, pods int) bool { return clusters <= maxDefaultGCClusters && pods < 2000 }
+func defaultGC(clusters, pods int) bool {
+	return clusters <= maxDefaultGCClusters && pods < memoryBoundPods
+}
 
 // disabledGroups are built-in API groups that neither istiod (its kube registry, ambient index,
 // gateway deployment controller with HPAs and PDBs, leader election, CRD watcher) nor the framework
