@@ -37,15 +37,22 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 	defer cancel()
 	cs := startClusters(t, ctx, p, 2)
 	a, b := cs[0].Client.CoreV1().ConfigMaps("default"), cs[1].Client.CoreV1().ConfigMaps("default")
+	// Only the test's own objects count: kube-controller-manager publishes kube-root-ca.crt into
+	// every namespace at a moment of its own choosing.
+	ours := metav1.ListOptions{LabelSelector: "ambientmc-test=compaction"}
+	mine := func(name, v string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"ambientmc-test": "compaction"}}, Data: map[string]string{"v": v}}
+	}
+	from := func(rv string) metav1.ListOptions { o := ours; o.ResourceVersion = rv; return o }
 
 	for i := range 5 {
-		_, err := a.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("a-%d", i)}, Data: map[string]string{"v": "a"}}, metav1.CreateOptions{})
+		_, err := a.Create(ctx, mine(fmt.Sprintf("a-%d", i), "a"), metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	before, err := a.List(ctx, metav1.ListOptions{})
+	before, err := a.List(ctx, ours)
 	require.NoError(t, err)
 	require.Len(t, before.Items, 5)
-	open, err := a.Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	open, err := a.Watch(ctx, from(before.ResourceVersion))
 	require.NoError(t, err)
 	defer open.Stop()
 
@@ -53,7 +60,7 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 	churn := func(round int) {
 		for i := range 40 {
 			name := fmt.Sprintf("b-%d-%d", round, i)
-			cm, err := b.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+			cm, err := b.Create(ctx, mine(name, "0"), metav1.CreateOptions{})
 			require.NoError(t, err)
 			cm.Data["v"] = "1"
 			_, err = b.Update(ctx, cm, metav1.UpdateOptions{})
@@ -73,7 +80,7 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 	assert.Contains(t, err.Error(), "compacted")
 	churn(1)
 
-	after, err := a.List(ctx, metav1.ListOptions{})
+	after, err := a.List(ctx, ours)
 	require.NoError(t, err)
 	require.Len(t, after.Items, 5, "A holds only its own objects, all of them")
 	for i, cm := range after.Items {
@@ -81,11 +88,11 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 		assert.Equal(t, "a", cm.Data["v"])
 	}
 
-	_, err = a.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a-new"}}, metav1.CreateOptions{})
+	_, err = a.Create(ctx, mine("a-new", "a"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	// The watch opened before the churn is still delivering, and so is one opened now from the
 	// resource version A had before it: A's watch cache never saw B's events.
-	late, err := a.Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	late, err := a.Watch(ctx, from(before.ResourceVersion))
 	require.NoError(t, err)
 	defer late.Stop()
 	for name, w := range map[string]watch.Interface{"watch open across the compaction": open, "watch from the pre-churn version": late} {
@@ -99,7 +106,7 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 		}
 	}
 
-	ok, err := b.List(ctx, metav1.ListOptions{})
+	ok, err := b.List(ctx, ours)
 	require.NoError(t, err)
 	assert.Len(t, ok.Items, 40, "B keeps its own survivors only")
 	s, err := p.etcd.status(ctx)
