@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,18 +15,51 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// tinySource lays out a source root with one small main package standing in for a pinned binary.
+// tinySource lays out a source root with two small main packages of one module standing in for
+// pinned binaries.
 func tinySource(t *testing.T) *Cache {
 	root := t.TempDir()
 	mod := filepath.Join(root, "scripts", "kubebin")
-	require.NoError(t, os.MkdirAll(filepath.Join(mod, "hello"), 0o755))
+	for _, name := range []string{"hello", "bye"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(mod, name), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(mod, name, "main.go"), []byte("package main\n\nfunc main() { println(\""+name+"\") }\n"), 0o644))
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/hello\n\ngo 1.26\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.sum"), nil, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "hello", "main.go"), []byte("package main\n\nfunc main() { println(\"hello\") }\n"), 0o644))
 	return &Cache{
 		Dir: filepath.Join(t.TempDir(), "cache"), SrcRoot: root, Log: io.Discard,
-		recipes: map[Binary]recipe{"hello": {moduleDir: "scripts/kubebin", pkg: "./hello", coldBuild: time.Second}},
+		recipes: map[Binary]recipe{
+			"hello": {moduleDir: "scripts/kubebin", pkg: "./hello", coldBuild: time.Second},
+			"bye":   {moduleDir: "scripts/kubebin", pkg: "./bye", coldBuild: time.Second},
+		},
 	}
+}
+
+// noBuildDirLeft asserts that no build's temporary directory is left in the cache.
+func noBuildDirLeft(t *testing.T, c *Cache) {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(c.Dir, ".build-*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "no temporary build directory left")
+}
+
+// Binaries of one module build in one go command and land each in its own cache entry.
+func TestEnsureBuildsAModulesBinariesTogether(t *testing.T) {
+	c := tinySource(t)
+	var log strings.Builder
+	c.Log = &log
+	paths, err := c.Ensure(context.Background(), "hello", "bye")
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(log.String(), "ambientmc: building "), log.String())
+	assert.Contains(t, log.String(), "building hello and bye from ./hello, ./bye")
+	for _, b := range []Binary{"hello", "bye"} {
+		out, err := exec.Command(paths[b]).CombinedOutput()
+		require.NoError(t, err)
+		assert.Equal(t, string(b)+"\n", string(out), "%s is its own program", b)
+		assert.Equal(t, string(b), filepath.Base(paths[b]))
+	}
+	assert.NotEqual(t, filepath.Dir(paths["hello"]), filepath.Dir(paths["bye"]))
+	noBuildDirLeft(t, c)
 }
 
 func TestEnsureBuildsOnceAndCaches(t *testing.T) {
@@ -54,8 +89,7 @@ func TestEnsureBuildsOnceAndCaches(t *testing.T) {
 	missing, err = c.Missing("hello")
 	require.NoError(t, err)
 	assert.Empty(t, missing)
-	_, err = os.Stat(paths[0] + ".tmp")
-	assert.True(t, os.IsNotExist(err), "no temporary file left")
+	noBuildDirLeft(t, c)
 }
 
 func TestKeyFollowsPinnedSources(t *testing.T) {
@@ -75,6 +109,7 @@ func TestBuildFailureShowsCompilerOutput(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "undefinedThing")
 	assert.Contains(t, err.Error(), "building hello")
+	noBuildDirLeft(t, c)
 }
 
 func TestUnknownBinary(t *testing.T) {

@@ -130,7 +130,10 @@ func readyNode(name string, labels, annotations map[string]string) *corev1.Node 
 
 // createNode creates n with its status (the API server drops status on create; written as a
 // kubelet patches it, since the controller-manager updates new nodes at once) and clears the
-// not-ready taint the API server's admission adds to every new node.
+// not-ready taint the API server's admission adds to every new node. A fake-labelled node gets its
+// lease at once, as the keeper that holds it Ready would write: the local cluster under the test
+// runs such a keeper, which would otherwise create the lease at a moment of its own, between a
+// test's snapshots.
 func createNode(t *testing.T, c *cluster.Cluster, n *corev1.Node) {
 	t.Helper()
 	ctx := context.Background()
@@ -139,6 +142,9 @@ func createNode(t *testing.T, c *cluster.Cluster, n *corev1.Node) {
 	require.NoError(t, err)
 	_, err = workload.PatchNodeStatus(c, got, n.Status)
 	require.NoError(t, err)
+	if n.Labels[cluster.FakeNodeLabel] == "true" {
+		require.NoError(t, workload.RenewLease(ctx, c, got))
+	}
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {

@@ -147,8 +147,11 @@ func removeCreated(ctx context.Context, c *cluster.Cluster, before *inventory, l
 		return nil
 	}
 	fmt.Fprintf(log, "ambientmc: %s: deleting %d objects the run created (namespaces, fake nodes, leases, secrets, CRDs)\n", c.Name, len(keys))
-	bg := metav1.DeletePropagationBackground
 	var errs []error
+	if err := removeFakeNodePods(ctx, c, keys); err != nil {
+		errs = append(errs, err)
+	}
+	bg := metav1.DeletePropagationBackground
 	for _, k := range keys {
 		uid := uids[k]
 		err := c.Dynamic.Resource(k.gvr).Namespace(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{
@@ -184,4 +187,42 @@ func removeCreated(ctx context.Context, c *cluster.Cluster, before *inventory, l
 		return fmt.Errorf("%d objects still present after deletion: %s: %w", len(left), strings.Join(left, ", "), err)
 	}
 	return nil
+}
+
+// removeFakeNodePods deletes at once (grace 0) the pods on fake nodes in the namespaces among keys.
+// No kubelet confirms their graceful stop, so the namespace controller's deletion would leave them
+// terminating until the pod garbage collector takes them as orphans, 40 s after their node is
+// gone: measured, that made Destroy take a minute instead of seconds. kwok deletes its pods the
+// same way. Pods on real nodes are left to their kubelets.
+func removeFakeNodePods(ctx context.Context, c *cluster.Cluster, keys []objectKey) error {
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: fakeNodeSelector})
+	if err != nil {
+		return fmt.Errorf("listing fake nodes: %w", err)
+	}
+	fake := map[string]bool{}
+	for _, n := range nodes.Items {
+		fake[n.Name] = true
+	}
+	var errs []error
+	for _, k := range keys {
+		if k.gvr != namespacesGVR || len(fake) == 0 {
+			continue
+		}
+		pods, err := c.Client.CoreV1().Pods(k.name).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing pods in %s: %w", k.name, err))
+			continue
+		}
+		for _, pod := range pods.Items {
+			if !fake[pod.Spec.NodeName] {
+				continue
+			}
+			err := c.Client.CoreV1().Pods(k.name).Delete(ctx, pod.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("deleting pod %s/%s: %w", k.name, pod.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
