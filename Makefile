@@ -1,8 +1,8 @@
 # ambientmc: see README.md.
 GO        ?= go
 # Unit tests: everything but the two suite packages, which build real clusters (their options package is a unit test).
-# The slowest first (each over 10 s in .ci/run on 2 cores), so that go test's two at a time end
-# together instead of one long package running alone at the end.
+# The slowest first (each over 10 s in .ci/run on 2 cores), so that the packages running at once
+# (UNIT_P) end together instead of one long package running alone at the end.
 UNIT_SLOW  = ./framework/provider/kube ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
              ./framework/provider/local ./scripts/render ./framework/env ./framework/mesh ./framework/provider/kind
 UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$)

@@ -38,6 +38,13 @@ import (
 // binaries are not built (`make bins`).
 func realCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
+	return realClusterWith(t)
+}
+
+// realClusterWith is realCluster with only the CRDs named (all when none is): each CRD costs the
+// API server CPU to build its OpenAPI documents, and the full set is most of such a test's CPU.
+func realClusterWith(t *testing.T, names ...string) *cluster.Cluster {
+	t.Helper()
 	// No controller-manager: the tests write the workload controllers' status themselves.
 	_, cs := localtest.APIServers(t, 1)
 	ctx := context.Background()
@@ -46,6 +53,10 @@ func realCluster(t *testing.T) *cluster.Cluster {
 	require.NoError(t, err)
 	set, err := crds.Load(ctx, root)
 	require.NoError(t, err)
+	if len(names) > 0 {
+		set = slices.DeleteFunc(set, func(crd *unstructured.Unstructured) bool { return !slices.Contains(names, crd.GetName()) })
+		require.Len(t, set, len(names), "CRDs %v", names)
+	}
 	require.NoError(t, crds.Apply(ctx, c.Dynamic, set))
 	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
 	return c

@@ -41,7 +41,7 @@ func setGatewayStatus(t *testing.T, c *cluster.Cluster, programmed, reason strin
 // (Programmed=False, the ClusterIP as address) and once it has an address (Programmed=True).
 func TestEastWestAddressOnRealAPIServer(t *testing.T) {
 	t.Parallel() // each on its own API server; most of the time is waiting on it
-	c := realCluster(t)
+	c := realClusterWith(t, "gateways.gateway.networking.k8s.io")
 	ctx := context.Background()
 	require.True(t, c.Addresses.Services.IsValid(), "the local provider knows its service range")
 	_, err := c.GatewayAPI.GatewayV1().Gateways(mesh.SystemNamespace).Create(ctx, mesh.NewEastWestGateway(c.Network), metav1.CreateOptions{})
