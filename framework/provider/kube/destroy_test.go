@@ -50,6 +50,7 @@ func TestDestroyRemovesOnlyWhatTheRunCreated(t *testing.T) {
 	_, err := local.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scale-9"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	createNode(t, local, readyNode("node-old", map[string]string{cluster.FakeNodeLabel: "true"}, nil))
+	createNode(t, local, readyNode("node-real", nil, nil)) // a node with a kubelet, as far as the run knows
 	_, err = local.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "istio-reader-theirs"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	before := snapshot(t, local)
@@ -82,6 +83,28 @@ func TestDestroyRemovesOnlyWhatTheRunCreated(t *testing.T) {
 	require.NoError(t, crd.UnmarshalJSON([]byte(crdTemplate)))
 	_, err = c.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
 	require.NoError(t, err)
+
+	// The pods of fake nodes in the run's namespaces go at once (no kubelet would confirm a
+	// graceful stop); a pod on a real node is left to its kubelet.
+	pods := c.Client.CoreV1().Pods(workload.NamespaceName(0))
+	onReal, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-real-node"},
+		Spec: corev1.PodSpec{NodeName: "node-real", Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	keys, _, err := created(ctx, c, p.members[c.Name].before)
+	require.NoError(t, err)
+	require.NoError(t, removeFakeNodePods(ctx, c, keys))
+	left, err := pods.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, pod := range left.Items {
+		names = append(names, pod.Name+" on "+pod.Spec.NodeName)
+	}
+	require.Equal(t, []string{"on-real-node on node-real"}, names, "only the real node's pod is left")
+	assert.Equal(t, onReal.UID, left.Items[0].UID)
+	assert.Nil(t, left.Items[0].DeletionTimestamp, "the real node's pod is not being deleted")
+	// This test's real node has no kubelet either.
+	require.NoError(t, pods.Delete(ctx, onReal.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}))
+
 	assertDestroyRestores(t, ctx, p, local, before)
 	require.NoError(t, p.Destroy(ctx), "a second Destroy has nothing to do")
 }
