@@ -138,8 +138,8 @@ func TestRenderKindSaysWhichSubnetItUsed(t *testing.T) {
 		withDocker(t, d)
 		out := filepath.Join(t.TempDir(), "out")
 		var stdout bytes.Buffer
-		// One cluster: what is checked is where the pools come from, and every cluster costs a
-		// full Istio render (about a CPU-second).
+		// One cluster unless a case asks for more: what is checked is where the pools come from,
+		// and every cluster costs a full Istio render (about a CPU-second).
 		args := append([]string{"-provider=kind", "-clusters=1", "-istio.hub=example.com/hub", "-istio.tag=t1", "-probes=false", "-out", out}, extra...)
 		err := run(args, &stdout, io.Discard)
 		return out, stdout.String(), err
@@ -158,10 +158,11 @@ func TestRenderKindSaysWhichSubnetItUsed(t *testing.T) {
 		assert.Empty(t, d.created, "render creates nothing unless asked")
 	})
 	t.Run("LiveNetwork", func(t *testing.T) {
-		out, stdout, err := render(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}})
+		// Two clusters here: the second pool is cut from the live subnet too.
+		out, stdout, err := render(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}}, "-clusters=2")
 		require.NoError(t, err)
 		assert.Contains(t, stdout, "kind network: subnet 172.19.0.0/16 (docker network inspect kind)")
-		assert.True(t, netip.MustParsePrefix("172.19.0.0/16").Contains(kindPoolOf(t, filepath.Join(out, "cluster-1")).Addr()))
+		assert.True(t, netip.MustParsePrefix("172.19.0.0/16").Contains(kindPoolOf(t, filepath.Join(out, "cluster-2")).Addr()))
 	})
 	t.Run("CreateNetwork", func(t *testing.T) {
 		d := &fakeDocker{ipam: kind.Network{Subnet: netip.MustParsePrefix("172.21.0.0/16")}}
