@@ -16,33 +16,25 @@ import (
 
 // burner starts a real process that spins on a CPU (shell builtins only, so the CPU is its own)
 // until busy has passed, then sleeps, and returns an Istiod whose CPU source is that process's
-// schedstat: the settle logic meets a real burst and a real quiet process.
+// schedstat: the settle logic meets a real burst and a real quiet process. A burner with no busy
+// time is returned once its shell has started its sleep and waits on it, using no CPU from then
+// on: before that, its own start does, and on a busy host (four test packages at once) that
+// reached 17 ms of CPU in a 200 ms tick.
 func burner(t *testing.T, busy time.Duration) *Istiod {
-	t.Helper()
-	i, _ := burnerPID(t, busy)
-	return i
-}
-
-func burnerPID(t *testing.T, busy time.Duration) (*Istiod, int) {
 	t.Helper()
 	stop := filepath.Join(t.TempDir(), "stop")
 	cmd := exec.Command("sh", "-c", `while [ ! -e "$1" ]; do :; done; sleep 60`, "burner", stop)
 	require.NoError(t, cmd.Start())
 	timer := time.AfterFunc(busy, func() { _ = os.WriteFile(stop, nil, 0o600) })
 	t.Cleanup(func() { timer.Stop(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return &Istiod{Name: "burner", CPU: NewSchedstat(cmd.Process.Pid)}, cmd.Process.Pid
-}
-
-// waitSleeping waits until the burner's shell has started its sleep and waits on it: from then on
-// it uses no CPU. Before that, its own start and loop do, and on a busy host (four test packages
-// at once) that reached 17 ms of CPU in a 200 ms tick.
-func waitSleeping(t *testing.T, pid int) {
-	t.Helper()
-	children := fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)
-	require.Eventually(t, func() bool {
-		data, err := os.ReadFile(children)
-		return err == nil && len(strings.TrimSpace(string(data))) > 0
-	}, 10*time.Second, 10*time.Millisecond, "the burner never started its sleep")
+	if busy == 0 {
+		children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+		require.Eventually(t, func() bool {
+			data, err := os.ReadFile(children)
+			return err == nil && len(strings.TrimSpace(string(data))) > 0
+		}, 10*time.Second, 10*time.Millisecond, "the burner never started its sleep")
+	}
+	return &Istiod{Name: "burner", CPU: NewSchedstat(cmd.Process.Pid)}
 }
 
 func TestWaitQuietEndsWhenTheBurstIsOver(t *testing.T) {
@@ -68,8 +60,7 @@ func TestWaitQuietStopsAtItsCap(t *testing.T) {
 }
 
 func TestIdleBandOfAQuietProcess(t *testing.T) {
-	i, pid := burnerPID(t, 0)
-	waitSleeping(t, pid)
+	i := burner(t, 0)
 	b, err := i.IdleBand(context.Background(), 200*time.Millisecond, 5)
 	require.NoError(t, err)
 	assert.Less(t, b.Max, 0.01, "a sleeping process uses next to nothing")

@@ -199,13 +199,16 @@ func removeFakeNodePods(ctx context.Context, c *cluster.Cluster, keys []objectKe
 	if err != nil {
 		return fmt.Errorf("listing fake nodes: %w", err)
 	}
+	if len(nodes.Items) == 0 {
+		return nil
+	}
 	fake := map[string]bool{}
 	for _, n := range nodes.Items {
 		fake[n.Name] = true
 	}
 	var errs []error
 	for _, k := range keys {
-		if k.gvr != namespacesGVR || len(fake) == 0 {
+		if k.gvr != namespacesGVR {
 			continue
 		}
 		pods, err := c.Client.CoreV1().Pods(k.name).List(ctx, metav1.ListOptions{})
