@@ -223,12 +223,12 @@ func TestLatency(t *testing.T) {
 	if o := lat.Overhead; o != nil && !lat.HostCPUSaturated {
 		for name, d := range map[string]*report.Delta{"new": o.New, "reused": o.Reused} {
 			if d != nil {
-				mc.Logf("latency: cross-cluster overhead, %s connections: +%.3f ms (%+.0f%%) [published: new +2.2 ms (+346%%), reused +0.13 ms (+72%%)]", name, d.DeltaMs, d.Percent)
+				mc.Logf("latency: cross-cluster overhead, %s connections: %+.3f ms (%+.0f%%) [published: new +2.2 ms (+346%%), reused +0.13 ms (+72%%)]", name, d.DeltaMs, d.Percent)
 			}
 		}
 	}
 	if o := lat.SameNetworkOverhead; o != nil && o.New != nil && o.Reused != nil {
-		mc.Logf("latency: same-network overhead: new +%.3f ms (%+.0f%%), reused +%.3f ms (%+.0f%%)", o.New.DeltaMs, o.New.Percent, o.Reused.DeltaMs, o.Reused.Percent)
+		mc.Logf("latency: same-network overhead: new %+.3f ms (%+.0f%%), reused %+.3f ms (%+.0f%%)", o.New.DeltaMs, o.New.Percent, o.Reused.DeltaMs, o.Reused.Percent)
 	}
 	if p.remote != nil {
 		require.NotNil(t, lat.Overhead, "overhead computed for both connection modes")
