@@ -39,6 +39,9 @@ func TestAPIServerGCTradesMemoryForCPUUpToTwentyClusters(t *testing.T) {
 	}
 	perCluster := func(clusters int) uint64 { return (need(clusters) - controllersBinary) / uint64(clusters) }
 	assert.Equal(t, uint64(defaultGCMemory), perCluster(20)-perCluster(30), "an API server with the default GC is counted larger")
+
+	assert.Equal(t, []string{"GOGC=35"}, Options{PodsPerCluster: 100}.apiServerEnv(21), "without APIServerGOGC, apiServerGC's choice")
+	assert.Equal(t, []string{"GOGC=400"}, Options{PodsPerCluster: 4000, APIServerGOGC: 400}.apiServerEnv(21), "APIServerGOGC overrides it, memory limit and all")
 }
 
 // TestCheckHostRefusesWhatDoesNotFit names the flags that make a run smaller.

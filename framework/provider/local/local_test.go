@@ -26,7 +26,7 @@ import (
 // minutes (`make bins`), and CI runs these tests after building.
 func cachedProvider(tb testing.TB) *Provider {
 	tb.Helper()
-	p, missing, err := NewIfBuilt(Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute})
+	p, missing, err := NewIfBuilt(Options{RunDir: tb.TempDir(), Log: io.Discard, ReadyTimeout: 2 * time.Minute, APIServerGOGC: SmallClustersGOGC})
 	require.NoError(tb, err)
 	if len(missing) > 0 {
 		tb.Skipf("binaries not built (%v): run `make bins`", missing)
@@ -93,6 +93,9 @@ func TestCreateAndDestroyRealCluster(t *testing.T) {
 		pids = append(pids, pr.Pid())
 	}
 	require.Len(t, pids, 3, "kube-apiserver, kube-controller-manager and the shared etcd")
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Processes()[c.Name][0].Pid()))
+	require.NoError(t, err)
+	assert.Contains(t, strings.Split(string(environ), "\x00"), fmt.Sprintf("GOGC=%d", SmallClustersGOGC), "the API server runs with Options.APIServerGOGC")
 	require.Len(t, p.StartWaves(), 1)
 	assert.Equal(t, []string{c.Name}, p.StartWaves()[0].Clusters)
 	egress := p.egress[0].sock

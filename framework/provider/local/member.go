@@ -229,6 +229,15 @@ func apiServerGC(clusters, pods int) []string {
 	return env
 }
 
+// apiServerEnv is the API servers' GC settings for a run of that many clusters: APIServerGOGC
+// when set, else apiServerGC's choice.
+func (o Options) apiServerEnv(clusters int) []string {
+	if o.APIServerGOGC > 0 {
+		return []string{"GOGC=" + strconv.Itoa(o.APIServerGOGC)}
+	}
+	return apiServerGC(clusters, o.PodsPerCluster)
+}
+
 // memoryBoundPods is the pods per cluster from which memory rules the API servers' GC: no default
 // GC, and a soft memory limit (apiServerGC).
 const memoryBoundPods = 2000

@@ -38,7 +38,7 @@ func ClustersWithNodeGrace(tb testing.TB, n int, grace time.Duration) (*local.Pr
 
 func start(tb testing.TB, n int, o local.Options) (*local.Provider, []*cluster.Cluster) {
 	tb.Helper()
-	o.RunDir, o.Log, o.ReadyTimeout = tb.TempDir(), io.Discard, 2*time.Minute
+	o.RunDir, o.Log, o.ReadyTimeout, o.APIServerGOGC = tb.TempDir(), io.Discard, 2*time.Minute, local.SmallClustersGOGC
 	p, missing, err := local.NewIfBuilt(o)
 	if err != nil {
 		tb.Fatal(err)
