@@ -83,7 +83,7 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 			"two points leave no residual to estimate it). Join CPU is the slope of the cumulative join cost, i.e. CPU-seconds per added cluster. "+
 			"A CPU slope's resolution is one resolution step across the fitted range of remote clusters. "+
 			"The standard error says how well a line fits this run's points, not how far the slope moves from run to run "+
-			"(at 3 clusters two runs of one command differed by 0.8 MB of live heap per remote against errors of 0.04-0.07 MB): "+
+			"(at 3 clusters two runs of one command have differed by 0.8 MB of live heap per remote against errors of 0.04-0.07 MB, docs/measurements.md): "+
 			"compare runs with `make compare`, which takes medians over rounds.\n\n", len(cp.Joins))
 		if scale == nil || *scale != ref.Scale {
 			run := "was not recorded"
