@@ -40,8 +40,30 @@ func TestAPIServerGCTradesMemoryForCPUUpToTwentyClusters(t *testing.T) {
 	perCluster := func(clusters int) uint64 { return (need(clusters) - controllersBinary) / uint64(clusters) }
 	assert.Equal(t, uint64(defaultGCMemory), perCluster(20)-perCluster(30), "an API server with the default GC is counted larger")
 
-	assert.Equal(t, []string{"GOGC=35"}, Options{PodsPerCluster: 100}.apiServerEnv(21), "without APIServerGOGC, apiServerGC's choice")
-	assert.Equal(t, []string{"GOGC=400"}, Options{PodsPerCluster: 4000, APIServerGOGC: 400}.apiServerEnv(21), "APIServerGOGC overrides it, memory limit and all")
+	assert.Equal(t, []string{"GOGC=35"}, Options{PodsPerCluster: 100}.apiServerEnv(21, false), "without APIServerGOGC, apiServerGC's choice")
+	assert.Equal(t, []string{"GOGC=400"}, Options{PodsPerCluster: 4000, APIServerGOGC: 400}.apiServerEnv(21, false), "APIServerGOGC overrides it, memory limit and all")
+	assert.Equal(t, []string{"GOGC=400"}, Options{PodsPerCluster: 100}.apiServerEnv(10, true), "roomy: roomyGOGC")
+	assert.Equal(t, []string{"GOGC=200"}, Options{PodsPerCluster: 100, APIServerGOGC: 200}.apiServerEnv(10, true), "APIServerGOGC before roomy")
+}
+
+// A run whose API servers would run Go's default GC gets roomyGOGC only where the extra memory
+// leaves a third of the host's available memory free.
+func TestRoomyGCNeedsAThirdOfTheMemoryToSpare(t *testing.T) {
+	ten, err := topology.Generate(10)
+	require.NoError(t, err)
+	p := &Provider{opts: Options{PodsPerCluster: 100}}
+	need := p.hostMemory(ten) + 10*roomyGCMemory
+	assert.True(t, p.roomyGC(ten, need*3/2+3), "exactly two thirds")
+	assert.False(t, p.roomyGC(ten, need*3/2-3), "a little less than a third to spare")
+	assert.False(t, p.roomyGC(ten, need), "no room: Go's default, which preflight asked for")
+
+	big := &Provider{opts: Options{PodsPerCluster: 4000}}
+	assert.False(t, big.roomyGC(ten, 1<<40), "not where apiServerGC rules memory (2000 pods and more)")
+	many, err := topology.Generate(21)
+	require.NoError(t, err)
+	assert.False(t, p.roomyGC(many, 1<<40), "nor beyond 20 clusters")
+	set := &Provider{opts: Options{PodsPerCluster: 100, APIServerGOGC: 200}}
+	assert.False(t, set.roomyGC(ten, 1<<40), "nor where the caller set the GC")
 }
 
 // TestCheckHostRefusesWhatDoesNotFit names the flags that make a run smaller.

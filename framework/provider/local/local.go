@@ -15,6 +15,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -79,6 +80,8 @@ type Provider struct {
 	members []*member
 	// noIstiod: the caller starts no istiod (benchmarks), so preflight asks for less memory.
 	noIstiod bool
+	// roomy: preflight found the memory for roomyGOGC (roomyGC).
+	roomy bool
 	// seedDir (default: beside the kube-apiserver binary), seedFile and seed: see seed.go.
 	seedDir  string
 	seedFile string
@@ -152,6 +155,15 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	if err := checkHost(len(t.Clusters), p.hostMemory(t)); err != nil {
 		return err
 	}
+	avail, err := measure.HostMemoryAvailable()
+	roomy := err == nil && p.roomyGC(t, avail)
+	p.mu.Lock()
+	p.roomy = roomy
+	p.mu.Unlock()
+	if roomy {
+		fmt.Fprintf(p.opts.Log, "ambientmc: API servers run GOGC=%d, not Go's default: this host has %.1f GB available, the run about %.1f GB with it\n",
+			roomyGOGC, float64(avail)/1e9, float64(p.hostMemory(t)+uint64(len(t.Clusters))*roomyGCMemory)/1e9)
+	}
 	// A cold build is in the run's plan (which refused a -timeout too short for it).
 	return p.ensureBinaries(ctx)
 }
@@ -205,7 +217,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	p.mu.Lock()
 	p.etcd = etcd
-	p.gcEnv = p.opts.apiServerEnv(len(t.Clusters))
+	p.gcEnv = p.opts.apiServerEnv(len(t.Clusters), p.roomy)
 	seed := p.seed
 	p.mu.Unlock()
 	out, err := p.startWaves(ctx, t, etcd, seed)

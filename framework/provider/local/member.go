@@ -230,10 +230,14 @@ func apiServerGC(clusters, pods int) []string {
 }
 
 // apiServerEnv is the API servers' GC settings for a run of that many clusters: APIServerGOGC
-// when set, else apiServerGC's choice.
-func (o Options) apiServerEnv(clusters int) []string {
-	if o.APIServerGOGC > 0 {
+// when set, else roomyGOGC where preflight found the memory for it (roomy), else apiServerGC's
+// choice.
+func (o Options) apiServerEnv(clusters int, roomy bool) []string {
+	switch {
+	case o.APIServerGOGC > 0:
 		return []string{"GOGC=" + strconv.Itoa(o.APIServerGOGC)}
+	case roomy:
+		return []string{"GOGC=" + strconv.Itoa(roomyGOGC)}
 	}
 	return apiServerGC(clusters, o.PodsPerCluster)
 }
