@@ -26,7 +26,7 @@ bins:
 # default there), 281 s at -p=3, 242 s at -p=4 (docs/measurements.md).
 UNIT_P    ?= 4
 
-## test: unit tests (no clusters)
+## test: unit tests (no suites; many start real local API servers, skipping without make bins)
 test:
 	$(GO) test -count=1 -p=$(UNIT_P) $(UNIT_VET) $(UNIT_PKGS)
 
