@@ -44,14 +44,19 @@ const (
 	roomyGOGC     = 400
 )
 
+// roomyNeed is what a run of t needs with roomyGOGC, given need, what it needs without.
+func roomyNeed(t *topology.Topology, need uint64) uint64 {
+	return need + uint64(len(t.Clusters))*roomyGCMemory
+}
+
 // roomyGC reports whether a run of t, whose API servers would run Go's default GC, can give them
-// roomyGOGC instead: with the extra memory the run still needs at most two thirds of avail, the
+// roomyGOGC instead: roomy, what it then needs (roomyNeed), is at most two thirds of avail, the
 // host's available memory. A host with less runs the default, which preflight asks for.
-func (p *Provider) roomyGC(t *topology.Topology, avail uint64) bool {
+func (p *Provider) roomyGC(t *topology.Topology, roomy, avail uint64) bool {
 	if p.opts.APIServerGOGC > 0 || !defaultGC(len(t.Clusters), p.opts.PodsPerCluster) {
 		return false
 	}
-	return p.hostMemory(t)+uint64(len(t.Clusters))*roomyGCMemory <= avail/3*2
+	return roomy <= avail/3*2
 }
 
 // hostMemory is what a run of t needs: every cluster (with its controller-manager unless turned

@@ -52,18 +52,19 @@ func TestRoomyGCNeedsAThirdOfTheMemoryToSpare(t *testing.T) {
 	ten, err := topology.Generate(10)
 	require.NoError(t, err)
 	p := &Provider{opts: Options{PodsPerCluster: 100}}
-	need := p.hostMemory(ten) + 10*roomyGCMemory
-	assert.True(t, p.roomyGC(ten, need*3/2+3), "exactly two thirds")
-	assert.False(t, p.roomyGC(ten, need*3/2-3), "a little less than a third to spare")
-	assert.False(t, p.roomyGC(ten, need), "no room: Go's default, which preflight asked for")
+	need := roomyNeed(ten, p.hostMemory(ten))
+	assert.Equal(t, p.hostMemory(ten)+10*roomyGCMemory, need, "315 MB more per cluster")
+	assert.True(t, p.roomyGC(ten, need, need*3/2+3), "exactly two thirds")
+	assert.False(t, p.roomyGC(ten, need, need*3/2-3), "a little less than a third to spare")
+	assert.False(t, p.roomyGC(ten, need, need), "no room: Go's default, which preflight asked for")
 
 	big := &Provider{opts: Options{PodsPerCluster: 4000}}
-	assert.False(t, big.roomyGC(ten, 1<<40), "not where apiServerGC rules memory (2000 pods and more)")
+	assert.False(t, big.roomyGC(ten, need, 1<<40), "not where apiServerGC rules memory (2000 pods and more)")
 	many, err := topology.Generate(21)
 	require.NoError(t, err)
-	assert.False(t, p.roomyGC(many, 1<<40), "nor beyond 20 clusters")
+	assert.False(t, p.roomyGC(many, roomyNeed(many, p.hostMemory(many)), 1<<40), "nor beyond 20 clusters")
 	set := &Provider{opts: Options{PodsPerCluster: 100, APIServerGOGC: 200}}
-	assert.False(t, set.roomyGC(ten, 1<<40), "nor where the caller set the GC")
+	assert.False(t, set.roomyGC(ten, need, 1<<40), "nor where the caller set the GC")
 }
 
 // TestCheckHostRefusesWhatDoesNotFit names the flags that make a run smaller.

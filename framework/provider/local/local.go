@@ -152,17 +152,19 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 			break
 		}
 	}
-	if err := checkHost(len(t.Clusters), p.hostMemory(t)); err != nil {
+	need := p.hostMemory(t)
+	if err := checkHost(len(t.Clusters), need); err != nil {
 		return err
 	}
+	withRoomyGC := roomyNeed(t, need)
 	avail, err := measure.HostMemoryAvailable()
-	roomy := err == nil && p.roomyGC(t, avail)
+	roomy := err == nil && p.roomyGC(t, withRoomyGC, avail)
 	p.mu.Lock()
 	p.roomy = roomy
 	p.mu.Unlock()
 	if roomy {
 		fmt.Fprintf(p.opts.Log, "ambientmc: API servers run GOGC=%d, not Go's default: this host has %.1f GB available, the run about %.1f GB with it\n",
-			roomyGOGC, float64(avail)/1e9, float64(p.hostMemory(t)+uint64(len(t.Clusters))*roomyGCMemory)/1e9)
+			roomyGOGC, float64(avail)/1e9, float64(withRoomyGC)/1e9)
 	}
 	// A cold build is in the run's plan (which refused a -timeout too short for it).
 	return p.ensureBinaries(ctx)
