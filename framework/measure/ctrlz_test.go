@@ -54,14 +54,14 @@ func (f *fakeCtrlz) requests() []string {
 	return append([]string(nil), f.log...)
 }
 
-func TestLiveHeapStatsPutsForceCollectionThenReadsHeapAlloc(t *testing.T) {
+func TestLiveHeapStatsPutsForceCollectionTwiceThenReadsHeapAlloc(t *testing.T) {
 	fake := &fakeCtrlz{}
 	srv := loopbackServer(t, fake)
 	i := &Istiod{Name: "cluster-1", CtrlzURL: srv.URL + "/"} // trailing slash tolerated
 
-	live, err := i.liveHeapStats(context.Background())
+	live, err := i.LiveHeapStats(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"PUT /memj/forcecollection", "GET /memj/"}, fake.requests())
+	assert.Equal(t, []string{"PUT /memj/forcecollection", "PUT /memj/forcecollection", "GET /memj/"}, fake.requests())
 	fake.mu.Lock()
 	want := fake.last
 	fake.mu.Unlock()
@@ -121,7 +121,35 @@ func TestLiveHeapAgainstIstioControlZ(t *testing.T) {
 	assert.Greater(t, after.HeapAlloc, uint64(0))
 	assert.Greater(t, after.Sys, after.HeapInuse)
 
-	live, err := i.liveHeapStats(context.Background())
+	live, err := i.LiveHeapStats(context.Background())
 	require.NoError(t, err)
 	assert.Greater(t, live.HeapAlloc, uint64(0))
+}
+
+// TestLiveHeapLeavesOutPooledBuffers checks, against Istio's real ControlZ in this process, that
+// the live heap does not count what a sync.Pool keeps: 64 MB parked in a pool must be gone from
+// HeapAlloc, which one forced collection leaves in the pool's victim cache.
+func TestLiveHeapLeavesOutPooledBuffers(t *testing.T) {
+	o := ctrlz.DefaultOptions()
+	o.Address = "127.0.0.1"
+	o.Port = 0
+	s, err := ctrlz.Run(o, nil)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	i := &Istiod{Name: "ctrlz", CtrlzURL: "http://" + s.Address()}
+	ctx := context.Background()
+
+	const parked = 64 << 20
+	var pool sync.Pool
+	pool.Put(make([]byte, parked))
+	require.NoError(t, i.ForceGC(ctx))
+	one, err := i.MemStats(ctx)
+	require.NoError(t, err)
+	require.Greater(t, one.HeapAlloc, uint64(parked), "after one collection the pooled buffer should still be counted; if not, Go changed sync.Pool and one GC may do")
+
+	pool.Put(make([]byte, parked))
+	live, err := i.LiveHeapStats(ctx)
+	require.NoError(t, err)
+	assert.Less(t, live.HeapAlloc, uint64(parked/2), "the pooled 64 MB is counted as live heap")
+	runtime.KeepAlive(&pool)
 }

@@ -12,13 +12,14 @@ type Settled struct {
 	// RSSBytes is the median over the samples: it swings with GC and scavenger timing, so one
 	// scrape is not representative.
 	RSSBytes float64
-	// HeapInuseBytes is HeapInuse right after the forced GC: the spans the live objects hold, with
+	// HeapInuseBytes is HeapInuse right after the forced GCs: the spans the live objects hold, with
 	// their unused slots. Scraped at other moments it measures where istiod was in its GC cycle
 	// (how much it had allocated since the last collection) more than what it holds: the median of
 	// the scrapes gave 4.8-8.3 MB per remote cluster across five runs of one experiment, each fit
 	// claiming about ±1 MB.
 	HeapInuseBytes float64
-	// LiveHeapBytes is HeapAlloc right after a forced GC, taken once after the last sample.
+	// LiveHeapBytes is HeapAlloc right after two forced GCs (LiveHeapStats), taken once after the
+	// last sample.
 	LiveHeapBytes float64
 	// AfterGC is the full MemStats read with LiveHeapBytes.
 	AfterGC MemStats
@@ -26,9 +27,9 @@ type Settled struct {
 	Samples []*Metrics
 }
 
-// Settled scrapes istiod samples times, interval apart, then forces one GC and reads the live
-// heap and heap in use. The GC comes last because it shrinks RSS, later: forcing it first would
-// bias the median low. It takes about (samples-1)*interval plus the GC.
+// Settled scrapes istiod samples times, interval apart, then forces GCs and reads the live heap
+// and heap in use (LiveHeapStats). The GCs come last because they shrink RSS, later: forcing them
+// first would bias the median low. It takes about (samples-1)*interval plus the GCs.
 func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duration) (Settled, error) {
 	if samples < 1 {
 		return Settled{}, fmt.Errorf("istiod %s: Settled needs at least one sample, got %d", i.Name, samples)
@@ -54,7 +55,7 @@ func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duratio
 		out.Samples = append(out.Samples, m)
 		rss = append(rss, m.ResidentMemoryBytes)
 	}
-	ms, err := i.liveHeapStats(ctx)
+	ms, err := i.LiveHeapStats(ctx)
 	if err != nil {
 		return Settled{}, fmt.Errorf("settling, live heap: %w", err)
 	}

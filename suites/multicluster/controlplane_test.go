@@ -55,6 +55,7 @@ func TestControlPlaneJoin(t *testing.T) {
 	cp.Baseline = report.MemorySample(base.Settled)
 	cp.Baseline.SetCPU(base.blended, base.steady)
 	cp.SettleRule = s.rule()
+	mc.Logf("join: baseline: istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB", base.RSSBytes/1e6, base.HeapInuseBytes/1e6, base.LiveHeapBytes/1e6)
 	mc.Logf("join: settle rule: %s", cp.SettleRule)
 	mc.Profile(istiod, "baseline")
 
@@ -96,7 +97,7 @@ func TestControlPlaneJoin(t *testing.T) {
 			cpuProfile()
 			mc.Profile(istiod, "after-join-"+name)
 		}
-		mc.Logf("join %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.0f MB, live heap %.0f MB, join CPU %.3fs, steady %.4f cores",
+		mc.Logf("join %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB, join CPU %.3fs, steady %.4f cores",
 			k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
 	}
@@ -117,7 +118,7 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	pr := cp.PerRemoteCluster
 	require.NotNil(t, pr.LiveHeapBytes)
-	mc.Logf("join: per remote cluster: rss %.1f±%.1f MB, live heap %.1f±%.1f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
+	mc.Logf("join: per remote cluster: rss %.1f±%.1f MB, live heap %.2f±%.2f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
 		*pr.RSSBytes/1e6, deref(pr.RSSBytesStdErr)/1e6, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6, deref(pr.JoinCPUSeconds), deref(pr.SteadyCPUCores))
 	// Sane bounds, not targets: a remote cluster must cost istiod some memory, and not gigabytes.
 	assert.Greater(t, *pr.LiveHeapBytes, 0.0, "each remote cluster adds live heap")

@@ -123,9 +123,9 @@ func broken(t *testing.T, name, detail string) {
 	t.Fatal(detail)
 }
 
-// liveHeap estimates istiod's live heap from n forced GCs, half a second apart: HeapAlloc right
-// after a GC is the live heap plus whatever was allocated since, so the noise only adds and the
-// least reading is the estimate. It also returns the readings' spread (max - min).
+// liveHeap estimates istiod's live heap from n readings (LiveHeapStats), half a second apart:
+// HeapAlloc right after the GCs is the live heap plus whatever was allocated since, so the noise
+// only adds and the least reading is the estimate. It also returns the readings' spread (max - min).
 func liveHeap(t *testing.T, ctx context.Context, i cluster.Istiod, n int) (least, spread float64) {
 	t.Helper()
 	var got []float64
@@ -133,8 +133,7 @@ func liveHeap(t *testing.T, ctx context.Context, i cluster.Istiod, n int) (least
 		if k > 0 {
 			sleepUntil(ctx, time.Now().Add(500*time.Millisecond))
 		}
-		require.NoError(t, i.Sampler().ForceGC(ctx))
-		ms, err := i.Sampler().MemStats(ctx)
+		ms, err := i.Sampler().LiveHeapStats(ctx)
 		require.NoError(t, err)
 		got = append(got, float64(ms.HeapAlloc))
 	}
