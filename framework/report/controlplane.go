@@ -30,7 +30,35 @@ type ControlPlane struct {
 	// gets dearer as the mesh grows.
 	JoinGrowth *JoinGrowth `json:"joinGrowth,omitempty"`
 	Leaves     []Leave     `json:"leaves,omitempty"` // not in DESIGN.md; extra
+
+	// Sequences, with -join.repeats of 2 or more, are every join sequence the suite measured,
+	// each on an istiod started fresh for it. Baseline, Joins and JoinGrowth are then the first
+	// sequence's; PerRemoteCluster is the mean of the sequences' fits with that mean's standard
+	// error (PerRemote.StdErrOf), and BaselineMean and BaselineStdErr are the same for the
+	// baseline. Absent with one sequence.
+	Sequences      []JoinSequence `json:"sequences,omitempty"`
+	BaselineMean   *Sample        `json:"baselineMean,omitempty"`
+	BaselineStdErr *Sample        `json:"baselineStdErr,omitempty"`
 }
+
+// JoinSequence is one measured sequence: a fresh istiod's baseline, then every remote cluster
+// joining one at a time, and the per-remote fit over those points.
+type JoinSequence struct {
+	MeasuredIstiod   *MeasuredIstiod `json:"measuredIstiod,omitempty"`
+	Baseline         Sample          `json:"baseline"`
+	Joins            []Join          `json:"joins"`
+	PerRemoteCluster *PerRemote      `json:"perRemoteCluster,omitempty"`
+}
+
+// What a per-remote standard error is of (PerRemote.StdErrOf).
+const (
+	// StdErrOfFit: the least-squares fit's own, from its residuals. It says how well a line fits
+	// one sequence's points, not how far the slope moves from one istiod to the next.
+	StdErrOfFit = "fit"
+	// StdErrOfSequences: the standard error of the mean over the sequences, each on a fresh
+	// istiod, so it includes that istiod-to-istiod spread.
+	StdErrOfSequences = "sequences"
+)
 
 // Sample is istiod's state once settled; nil fields were not measured.
 //
@@ -123,6 +151,9 @@ type Line struct {
 // ...Resolution is the slope of one resolution step across the fitted range of remote clusters:
 // a slope below it is not resolved.
 type PerRemote struct {
+	// StdErrOf says what the ...StdErr fields are: StdErrOfFit or StdErrOfSequences.
+	StdErrOf string `json:"stdErrOf,omitempty"`
+
 	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
 	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
 	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`

@@ -94,7 +94,7 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 	for _, k := range perRemote {
 		perRemote = append(perRemote, k+"StdErr")
 	}
-	perRemote = append(perRemote, "cpuCoresResolution", "steadyCPUCoresResolution", "joinCPUSecondsResolution") // extras
+	perRemote = append(perRemote, "cpuCoresResolution", "steadyCPUCoresResolution", "joinCPUSecondsResolution", "stdErrOf") // extras
 	wantKeys(t, cp["perRemoteCluster"], "controlPlane.perRemoteCluster", perRemote...)
 	wantKeys(t, cp["leaves"].([]any)[0], "controlPlane.leaves[0]",
 		"cluster", "remoteClusters", "seconds", "rssBytes", "liveHeapBytes", "managedRemoteClusters")

@@ -1,5 +1,5 @@
-// Package stats holds the small statistics the reports need: medians of repeated samples,
-// least-squares lines with the standard error of their slope, the resolution such a slope has,
+// Package stats holds the small statistics the reports need: medians of repeated samples, means
+// with their standard error, least-squares lines with the standard error of their slope, the resolution such a slope has,
 // and running sums for fitting cumulative costs.
 package stats
 
@@ -35,6 +35,22 @@ func Mean(vs []float64) float64 {
 		sum += v
 	}
 	return sum / float64(len(vs))
+}
+
+// MeanStdErr returns the mean of vs and the standard error of that mean (the sample standard
+// deviation over the square root of the count). ok is false for fewer than two values, whose
+// spread is unknown, or for non-finite values.
+func MeanStdErr(vs []float64) (mean, stdErr float64, ok bool) {
+	if len(vs) < 2 || slices.ContainsFunc(vs, func(v float64) bool { return !finite(v) }) {
+		return Mean(vs), math.NaN(), false
+	}
+	mean = Mean(vs)
+	var ss float64
+	for _, v := range vs {
+		ss += (v - mean) * (v - mean)
+	}
+	n := float64(len(vs))
+	return mean, math.Sqrt(ss/(n-1)) / math.Sqrt(n), true
 }
 
 // Fit is an ordinary least-squares line y = Intercept + Slope*x.

@@ -148,3 +148,17 @@ func TestCumulative(t *testing.T) {
 		t.Error("Cumulative(nil) is not empty")
 	}
 }
+
+func TestMeanStdErr(t *testing.T) {
+	m, se, ok := MeanStdErr([]float64{3.96, 4.06, 4.06})
+	// sd = sqrt(((-0.0667)^2 + 2*(0.0333)^2)/2) = 0.05774; over sqrt(3)
+	if !ok || !near(m, 4.0267, 1e-4) || !near(se, 0.03333, 1e-4) {
+		t.Errorf("MeanStdErr = %g, %g, %v; want 4.0267, 0.03333, true", m, se, ok)
+	}
+	if _, se, ok := MeanStdErr([]float64{4}); ok || !math.IsNaN(se) {
+		t.Errorf("one value: stderr %g ok %v; want NaN, false (no spread to estimate)", se, ok)
+	}
+	if _, _, ok := MeanStdErr([]float64{1, math.Inf(1)}); ok {
+		t.Error("a non-finite value gave ok")
+	}
+}

@@ -1,6 +1,7 @@
 package multicluster
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,10 +28,63 @@ func controlPlane() *report.ControlPlane {
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster
 // numbers: clusters join the mesh one at a time while one istiod, fresh, is measured. Per join:
 // write the remote secrets, wait until istiod reports the cluster synced and a ztunnel-like client
-// holds the cluster's network, let istiod settle, then sample CPU and memory.
+// holds the cluster's network, let istiod settle, then sample CPU and memory. With -join.repeats
+// of 2 or more it measures that many sequences, each on an istiod started fresh for it, and the
+// per-remote figures are their mean, with errors that include the spread between istiods.
 func TestControlPlaneJoin(t *testing.T) {
 	ctx := mc.Context(t)
 	probesInPlace(t)
+	cp := controlPlane()
+	cp.Joins, cp.PerRemoteCluster, cp.JoinGrowth = nil, nil, nil
+	cp.Sequences, cp.BaselineMean, cp.BaselineStdErr = nil, nil, nil
+	repeats := max(1, mc.opts.Join.Repeats)
+	var seqs []report.JoinSequence
+	for r := range repeats {
+		measure := func(t *testing.T) { seqs = append(seqs, joinSequence(t, ctx, cp, r, repeats)) }
+		if repeats == 1 {
+			measure(t)
+		} else if !t.Run(fmt.Sprintf("sequence-%d", r+1), measure) {
+			return
+		}
+	}
+	first := seqs[0]
+	cp.MeasuredIstiod, cp.Baseline, cp.Joins, cp.PerRemoteCluster = first.MeasuredIstiod, first.Baseline, first.Joins, first.PerRemoteCluster
+	if len(cp.Joins) == 0 {
+		return
+	}
+	if repeats > 1 {
+		cp.Sequences = seqs
+		require.NoError(t, analysis.CombineSequences(cp))
+	}
+	analysis.FitJoinGrowth(cp)
+	warnSaturatedJoins(cp)
+	if g := cp.JoinGrowth; g != nil && g.JoinCPUSeconds != nil && g.ConvergenceSeconds != nil {
+		mc.Logf("join: the k-th join costs %.2f + %.3f·k CPU-s and converges in %.2f + %.3f·k s (k = clusters already joined; %d joins)",
+			g.JoinCPUSeconds.Intercept, g.JoinCPUSeconds.Slope, g.ConvergenceSeconds.Intercept, g.ConvergenceSeconds.Slope, g.JoinCPUSeconds.N)
+	}
+	pr := cp.PerRemoteCluster
+	require.NotNil(t, pr.LiveHeapBytes)
+	over := "the fit's standard errors"
+	if repeats > 1 {
+		over = fmt.Sprintf("mean of %d sequences ± its standard error", repeats)
+	}
+	mc.Logf("join: per remote cluster (%s): rss %.1f±%.1f MB, live heap %.2f±%.2f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
+		over, *pr.RSSBytes/1e6, deref(pr.RSSBytesStdErr)/1e6, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6, deref(pr.JoinCPUSeconds), deref(pr.SteadyCPUCores))
+	// Sane bounds, not targets: a remote cluster must cost istiod some memory, and not gigabytes.
+	assert.Greater(t, *pr.LiveHeapBytes, 0.0, "each remote cluster adds live heap")
+	assert.Less(t, *pr.LiveHeapBytes, 2e9, "per-remote live heap")
+}
+
+// joinSequence measures sequence r of repeats: a fresh istiod's baseline, then every other
+// cluster joining one at a time, fitted (deltas and per-remote slopes). The first sequence sets
+// the section's settle rule and CPU source and takes the profiles.
+func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r, repeats int) report.JoinSequence {
+	t.Helper()
+	first := r == 0
+	tag := "join"
+	if repeats > 1 {
+		tag = fmt.Sprintf("join [sequence %d/%d]", r+1, repeats)
+	}
 	obs := mc.observed()
 	istiod, measured := istiodFor(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
 	w := startWatcher(t, ctx, obs, istiod)
@@ -41,37 +95,41 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	s := newSettler(istiod)
 	src := istiod.Sampler().CPUSource()
-
-	cp := controlPlane()
-	cp.XDSClients, cp.MeasuredIstiod = clients, measured
-	cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
-	cp.SteadyWindowSeconds = report.F(s.steadyWindow().Seconds())
-	if s.fixed {
-		cp.SettleSeconds = report.F(s.settle.Seconds())
+	if first {
+		cp.XDSClients = clients
+		cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
+		cp.SteadyWindowSeconds = report.F(s.steadyWindow().Seconds())
+		if s.fixed {
+			cp.SettleSeconds = report.F(s.settle.Seconds())
+		}
 	}
-	cp.Joins, cp.PerRemoteCluster, cp.JoinGrowth = nil, nil, nil
-	mc.Logf("join: baseline of istiod %s (steady window %s, CPU from %s)", obs.Name, s.steadyWindow(), src.Name())
+	mc.Logf("%s: baseline of istiod %s (steady window %s, CPU from %s)", tag, obs.Name, s.steadyWindow(), src.Name())
 	base := s.baseline(ctx, t, istiod)
-	cp.Baseline = report.MemorySample(base.Settled)
-	cp.Baseline.SetCPU(base.blended, base.steady)
-	cp.SettleRule = s.rule()
-	mc.Logf("join: baseline: istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB", base.RSSBytes/1e6, base.HeapInuseBytes/1e6, base.LiveHeapBytes/1e6)
-	mc.Logf("join: settle rule: %s", cp.SettleRule)
-	mc.Profile(istiod, "baseline")
+	seq := report.JoinSequence{MeasuredIstiod: measured, Baseline: report.MemorySample(base.Settled)}
+	seq.Baseline.SetCPU(base.blended, base.steady)
+	mc.Logf("%s: baseline: istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB", tag, base.RSSBytes/1e6, base.HeapInuseBytes/1e6, base.LiveHeapBytes/1e6)
+	if first {
+		cp.SettleRule = s.rule()
+		mc.Logf("join: settle rule: %s", cp.SettleRule)
+		mc.Profile(istiod, "baseline")
+	}
 
 	others := everyCluster()[1:]
 	for k, name := range others {
 		c := mc.Cluster(name)
-		cpuProfile := func() {}
-		if k == len(others)-1 { // the last join's burst, profiled for 10 s from just before its secret
+		last := first && k == len(others)-1
+		var cpuProfile func()
+		if last { // the last join's burst, profiled for 10 s from just before its secret
 			cpuProfile = mc.ProfileCPU(istiod, "join-"+name)
 		}
 		before := readCPU(t, ctx, istiod)
 		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, ctx, istiod, w, c)
-		mc.Logf("join %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs, %s)", k+1, len(others), name,
+		mc.Logf("%s %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs, %s)", tag, k+1, len(others), name,
 			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds(), criterion(obs, c))
-		st := s.after(ctx, t, istiod, before, joinedAt.Add(conv.Total))
+		// Memory only once the CPU profile has ended: while it runs, istiod's profiler holds about
+		// 1.2 MB of buffers (runtime's profBuf and pprof's builder), which the live heap would count.
+		st := s.after(ctx, t, istiod, before, joinedAt.Add(conv.Total), cpuProfile)
 		var hostBusy *float64
 		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
 			hostBusy = report.F(hostAfter.BusySince(hostBefore))
@@ -92,37 +150,25 @@ func TestControlPlaneJoin(t *testing.T) {
 			HostCPUBusy:              hostBusy,
 		}
 		j.SetCPU(st.blended, st.steady)
-		cp.Joins = append(cp.Joins, j)
-		if k == len(others)-1 {
-			cpuProfile()
+		seq.Joins = append(seq.Joins, j)
+		if last {
 			mc.Profile(istiod, "after-join-"+name)
 		}
-		mc.Logf("join %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB, join CPU %.3fs, steady %.4f cores",
-			k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
+		mc.Logf("%s %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB, join CPU %.3fs, steady %.4f cores",
+			tag, k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
 	}
-	analysis.FillDeltas(cp)
 
 	final := scrape(t, ctx, istiod)
 	assert.Equal(t, float64(len(others)), final.ManagedClusters["remote"], "istiod manages every joined cluster")
 	assert.Len(t, final.RemoteClusters(), len(others))
-	if len(others) == 0 {
-		return
+	if len(others) > 0 {
+		require.NoError(t, analysis.FitSequence(&seq))
+		if pr := seq.PerRemoteCluster; repeats > 1 && pr.LiveHeapBytes != nil {
+			mc.Logf("%s: per remote cluster: live heap %.2f±%.2f MB (this sequence's fit)", tag, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6)
+		}
 	}
-	require.NoError(t, analysis.FitPerRemote(cp))
-	analysis.FitJoinGrowth(cp)
-	warnSaturatedJoins(cp)
-	if g := cp.JoinGrowth; g != nil && g.JoinCPUSeconds != nil && g.ConvergenceSeconds != nil {
-		mc.Logf("join: the k-th join costs %.2f + %.3f·k CPU-s and converges in %.2f + %.3f·k s (k = clusters already joined; %d joins)",
-			g.JoinCPUSeconds.Intercept, g.JoinCPUSeconds.Slope, g.ConvergenceSeconds.Intercept, g.ConvergenceSeconds.Slope, g.JoinCPUSeconds.N)
-	}
-	pr := cp.PerRemoteCluster
-	require.NotNil(t, pr.LiveHeapBytes)
-	mc.Logf("join: per remote cluster: rss %.1f±%.1f MB, live heap %.2f±%.2f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
-		*pr.RSSBytes/1e6, deref(pr.RSSBytesStdErr)/1e6, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6, deref(pr.JoinCPUSeconds), deref(pr.SteadyCPUCores))
-	// Sane bounds, not targets: a remote cluster must cost istiod some memory, and not gigabytes.
-	assert.Greater(t, *pr.LiveHeapBytes, 0.0, "each remote cluster adds live heap")
-	assert.Less(t, *pr.LiveHeapBytes, 2e9, "per-remote live heap")
+	return seq
 }
 
 func cappedNote(capped bool) string {
@@ -182,8 +228,15 @@ func TestControlPlaneLeave(t *testing.T) {
 // warnSaturatedJoins says in the report which joins ran on a saturated host: their convergence
 // and join CPU include waiting for a CPU, so the growth fit through them is not istiod's alone.
 func warnSaturatedJoins(cp *report.ControlPlane) {
+	joins := cp.Joins
+	if len(cp.Sequences) > 0 {
+		joins = nil
+		for _, s := range cp.Sequences {
+			joins = append(joins, s.Joins...)
+		}
+	}
 	var ks []string
-	for _, j := range cp.Joins {
+	for _, j := range joins {
 		if j.HostCPUBusy != nil && *j.HostCPUBusy > saturated {
 			ks = append(ks, strconv.Itoa(j.RemoteClusters))
 		}
@@ -191,6 +244,6 @@ func warnSaturatedJoins(cp *report.ControlPlane) {
 	if len(ks) > 0 {
 		mc.Report.Warnings = append(mc.Report.Warnings, fmt.Sprintf(
 			"host CPU was above %.0f%% busy during %d of %d joins (remote clusters %s): their convergence and join CPU include waiting for a CPU",
-			100*saturated, len(ks), len(cp.Joins), strings.Join(ks, ", ")))
+			100*saturated, len(ks), len(joins), strings.Join(ks, ", ")))
 	}
 }

@@ -109,22 +109,22 @@ func (s *settler) baseline(ctx context.Context, t *testing.T, i cluster.Istiod) 
 	t.Helper()
 	from := readCPU(t, ctx, i)
 	if s.fixed {
-		return s.sampleAfter(ctx, t, i, from, time.Now())
+		return s.sampleAfter(ctx, t, i, from, time.Now(), nil)
 	}
 	q, err := i.Sampler().WaitQuiet(ctx, s.band, s.ticks, 3*s.limit)
 	require.NoError(t, err)
 	require.False(t, q.Capped, "istiod %s stayed above %.2f cores for %s after its start: it is not idle (rates %v)", i.Cluster(), s.band.Limit, 3*s.limit, q.Rates)
 	s.band, err = i.Sampler().IdleBand(ctx, quietTick, s.ticks)
 	require.NoError(t, err)
-	return s.sample(ctx, t, i, from, stepSample{steady: spanOf(s.band.Mean, s.ticks, i)})
+	return s.sample(ctx, t, i, from, stepSample{steady: spanOf(s.band.Mean, s.ticks, i)}, nil)
 }
 
 // after waits until the step that began at from and converged at convergedAt has settled, then
-// samples istiod.
-func (s *settler) after(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, convergedAt time.Time) stepSample {
+// samples istiod; beforeMemory, when set, runs between the CPU reading and the memory samples.
+func (s *settler) after(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, convergedAt time.Time, beforeMemory func()) stepSample {
 	t.Helper()
 	if s.fixed {
-		return s.sampleAfter(ctx, t, i, from, convergedAt)
+		return s.sampleAfter(ctx, t, i, from, convergedAt, beforeMemory)
 	}
 	q, err := i.Sampler().WaitQuiet(ctx, s.band, s.ticks, s.limit)
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func (s *settler) after(ctx context.Context, t *testing.T, i cluster.Istiod, fro
 		sum += r
 	}
 	st := stepSample{steady: spanOf(sum/float64(len(last)), len(last), i), settledAfter: time.Since(convergedAt), capped: q.Capped}
-	return s.sample(ctx, t, i, from, st)
+	return s.sample(ctx, t, i, from, st, beforeMemory)
 }
 
 // spanOf is a steady window of n ticks at rate cores, with the source's resolution.
@@ -144,7 +144,7 @@ func spanOf(rate float64, n int, i cluster.Istiod) measure.CPUSpan {
 }
 
 // sampleAfter is the fixed rule: the steady window ends settle after convergedAt.
-func (s *settler) sampleAfter(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, convergedAt time.Time) stepSample {
+func (s *settler) sampleAfter(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, convergedAt time.Time, beforeMemory func()) stepSample {
 	t.Helper()
 	settleAt := convergedAt.Add(s.settle)
 	sleepUntil(ctx, settleAt.Add(-s.steady))
@@ -153,16 +153,20 @@ func (s *settler) sampleAfter(ctx context.Context, t *testing.T, i cluster.Istio
 	end := readCPU(t, ctx, i)
 	steady, err := measure.SpanBetween(steadyStart, end)
 	require.NoError(t, err, "istiod %s steady CPU", i.Cluster())
-	return s.sample(ctx, t, i, from, stepSample{steady: steady, settledAfter: time.Since(convergedAt)})
+	return s.sample(ctx, t, i, from, stepSample{steady: steady, settledAfter: time.Since(convergedAt)}, beforeMemory)
 }
 
-// sample reads the blended CPU from `from` to now, then the memory samples.
-func (s *settler) sample(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, st stepSample) stepSample {
+// sample reads the blended CPU from `from` to now, runs beforeMemory (if set), then takes the
+// memory samples.
+func (s *settler) sample(ctx context.Context, t *testing.T, i cluster.Istiod, from measure.CPUReading, st stepSample, beforeMemory func()) stepSample {
 	t.Helper()
 	end := readCPU(t, ctx, i)
 	var err error
 	st.blended, err = measure.SpanBetween(from, end)
 	require.NoError(t, err, "istiod %s CPU", i.Cluster())
+	if beforeMemory != nil {
+		beforeMemory()
+	}
 	st.Settled, err = i.Sampler().Settled(ctx, mc.opts.Join.Samples, sampleInterval)
 	require.NoError(t, err, "sampling istiod %s", i.Cluster())
 	return st

@@ -243,3 +243,43 @@ func TestTailDominatedAndMedianOverhead(t *testing.T) {
 		t.Errorf("median overhead = %+v %+v, want new +2.48 ms, reused +0.08 ms", o.New, o.Reused)
 	}
 }
+
+// sequence is a join sequence whose live heap grows by perRemote MB per cluster from base MB.
+func sequence(base, perRemote float64, joins int) report.JoinSequence {
+	s := report.JoinSequence{Baseline: report.Sample{LiveHeapBytes: report.F(base * 1e6), RSSBytes: report.F(140e6)}}
+	for k := 1; k <= joins; k++ {
+		s.Joins = append(s.Joins, report.Join{RemoteClusters: k, JoinCPUSeconds: report.F(0.1), Sample: report.Sample{
+			LiveHeapBytes: report.F((base + perRemote*float64(k)) * 1e6), RSSBytes: report.F(140e6 + 10e6*float64(k))}})
+	}
+	return s
+}
+
+func TestCombineSequencesTakesTheMeanAndItsStandardError(t *testing.T) {
+	cp := &report.ControlPlane{Sequences: []report.JoinSequence{sequence(20.5, 3.9, 2), sequence(20.6, 4.0, 2), sequence(20.7, 4.1, 2)}}
+	for k := range cp.Sequences {
+		require.NoError(t, FitSequence(&cp.Sequences[k]))
+		assert.Equal(t, report.StdErrOfFit, cp.Sequences[k].PerRemoteCluster.StdErrOf)
+		require.NotNil(t, cp.Sequences[k].Joins[0].DeltaLiveHeapBytes, "FitSequence fills the deltas")
+	}
+	require.NoError(t, CombineSequences(cp))
+	pr := cp.PerRemoteCluster
+	assert.Equal(t, report.StdErrOfSequences, pr.StdErrOf)
+	// 3.9, 4.0, 4.1 MB: mean 4.0, sd 0.1, standard error 0.1/sqrt(3).
+	assert.InDelta(t, 4.0e6, *pr.LiveHeapBytes, 1)
+	assert.InDelta(t, 0.1e6/math.Sqrt(3), *pr.LiveHeapBytesStdErr, 1)
+	// Every sequence's RSS grows by exactly 10 MB: no spread, a zero error (not absent).
+	assert.InDelta(t, 10e6, *pr.RSSBytes, 1)
+	assert.InDelta(t, 0, *pr.RSSBytesStdErr, 1e-6)
+	assert.InDelta(t, 20.6e6, *cp.BaselineMean.LiveHeapBytes, 1)
+	assert.InDelta(t, 0.1e6/math.Sqrt(3), *cp.BaselineStdErr.LiveHeapBytes, 1)
+	assert.Nil(t, pr.HeapInuseBytes, "never measured: absent, not a mean of zeros")
+}
+
+func TestCombineSequencesNeedsTwoFittedSequences(t *testing.T) {
+	cp := &report.ControlPlane{Sequences: []report.JoinSequence{sequence(20, 4, 2)}}
+	require.NoError(t, FitSequence(&cp.Sequences[0]))
+	assert.ErrorContains(t, CombineSequences(cp), "at least 2")
+	cp.Sequences = append(cp.Sequences, sequence(20, 4, 2))
+	assert.ErrorContains(t, CombineSequences(cp), "sequence 2 has no per-remote fit")
+	assert.Nil(t, cp.PerRemoteCluster, "left unchanged on error")
+}

@@ -91,6 +91,7 @@ func FitPerRemote(cp *report.ControlPlane) error {
 	if !fitted {
 		return errors.New("report: no control-plane metric has two measured points to fit")
 	}
+	pr.StdErrOf = report.StdErrOfFit
 	cp.PerRemoteCluster = &pr
 	return nil
 }

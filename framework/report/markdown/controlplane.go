@@ -79,12 +79,7 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 
 	if pr := cp.PerRemoteCluster; pr != nil {
 		p("### Per remote cluster\n\n")
-		p("Least-squares slope over the baseline and %d joins, ± its standard error (- when fewer than three points were fitted: "+
-			"two points leave no residual to estimate it). Join CPU is the slope of the cumulative join cost, i.e. CPU-seconds per added cluster. "+
-			"A CPU slope's resolution is one resolution step across the fitted range of remote clusters. "+
-			"The standard error says how well a line fits this run's points, not how far the slope moves from run to run "+
-			"(at 3 clusters two runs of one command have differed by 0.8 MB of live heap per remote against errors of 0.04-0.07 MB, docs/measurements.md): "+
-			"compare runs with `make compare`, which takes medians over rounds.\n\n", len(cp.Joins))
+		p("%s\n\n", perRemoteText(cp))
 		if scale == nil || *scale != ref.Scale {
 			run := "was not recorded"
 			if scale != nil {
@@ -103,8 +98,9 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 		p("| Blended CPU (cores, burst and steady over convergence + %s; not comparable) | %s | %s |\n", settle,
 			cpuSlope(pr.CPUCores, pr.CPUCoresStdErr, pr.CPUCoresResolution, 4), m)
 		p("| RSS (MB) | %s | %s |\n", slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), pubMem)
-		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 1), m)
-		p("| Live heap (MB) | %s | %s |\n\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 1), m)
+		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 2), m)
+		p("| Live heap (MB) | %s | %s |\n\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 2), m)
+		sequences(b, cp)
 	}
 	if g := cp.JoinGrowth; g != nil {
 		p("### Join cost against mesh size\n\n")
@@ -151,6 +147,53 @@ func measuredText(mi *report.MeasuredIstiod) string {
 		return fmt.Sprintf("%s, kept (it had held %d remote clusters since it started, all still members: none had left or been rebuilt)", cell(mi.Cluster), mi.HeldBefore)
 	}
 	return cell(mi.Cluster) + ", fresh (it had held no remote cluster)"
+}
+
+// perRemoteText says what the per-remote figures and their errors are.
+func perRemoteText(cp *report.ControlPlane) string {
+	const cpuText = "Join CPU is the slope of the cumulative join cost, i.e. CPU-seconds per added cluster. " +
+		"A CPU slope's resolution is one resolution step across the fitted range of remote clusters."
+	if cp.PerRemoteCluster.StdErrOf == report.StdErrOfSequences {
+		return fmt.Sprintf("Mean of %d join sequences' least-squares slopes, each over a fresh istiod's baseline and its joins (the Joins table shows the first), "+
+			"± the standard error of that mean: it includes the spread from one fresh istiod to the next, which one sequence's fit cannot see. %s",
+			len(cp.Sequences), cpuText)
+	}
+	return fmt.Sprintf("Least-squares slope over the baseline and %d joins, ± its standard error (- when fewer than three points were fitted: "+
+		"two points leave no residual to estimate it). %s "+
+		"The standard error says how well a line fits these points, not how far the slope moves from one istiod to the next: "+
+		"`-join.repeats=3` measures three sequences, each on a fresh istiod, and gives the standard error of their mean; "+
+		"`make compare` compares two builds by medians over rounds.", len(cp.Joins), cpuText)
+}
+
+// sequences lists each join sequence's baseline and per-remote figures, and their mean.
+func sequences(b *bytes.Buffer, cp *report.ControlPlane) {
+	if len(cp.Sequences) < 2 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("#### Join sequences\n\n")
+	p("| Sequence | Measured istiod | Baseline live heap MB | Baseline heap in use MB | Baseline RSS MB | Live heap MB per remote | Heap in use MB per remote | RSS MB per remote | Join CPU-s per remote |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	perCells := func(pr *report.PerRemote) string {
+		if pr == nil {
+			pr = &report.PerRemote{}
+		}
+		return strings.Join([]string{slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 2), slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 2),
+			slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), cpuSlope(pr.JoinCPUSeconds, pr.JoinCPUSecondsStdErr, pr.JoinCPUSecondsResolution, 2)}, " | ")
+	}
+	for k, s := range cp.Sequences {
+		istiod := missingCellValue
+		if s.MeasuredIstiod != nil {
+			istiod = measuredText(s.MeasuredIstiod)
+		}
+		p("| %d | %s | %s | %s | %s | %s |\n", k+1, istiod, opt(s.Baseline.LiveHeapBytes, bytesPerMB, 2), opt(s.Baseline.HeapInuseBytes, bytesPerMB, 2),
+			opt(s.Baseline.RSSBytes, bytesPerMB, 1), perCells(s.PerRemoteCluster))
+	}
+	if m, se := cp.BaselineMean, cp.BaselineStdErr; m != nil && se != nil {
+		p("| mean ± standard error | | %s | %s | %s | %s |\n", slope(m.LiveHeapBytes, se.LiveHeapBytes, bytesPerMB, 2),
+			slope(m.HeapInuseBytes, se.HeapInuseBytes, bytesPerMB, 2), slope(m.RSSBytes, se.RSSBytes, bytesPerMB, 1), perCells(cp.PerRemoteCluster))
+	}
+	p("\n")
 }
 
 // windowText names a window length from the flags, or says it was not recorded.

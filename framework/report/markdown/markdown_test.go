@@ -127,3 +127,24 @@ func TestPerRemoteSaysWhetherEndpointSlicesWerePresent(t *testing.T) {
 	assert.Contains(t, endpointSlicesText(cp, setup(0, 0)), "held no EndpointSlices")
 	assert.Contains(t, endpointSlicesText(cp, nil), "not counted")
 }
+
+func TestMarkdownSaysPerRemoteErrorsAreOverSequences(t *testing.T) {
+	seq := func(base, slope float64) report.JoinSequence {
+		return report.JoinSequence{MeasuredIstiod: &report.MeasuredIstiod{Cluster: "cluster-1", HeldBefore: 2, Restarted: true},
+			Baseline:         report.Sample{LiveHeapBytes: report.F(base)},
+			PerRemoteCluster: &report.PerRemote{LiveHeapBytes: report.F(slope), LiveHeapBytesStdErr: report.F(0.25e6), StdErrOf: report.StdErrOfFit}}
+	}
+	cp := &report.ControlPlane{Sequences: []report.JoinSequence{seq(20.5e6, 3.96e6), seq(20.6e6, 4.06e6)},
+		BaselineMean: &report.Sample{LiveHeapBytes: report.F(20.55e6)}, BaselineStdErr: &report.Sample{LiveHeapBytes: report.F(0.05e6)},
+		PerRemoteCluster: &report.PerRemote{LiveHeapBytes: report.F(4.01e6), LiveHeapBytesStdErr: report.F(0.05e6), StdErrOf: report.StdErrOfSequences}}
+	md := string(Render(&report.Report{ControlPlane: cp}))
+	assert.Contains(t, md, "Mean of 2 join sequences' least-squares slopes")
+	assert.Contains(t, md, "| Live heap (MB) | 4.01 ± 0.05 | - |")
+	assert.Contains(t, md, "| 2 | cluster-1, restarted fresh for this (it had held 2 remote clusters) | 20.60 | - | - | 4.06 ± 0.25 |")
+	assert.Contains(t, md, "| mean ± standard error | | 20.55 ± 0.05 | - | - | 4.01 ± 0.05 |")
+
+	cp.Sequences, cp.PerRemoteCluster.StdErrOf = nil, report.StdErrOfFit
+	md = string(Render(&report.Report{ControlPlane: cp}))
+	assert.Contains(t, md, "`-join.repeats=3` measures three sequences")
+	assert.NotContains(t, md, "Join sequences")
+}

@@ -27,6 +27,10 @@ type Join struct {
 	Settle, Steady time.Duration
 	Samples        int // memory samples per step
 	XDSClients     int // ztunnel-like xDS clients on the observed istiod (0: by scale)
+	// Repeats is how many join sequences TestControlPlaneJoin measures, each on an istiod started
+	// fresh for it; with two or more the per-remote figures are their mean, and their standard
+	// errors include the spread from one istiod to the next.
+	Repeats int
 }
 
 // Latency configures TestLatency (Istio's data-plane benchmark defaults: 1 KB, 16 connections).
@@ -59,6 +63,7 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.DurationVar(&o.Join.Settle, "join.settle", 0, "fixed wait after convergence before sampling istiod (0: until istiod's CPU is back in its idle band, at most 6s small, 20s medium, 30s published)")
 	fs.DurationVar(&o.Join.Steady, "join.steady", 0, "fixed steady-CPU window ending at the settle point (0: the quiet stretch that ended the settle, as long as the CPU source's resolution needs, at least 2s)")
 	fs.IntVar(&o.Join.Samples, "join.samples", 3, "memory samples (half a second apart) per join; medians are reported")
+	fs.IntVar(&o.Join.Repeats, "join.repeats", 1, "join sequences to measure, each on a fresh istiod; with 2 or more the per-remote figures are their mean and its standard error, which includes the spread between istiods (one sequence's fit cannot show it)")
 	fs.IntVar(&o.Join.XDSClients, "join.xds-clients", 0, "ztunnel-like delta xDS clients connected to the observed istiod during the joins, as the fake ztunnels of Istio's published test (0: 15 at published scale, 1 otherwise)")
 	fs.DurationVar(&o.Latency.Duration, "latency.duration", 5*time.Second, "length of each latency run (make e2e: 10s)")
 	fs.DurationVar(&o.Latency.FloorDuration, "latency.floor-duration", 3*time.Second, "length of each harness-floor run (fortio straight at the echo server)")
@@ -83,6 +88,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("-join.steady=%s is longer than -join.settle=%s: the steady window must end at the settle point and start after convergence", j.Steady, j.Settle)
 	case j.Samples < 1:
 		return fmt.Errorf("-join.samples=%d: need at least 1", j.Samples)
+	case j.Repeats < 1 || j.Repeats > 20:
+		return fmt.Errorf("-join.repeats=%d: choose 1 to 20 join sequences (3 gives a standard error over istiods)", j.Repeats)
 	case j.XDSClients < 0 || j.XDSClients > 200:
 		return fmt.Errorf("-join.xds-clients=%d: choose 1 to 200, or 0 for the scale's default", j.XDSClients)
 	case l.Duration <= 0:

@@ -48,6 +48,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	assertRejected(t, []rejection{
 		{[]string{"-join.timeout=0s"}, "-join.timeout"},
 		{[]string{"-join.samples=0"}, "-join.samples"},
+		{[]string{"-join.repeats=0"}, "-join.repeats=0: choose 1 to 20"},
 		{[]string{"-join.settle=1s", "-join.steady=1m"}, "-join.steady=1m0s is longer than -join.settle=1s"},
 		{[]string{"-join.xds-clients=500"}, "-join.xds-clients"},
 		{[]string{"-latency.duration=-1s"}, "-latency.duration"},
@@ -150,4 +151,21 @@ func TestChurnTrimSaysWhichFlagRestoresIt(t *testing.T) {
 		return
 	}
 	t.Fatal("no TestChurn in the plan")
+}
+
+func TestPlanCountsEveryJoinSequence(t *testing.T) {
+	join := func(flags ...string) time.Duration {
+		o, err := parse(t, flags...)
+		require.NoError(t, err)
+		_, tests := o.Plan(input(t, 3, "small"))
+		for _, it := range tests {
+			if it.Name == "TestControlPlaneJoin" {
+				return it.Expected
+			}
+		}
+		t.Fatal("no TestControlPlaneJoin in the plan")
+		return 0
+	}
+	one, three := join(), join("-join.repeats=3")
+	assert.Greater(t, three, 5*one/2, "three sequences on fresh istiods take about three times one")
 }

@@ -71,7 +71,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 		{Name: "TestClusters", Expected: s(0.15 * float64(n)), Detail: fmt.Sprintf("%d clusters", n)},
 		{Name: "TestClustersAreIndependent", Expected: s(0.005 * float64(n*n)), Detail: fmt.Sprintf("%d x %d reads", n, n)},
 		{Name: "TestClustersRunControllers", Expected: s(7 + 0.25*float64(n)), Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", n)},
-		{Name: "TestControlPlaneJoin", Expected: s(restart + 6 + float64(remotes)*join + probes), Detail: fmt.Sprintf("baseline + %d joins x ~%.1fs", remotes, join)},
+		{Name: "TestControlPlaneJoin", Expected: s(float64(max(1, o.Join.Repeats))*(restart+6+float64(remotes)*join) + probes), Detail: joinDetail(o.Join.Repeats, remotes, join)},
 		// Right after the join suite (go test's default order) it keeps that istiod, which has held
 		// only the clusters it still holds; in another order it pays a restart and the joins too.
 		{Name: "TestControlPlaneLeave", Expected: s(1 + float64(remotes)*(0.4+pods/4000*3)), Detail: fmt.Sprintf("%d leaves (after the join suite: its istiod, kept)", remotes)},
@@ -181,4 +181,12 @@ func joinFloats(vs []float64) string {
 		parts[i] = strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strings.Join(parts, ",")
+}
+
+func joinDetail(repeats, remotes int, join float64) string {
+	d := fmt.Sprintf("baseline + %d joins x ~%.1fs", remotes, join)
+	if repeats > 1 {
+		d = fmt.Sprintf("%d sequences of %s, each on a fresh istiod", repeats, d)
+	}
+	return d
 }
