@@ -58,6 +58,8 @@ type Pods struct {
 	gen      int
 	touched  map[string]bool // local keys any change wrote
 	nodeNext int
+	// found are the scale pods as NewPods read them, which Restore puts back.
+	found []Pod
 }
 
 // Pod is one scale pod as the churner keeps it.
@@ -110,6 +112,7 @@ func NewPods(ctx context.Context, c *cluster.Cluster, s workload.Scale, shKeys m
 			p.services[svc] = append(p.services[svc], pd)
 			p.order = append(p.order, pd)
 			p.usedIPs[ip] = true
+			p.found = append(p.found, *pd)
 		}
 	}
 	if len(p.order) == 0 {

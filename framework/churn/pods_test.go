@@ -204,3 +204,36 @@ func TestRemoteReplaceIsOneChangeInFlightPerService(t *testing.T) {
 	assert.True(t, rs[0].Reflected && rs[1].Reflected)
 	_ = job1 // holds service 1 busy
 }
+
+func TestRestorePutsBackThePodsNewPodsFound(t *testing.T) {
+	c, p := localPods(t, smallScale)
+	ns := workload.NamespaceName(0)
+	type podState struct {
+		IP, Node string
+		Ready    bool
+	}
+	state := func() map[string]podState {
+		pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		m := map[string]podState{}
+		for _, kp := range pods.Items {
+			m[kp.Name] = podState{kp.Status.PodIP, kp.Spec.NodeName, podReady(&kp)}
+		}
+		return m
+	}
+	before := state()
+	tr := NewTracker(nil)
+	observeTruth(t, tr, p, time.Now())
+	_, err := Run(context.Background(), tr, Window{Mode: Replace, Rate: 100, Count: 3}, p)
+	require.NoError(t, err)
+	observeTruth(t, tr, p, time.Now())
+	_, err = Run(context.Background(), tr, Window{Mode: Ready, Rate: 100, Count: 1}, p)
+	require.NoError(t, err)
+	require.NotEqual(t, before, state(), "the churn changed nothing to restore")
+
+	recreated, err := p.Restore(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 3, recreated)
+	assert.Equal(t, before, state(), "the same pods, addresses, nodes and readiness as before the churn")
+	assert.Equal(t, 4, p.Len())
+}

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -81,6 +82,8 @@ func TestChurn(t *testing.T) {
 		pods[c.Name], err = churn.NewPods(ctx, c, mc.scale, keys, limit)
 		require.NoError(t, err)
 	}
+	// Registered after the watchers, so it runs before they close.
+	t.Cleanup(func() { restorePods(t, ctx, w, slices.Collect(maps.Values(pods)), limit) })
 
 	if otherNetwork != nil {
 		rep.Finding = remoteUnreadyFinding(t, ctx, w, obs.Name, otherNetwork, pods[otherNetwork.Name], limit)
@@ -211,19 +214,38 @@ func churnWindow(t *testing.T, ctx context.Context, w *xdswatch.Watcher, istiod 
 
 // restoreReady makes every churned pod Ready again (unmeasured) and waits for the watcher to agree.
 func restoreReady(t *testing.T, ctx context.Context, w *xdswatch.Watcher, targets []*churn.Pods, limit time.Duration) {
-	truth := map[string]string{}
 	for _, p := range targets {
 		_, err := p.RestoreReady(ctx)
 		require.NoError(t, err)
+	}
+	waitTargetsHold(t, ctx, w, targets, limit, "pods Ready again at the watcher")
+}
+
+// restorePods puts every churned cluster's scale pods back as the test found them (names,
+// addresses, nodes, readiness) and waits for the watcher to agree, so that what a later test
+// measures does not depend on whether churn ran first.
+func restorePods(t *testing.T, ctx context.Context, w *xdswatch.Watcher, targets []*churn.Pods, limit time.Duration) {
+	recreated := 0
+	for _, p := range targets {
+		n, err := p.Restore(ctx)
+		require.NoError(t, err, "restoring the churned pods")
+		recreated += n
+	}
+	waitTargetsHold(t, ctx, w, targets, limit, "the restored pods at the watcher")
+	mc.Logf("churn: %d replaced pods put back as they were", recreated)
+}
+
+// waitTargetsHold waits until the watcher shows every target's pods as the API has them.
+func waitTargetsHold(t *testing.T, ctx context.Context, w *xdswatch.Watcher, targets []*churn.Pods, limit time.Duration, what string) {
+	truth := map[string]string{}
+	for _, p := range targets {
 		tt, err := p.Truth(ctx)
 		require.NoError(t, err)
-		for k, v := range tt {
-			truth[k] = v
-		}
+		maps.Copy(truth, tt)
 	}
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	require.NoError(t, w.WaitFor(wctx, func(w *xdswatch.Watcher) bool { return holds(w, truth) }), "pods Ready again at the watcher")
+	require.NoError(t, w.WaitFor(wctx, func(w *xdswatch.Watcher) bool { return holds(w, truth) }), what)
 }
 
 func holds(w *xdswatch.Watcher, truth map[string]string) bool {

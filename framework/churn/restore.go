@@ -1,0 +1,65 @@
+package churn
+
+import "context"
+
+// Restore puts the cluster's scale pods back as NewPods found them: each replacement deleted, each
+// pod it replaced created again under its name, address and node, and every pod's readiness as
+// it was. A later test then meets the cluster a run without churn would have left it: at 3
+// clusters a fresh istiod joined to churned remotes held 0.06 MB more live heap per remote cluster
+// than one joined to untouched ones (3.45 ± 0.00 against 3.38-3.39 ± 0.01 MB, 2026-12-03). It
+// returns how many pods it recreated.
+func (p *Pods) Restore(ctx context.Context) (int, error) {
+	p.mu.Lock()
+	found := map[string]Pod{}
+	for _, o := range p.found {
+		found[o.name] = o
+	}
+	live := map[string]*Pod{}
+	var extra []*Pod
+	for _, pd := range p.order {
+		live[pd.name] = pd
+		if _, ok := found[pd.name]; !ok {
+			extra = append(extra, pd)
+		}
+	}
+	var missing, flipped []*Pod
+	for _, o := range p.found {
+		switch pd := live[o.name]; {
+		case pd == nil:
+			o := o
+			missing = append(missing, &o)
+		case pd.ready != o.ready:
+			pd.ready = o.ready
+			flipped = append(flipped, pd)
+		}
+	}
+	p.mu.Unlock()
+
+	for _, pd := range extra {
+		if err := p.deletePod(ctx, pd); err != nil {
+			return 0, err
+		}
+		p.mu.Lock()
+		p.forget(indexOf(p.order, pd), pd)
+		p.mu.Unlock()
+	}
+	for _, pd := range missing {
+		if err := p.createPod(ctx, pd); err != nil {
+			return 0, err
+		}
+		if err := p.writeStatus(ctx, pd, pd.ready); err != nil {
+			return 0, err
+		}
+		p.mu.Lock()
+		p.services[pd.svc] = append(p.services[pd.svc], pd)
+		p.order = append(p.order, pd)
+		p.usedIPs[pd.ip] = true
+		p.mu.Unlock()
+	}
+	for _, pd := range flipped {
+		if err := p.writeStatus(ctx, pd, pd.ready); err != nil {
+			return 0, err
+		}
+	}
+	return len(missing), nil
+}
