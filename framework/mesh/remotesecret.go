@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"istio.io/istio/operator/pkg/component"
 	"istio.io/istio/operator/pkg/render"
 	"istio.io/istio/pkg/config/constants"
 	"istio.io/istio/pkg/kube/multicluster"
 	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -80,6 +83,7 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 	if err != nil {
 		return nil, err
 	}
+	created := false
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
@@ -93,6 +97,12 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("cluster %s: creating %s %s: %w", c.Name, gvk.Kind, o.GetName(), err)
 		}
+		created = created || err == nil
+	}
+	if created {
+		if err := waitReaderAuthorized(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	exp := int64(readerTokenSeconds)
 	tok, err := c.Client.CoreV1().ServiceAccounts(SystemNamespace).CreateToken(ctx, constants.DefaultServiceAccountName,
@@ -105,6 +115,37 @@ func RemoteSecret(ctx context.Context, c *cluster.Cluster) (*corev1.Secret, erro
 		return nil, err
 	}
 	return SecretFor(c.Name, data), nil
+}
+
+// readerAuthorizedWithin bounds the wait for RBAC just created to take effect.
+const readerAuthorizedWithin = 10 * time.Second
+
+// waitReaderAuthorized waits until c's authorizer lets the istio-reader list services: the RBAC
+// authorizer learns of a new ClusterRoleBinding from its informer, a moment after the create, and
+// a reader used before then is refused (a test met "services is forbidden" right after this
+// function returned). A caller whose credentials may not create SubjectAccessReviews is not kept
+// waiting.
+func waitReaderAuthorized(ctx context.Context, c *cluster.Cluster) error {
+	user := "system:serviceaccount:" + SystemNamespace + ":" + constants.DefaultServiceAccountName
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, readerAuthorizedWithin, true, func(ctx context.Context) (bool, error) {
+		r, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authzv1.ResourceAttributes{Verb: "list", Resource: "services"}}}, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsForbidden(err):
+			return true, nil
+		case err != nil:
+			last = err
+			return false, nil
+		}
+		last = fmt.Errorf("not allowed yet (%s)", r.Status.Reason)
+		return r.Status.Allowed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: the istio-reader RBAC created for the remote secret is not in effect after %s (SubjectAccessReview for %s to list services: %v)",
+			c.Name, readerAuthorizedWithin, user, last)
+	}
+	return nil
 }
 
 // internalServer is the cluster entry of c's internal kubeconfig's current context, flattened as
