@@ -26,8 +26,7 @@ func (p *Pods) Restore(ctx context.Context) (int, error) {
 	for _, o := range p.found {
 		switch pd := live[o.name]; {
 		case pd == nil:
-			o := o
-			missing = append(missing, &o)
+			missing = append(missing, &o) // o is this iteration's own copy
 		case pd.ready != o.ready:
 			pd.ready = o.ready
 			flipped = append(flipped, pd)

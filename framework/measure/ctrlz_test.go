@@ -100,17 +100,23 @@ func TestForceGCFailsOnHTTPError(t *testing.T) {
 	assert.Contains(t, err.Error(), "404")
 }
 
-// TestLiveHeapAgainstIstioControlZ runs Istio's real ControlZ server in this process on
-// 127.0.0.1 and checks the paths and methods used here: the forced collection must show up as a
-// completed GC cycle in the MemStats read afterwards.
-func TestLiveHeapAgainstIstioControlZ(t *testing.T) {
+// istioControlZ runs Istio's real ControlZ server in this process on 127.0.0.1 until t ends.
+func istioControlZ(t *testing.T) *Istiod {
+	t.Helper()
 	o := ctrlz.DefaultOptions()
 	o.Address = "127.0.0.1"
 	o.Port = 0
 	s, err := ctrlz.Run(o, nil)
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	i := &Istiod{Name: "ctrlz", CtrlzURL: "http://" + s.Address()}
+	return &Istiod{Name: "ctrlz", CtrlzURL: "http://" + s.Address()}
+}
+
+// TestLiveHeapAgainstIstioControlZ runs Istio's real ControlZ server in this process on
+// 127.0.0.1 and checks the paths and methods used here: the forced collection must show up as a
+// completed GC cycle in the MemStats read afterwards.
+func TestLiveHeapAgainstIstioControlZ(t *testing.T) {
+	i := istioControlZ(t)
 
 	before, err := i.MemStats(context.Background())
 	require.NoError(t, err)
@@ -130,13 +136,7 @@ func TestLiveHeapAgainstIstioControlZ(t *testing.T) {
 // the live heap does not count what a sync.Pool keeps: 64 MB parked in a pool must be gone from
 // HeapAlloc, which one forced collection leaves in the pool's victim cache.
 func TestLiveHeapLeavesOutPooledBuffers(t *testing.T) {
-	o := ctrlz.DefaultOptions()
-	o.Address = "127.0.0.1"
-	o.Port = 0
-	s, err := ctrlz.Run(o, nil)
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	i := &Istiod{Name: "ctrlz", CtrlzURL: "http://" + s.Address()}
+	i := istioControlZ(t)
 	ctx := context.Background()
 
 	const parked = 64 << 20

@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 	"istio.io/istio/pilot/pkg/features"
 
 	"github.com/ambientmc/ambientmc/framework/churn"
@@ -225,14 +227,19 @@ func restoreReady(t *testing.T, ctx context.Context, w *xdswatch.Watcher, target
 // addresses, nodes, readiness) and waits for the watcher to agree, so that what a later test
 // measures does not depend on whether churn ran first.
 func restorePods(t *testing.T, ctx context.Context, w *xdswatch.Watcher, targets []*churn.Pods, limit time.Duration) {
-	recreated := 0
+	// One cluster after another took 14 s for 235 pods at 10 clusters; each its own API server.
+	var recreated atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
 	for _, p := range targets {
-		n, err := p.Restore(ctx)
-		require.NoError(t, err, "restoring the churned pods")
-		recreated += n
+		g.Go(func() error {
+			n, err := p.Restore(gctx)
+			recreated.Add(int64(n))
+			return err
+		})
 	}
+	require.NoError(t, g.Wait(), "restoring the churned pods")
 	waitTargetsHold(t, ctx, w, targets, limit, "the restored pods at the watcher")
-	mc.Logf("churn: %d replaced pods put back as they were", recreated)
+	mc.Logf("churn: %d replaced pods put back as they were", recreated.Load())
 }
 
 // waitTargetsHold waits until the watcher shows every target's pods as the API has them.
