@@ -1,6 +1,10 @@
 package churn
 
-import "context"
+import (
+	"context"
+
+	"golang.org/x/sync/errgroup"
+)
 
 // Restore puts the cluster's scale pods back as NewPods found them: each replacement deleted, each
 // pod it replaced created again under its name, address and node, and every pod's readiness as
@@ -34,31 +38,44 @@ func (p *Pods) Restore(ctx context.Context) (int, error) {
 	}
 	p.mu.Unlock()
 
-	for _, pd := range extra {
+	// Eight writes at a time: one after another, 126 replaced pods of one cluster took 11 s.
+	each := func(pods []*Pod, f func(context.Context, *Pod) error) error {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for _, pd := range pods {
+			g.Go(func() error { return f(gctx, pd) })
+		}
+		return g.Wait()
+	}
+	if err := each(extra, func(ctx context.Context, pd *Pod) error {
 		if err := p.deletePod(ctx, pd); err != nil {
-			return 0, err
+			return err
 		}
 		p.mu.Lock()
 		p.forget(indexOf(p.order, pd), pd)
 		p.mu.Unlock()
+		return nil
+	}); err != nil {
+		return 0, err
 	}
-	for _, pd := range missing {
+	if err := each(missing, func(ctx context.Context, pd *Pod) error {
 		if err := p.createPod(ctx, pd); err != nil {
-			return 0, err
+			return err
 		}
 		if err := p.writeStatus(ctx, pd, pd.ready); err != nil {
-			return 0, err
+			return err
 		}
 		p.mu.Lock()
 		p.services[pd.svc] = append(p.services[pd.svc], pd)
 		p.order = append(p.order, pd)
 		p.usedIPs[pd.ip] = true
 		p.mu.Unlock()
+		return nil
+	}); err != nil {
+		return 0, err
 	}
-	for _, pd := range flipped {
-		if err := p.writeStatus(ctx, pd, pd.ready); err != nil {
-			return 0, err
-		}
+	if err := each(flipped, func(ctx context.Context, pd *Pod) error { return p.writeStatus(ctx, pd, pd.ready) }); err != nil {
+		return 0, err
 	}
 	return len(missing), nil
 }
