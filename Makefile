@@ -13,7 +13,7 @@ E2E_FLAGS ?= -clusters=10
 # and the memory check over every remote cluster.
 E2E_FULL   = -latency.duration=10s -churn.rates=2,5,20,50 -churn.duration=20s -churn.cases=local,one-remote,all-remote -churn.modes=replace,ready -checks.clusters=0
 
-.PHONY: all bins test e2e ci ci-suite lint bench bench-scale report compare clean
+.PHONY: all bins engine engine-stop images test e2e ci ci-suite ci-kind lint bench bench-scale report compare clean
 
 all: lint test
 
@@ -30,6 +30,20 @@ UNIT_P    ?= 4
 # a test binary takes about half the CPU without it (framework/provider/kube's: 10.9 against 6.0
 # CPU-s on the reference host, 2026-12-03). `make test TEST_LDFLAGS=` keeps it.
 TEST_LDFLAGS ?= -ldflags=-w
+
+## engine: a Docker engine for the kind provider: one that answers, else (Linux, root) the
+## distribution's, started here with its log in the cache, with a runtime wrapper only where the
+## host's capability bounding set lacks what privileged containers ask for
+engine:
+	$(GO) run ./scripts/engine
+
+## engine-stop: stop the engine make engine started (nothing else)
+engine-stop:
+	$(GO) run ./scripts/engine -stop
+
+## images: every image a kind run needs, from the pinned sources, nothing pulled; cached by content
+images:
+	$(GO) run ./scripts/images
 
 ## test: unit tests (no suites; many start real local API servers, skipping without make bins)
 test:

@@ -44,14 +44,16 @@ type recipe struct {
 	coldBuild time.Duration // measured on 2 cores; used to refuse a build that cannot finish in time
 	// versionOf names a module whose version is stamped into the binary (see ldflags).
 	versionOf string
+	// tags are go build -tags (containerd's: leave out the snapshotters that need C headers).
+	tags string
 }
 
 var recipes = map[Binary]recipe{
-	KubeAPIServer:         {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes"},
-	KubeControllerManager: {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-controller-manager", 4 * time.Minute, "k8s.io/kubernetes"},
-	Etcd:                  {"scripts/kubebin", "./etcd", time.Minute, ""},
+	KubeAPIServer:         {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-apiserver", 7 * time.Minute, "k8s.io/kubernetes", ""},
+	KubeControllerManager: {"scripts/kubebin", "k8s.io/kubernetes/cmd/kube-controller-manager", 4 * time.Minute, "k8s.io/kubernetes", ""},
+	Etcd:                  {"scripts/kubebin", "./etcd", time.Minute, "", ""},
 	// The default istiod is built like any other version: through its wrapper module (istiod.go).
-	PilotDiscovery: {"", pilotDiscoveryPkg, 5 * time.Minute, istioModule},
+	PilotDiscovery: {"", pilotDiscoveryPkg, 5 * time.Minute, istioModule, ""},
 }
 
 // Cache builds binaries from the pinned sources of this repository and keeps them in Dir,
@@ -66,6 +68,9 @@ type Cache struct {
 
 func (c *Cache) recipe(b Binary) (recipe, error) {
 	table := recipes
+	if r, ok := nodeRecipes[b]; ok && c.recipes == nil {
+		return r, nil
+	}
 	if c.recipes != nil {
 		table = c.recipes
 	}
@@ -156,6 +161,9 @@ func (c *Cache) key(r recipe) (string, error) {
 		h.Write(data)
 	}
 	fmt.Fprintf(h, "%s %s %s %s %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, r.pkg, r.versionOf)
+	if r.tags != "" {
+		fmt.Fprintf(h, " tags=%s", r.tags)
+	}
 	if r.versionOf == istioModule {
 		h.Write([]byte(istioStampScheme))
 	}
@@ -217,9 +225,11 @@ func (c *Cache) Ensure(ctx context.Context, bs ...Binary) (map[Binary]string, er
 			if err != nil {
 				return nil, err
 			}
-			i := slices.IndexFunc(groups, func(g *buildGroup) bool { return g.dir == c.modDir(r) && g.ldflags == ldflags })
+			i := slices.IndexFunc(groups, func(g *buildGroup) bool {
+				return g.dir == c.modDir(r) && g.ldflags == ldflags && g.tags == r.tags
+			})
 			if i < 0 {
-				groups = append(groups, &buildGroup{dir: c.modDir(r), ldflags: ldflags})
+				groups = append(groups, &buildGroup{dir: c.modDir(r), ldflags: ldflags, tags: r.tags})
 				i = len(groups) - 1
 			}
 			groups[i].bins, groups[i].recipes = append(groups[i].bins, b), append(groups[i].recipes, r)
@@ -277,14 +287,14 @@ func (c *Cache) ensureRecipe(ctx context.Context, b Binary, r recipe) (string, e
 	if err != nil {
 		return "", err
 	}
-	return dst, c.build(ctx, &buildGroup{dir: c.modDir(r), ldflags: ldflags, bins: []Binary{b}, recipes: []recipe{r}})
+	return dst, c.build(ctx, &buildGroup{dir: c.modDir(r), ldflags: ldflags, tags: r.tags, bins: []Binary{b}, recipes: []recipe{r}})
 }
 
-// buildGroup is binaries built by one go command: same module directory, same -ldflags.
+// buildGroup is binaries built by one go command: same module directory, -ldflags and -tags.
 type buildGroup struct {
-	dir, ldflags string
-	bins         []Binary
-	recipes      []recipe
+	dir, ldflags, tags string
+	bins               []Binary
+	recipes            []recipe
 }
 
 func (c *Cache) build(ctx context.Context, g *buildGroup) error {
@@ -312,7 +322,11 @@ func (c *Cache) build(ctx context.Context, g *buildGroup) error {
 	}
 	defer os.RemoveAll(tmp)
 	// -o to a directory: each main package's binary is named after its last path element.
-	args := append([]string{"build", "-ldflags", g.ldflags, "-o", tmp + string(filepath.Separator)}, pkgs...)
+	args := []string{"build", "-ldflags", g.ldflags}
+	if g.tags != "" {
+		args = append(args, "-tags", g.tags)
+	}
+	args = append(append(args, "-o", tmp+string(filepath.Separator)), pkgs...)
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = g.dir
 	cmd.Env = goEnv()

@@ -64,3 +64,9 @@ func goEnvValue(key string) string {
 	}
 	return strings.TrimSpace(out)
 }
+
+// ModuleSource returns the module cache directory of a module the main module requires (e.g.
+// istio.io/istio, for files it ships such as MetalLB's manifest), downloading it if needed.
+func (c *Cache) ModuleSource(ctx context.Context, module string) (string, error) {
+	return moduleSource(ctx, c.SrcRoot, module)
+}

@@ -28,6 +28,9 @@ const (
 
 	DataPlaneEmulated = "emulated"
 	DataPlaneZtunnel  = "ztunnel"
+	// DataPlaneNone: the clusters run no data plane (the Istio images built here hold no
+	// ztunnel or gateway); the data-plane suites skip.
+	DataPlaneNone = "none"
 
 	IstiodsAll      = "all"
 	IstiodsObserved = "observed"
@@ -210,9 +213,9 @@ func (r *Report) Validate() error {
 		errs = append(errs, errors.New("provider is empty: set the -provider value the run used"))
 	}
 	switch r.DataPlane {
-	case "", DataPlaneEmulated, DataPlaneZtunnel:
+	case "", DataPlaneEmulated, DataPlaneZtunnel, DataPlaneNone:
 	default:
-		errs = append(errs, fmt.Errorf("dataPlane %q is not emulated or ztunnel", r.DataPlane))
+		errs = append(errs, fmt.Errorf("dataPlane %q is not emulated, ztunnel or none", r.DataPlane))
 	}
 	if r.Latency != nil && r.DataPlane == "" {
 		errs = append(errs, errors.New("latency present but dataPlane is not set"))

@@ -1,11 +1,16 @@
 //go:build tools
 
-// Package kubebin pins the sources of kube-apiserver, kube-controller-manager and etcd that ambientmc builds and caches.
-// It is a separate module so that k8s.io/kubernetes and its staging replace directives stay out of
-// the main go.mod.
+// Package kubebin pins the sources of Kubernetes that ambientmc builds and caches: kube-apiserver
+// and kube-controller-manager for the local provider, and the rest of a kind node's binaries
+// (kubelet, kubeadm, kubectl, kube-scheduler, kube-proxy) for the node image.
 package kubebin
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubeadm"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

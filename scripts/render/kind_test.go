@@ -86,7 +86,11 @@ type fakeDocker struct {
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error)      { return "28.1.1", d.err }
 func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { return true, d.err }
-func (d *fakeDocker) ImagePullable(context.Context, string) error        { return d.err }
+func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error) {
+	return "", d.err
+}
+func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) { return nil, d.err }
+func (d *fakeDocker) RemoveNetwork(context.Context, string) error     { return d.err }
 func (d *fakeDocker) Network(context.Context, string) (kind.Network, error) {
 	if d.err != nil {
 		return kind.Network{}, d.err
@@ -96,7 +100,7 @@ func (d *fakeDocker) Network(context.Context, string) (kind.Network, error) {
 	}
 	return d.network, nil
 }
-func (d *fakeDocker) CreateNetwork(_ context.Context, name string) error {
+func (d *fakeDocker) CreateNetwork(_ context.Context, name string, _ netip.Prefix, _ bool) error {
 	if d.err != nil {
 		return d.err
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/ambientmc/ambientmc/framework/images"
 )
 
 // imageFlags holds the -istio.hub, -istio.tag and -istio.variant values.
@@ -26,7 +28,16 @@ func ImageFlags() *Images {
 	return &imageFlags.images
 }
 
-// RequireImages refuses images without a hub or a tag for provider: there is no default.
+// OrBuilt returns im, or when it names no hub and no tag, the Istio images `make images` built
+// (framework/images), which no registry serves: kubelet is told never to pull them.
+func OrBuilt(im Images, built images.Set) Images {
+	if im.Hub != "" || im.Tag != "" {
+		return im
+	}
+	return Images{Hub: built.IstioHub, Tag: built.IstioTag, PullPolicy: "Never"}
+}
+
+// RequireImages refuses images without a hub or a tag for provider (a hub alone, or a tag alone).
 func RequireImages(provider string, im Images) error {
 	var missing []string
 	if im.Hub == "" {
@@ -36,7 +47,7 @@ func RequireImages(provider string, im Images) error {
 		missing = append(missing, "-istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA)")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("-provider=%s installs Istio from images and has no default for them: pass %s", provider, strings.Join(missing, " and "))
+		return fmt.Errorf("-provider=%s installs Istio from images: pass %s too, or neither for the images make images builds", provider, strings.Join(missing, " and "))
 	}
 	return nil
 }

@@ -55,7 +55,11 @@ var istioComponents = map[component.Name]string{
 // Images chooses the Istio images. Hub and Tag are required: as a library Istio would silently
 // default to registry.istio.io/testing:latest, and the module's pseudo-version cannot name a tag.
 // Variant may be "" (the plain tag) or e.g. "distroless".
-type Images struct{ Hub, Tag, Variant string }
+type Images struct {
+	Hub, Tag, Variant string
+	// PullPolicy is every Istio container's imagePullPolicy ("" leaves the charts' default).
+	PullPolicy string
+}
 
 // Options render one cluster's install.
 type Options struct {
@@ -195,10 +199,11 @@ func operatorConfig(o Options) map[string]any {
 		"tag":     o.Images.Tag,
 		"values": map[string]any{
 			"global": map[string]any{
-				"variant":      o.Images.Variant, // set even when empty: the ambient profile says distroless
-				"meshID":       o.MeshID,
-				"network":      o.Cluster.Network,
-				"multiCluster": clusterName,
+				"variant":         o.Images.Variant, // set even when empty: the ambient profile says distroless
+				"meshID":          o.MeshID,
+				"network":         o.Cluster.Network,
+				"multiCluster":    clusterName,
+				"imagePullPolicy": o.Images.PullPolicy,
 			},
 			"pilot": map[string]any{"env": map[string]any{"AMBIENT_ENABLE_MULTI_NETWORK": "true"}},
 			// Without its own clusterName, ztunnel's ISTIO_META_CLUSTER_ID silently says "Kubernetes".

@@ -174,7 +174,7 @@ func TestRenderEveryIstioImageFromHubAndTag(t *testing.T) {
 	plain := regexp.MustCompile(`^` + regexp.QuoteMeta(testHub) + `/[a-z0-9-]+:` + testTag + `$`)
 	n := 0
 	for _, comp := range ms["cluster-1"].Components {
-		for _, img := range images(t, comp) {
+		for _, img := range containerImages(t, comp) {
 			n++
 			if comp.Name == ComponentProbes {
 				assert.Equal(t, DefaultProbeImage, img)
@@ -190,7 +190,7 @@ func TestRenderVariantIsAppendedToTheTag(t *testing.T) {
 	topo, cas, _ := renderThree(t)
 	m, err := Render(Options{Cluster: topo.Clusters[0], Images: Images{Hub: testHub, Tag: testTag, Variant: "distroless"}, CACerts: cas["cluster-1"]})
 	require.NoError(t, err)
-	imgs := images(t, *m.Component(ComponentZtunnel))
+	imgs := containerImages(t, *m.Component(ComponentZtunnel))
 	require.NotEmpty(t, imgs)
 	assert.Equal(t, testHub+"/ztunnel:"+testTag+"-distroless", imgs[0])
 	assert.Nil(t, m.Component(ComponentProbes), "no probes unless asked for")
@@ -417,7 +417,7 @@ func podSpec(t *testing.T, o *unstructured.Unstructured) (*corev1.PodSpec, bool)
 	return &pt.Spec, true
 }
 
-func images(t *testing.T, c Component) []string {
+func containerImages(t *testing.T, c Component) []string {
 	t.Helper()
 	var out []string
 	for _, o := range c.Objects {

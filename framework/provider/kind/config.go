@@ -3,6 +3,7 @@ package kind
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ func KindName(name string) string { return NamePrefix + name }
 // Every cluster gets its own ranges, as Istio's CI topologies do: they allow flat-network
 // topologies and keep addresses unambiguous in istiod's and ztunnel's logs.
 const (
+	nodeCIDRBits      = 22
 	MaxClusters       = 50
 	podOctetBase      = 10
 	serviceOctetBase  = 100
@@ -119,7 +121,7 @@ func kubeadmPatch(apiVersion string) string {
 		"kind: ClusterConfiguration\n" +
 		"metadata:\n  name: config\n" +
 		"etcd:\n  local:\n    dataDir: /tmp/kind-cluster-etcd\n" +
-		"controllerManager:\n" + args("  ", "leader-elect", "false", "node-cidr-mask-size", "22") +
+		"controllerManager:\n" + args("  ", "leader-elect", "false", "node-cidr-mask-size", strconv.Itoa(nodeCIDRBits)) +
 		"scheduler:\n" + args("  ", "leader-elect", "false")
 }
 
@@ -147,7 +149,7 @@ func Config(tc topology.Cluster, o Options) (*v1alpha4.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
-	return &v1alpha4.Cluster{
+	cfg := &v1alpha4.Cluster{
 		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
 		Name:     KindName(tc.Name),
 		Nodes: []v1alpha4.Node{{
@@ -161,7 +163,55 @@ func Config(tc topology.Cluster, o Options) (*v1alpha4.Cluster, error) {
 			ServiceSubnet: svcs.String(),
 		},
 		KubeadmConfigPatches: []string{kubeadmPatch(api)},
-	}, nil
+	}
+	if major, minor, _ := KubernetesVersion(image); o.CgroupV1 && (major > 1 || minor >= 35) {
+		// kubelet 1.35+ refuses a cgroup v1 host unless its configuration allows it.
+		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, "kind: KubeletConfiguration\nfailCgroupV1: false\n")
+	}
+	if o.Guarded {
+		// The guard's bridge CNI replaces kindnetd, which routes every other node's podCIDR via
+		// its InternalIP and fails on the framework's fake nodes (their addresses are not on-link).
+		cfg.Networking.DisableDefaultCNI = true
+		cfg.Nodes[0].ExtraMounts = []v1alpha4.Mount{{HostPath: NodeEnvPath(o.RunDir, tc.Name), ContainerPath: nodeEnvInNode, Readonly: true}}
+	}
+	return cfg, nil
+}
+
+// nodeEnvInNode is where the framework's node image reads its settings (framework/images).
+const nodeEnvInNode = "/etc/ambientmc/node.env"
+
+// NodeEnvPath is cluster name's node settings file in the run directory.
+func NodeEnvPath(runDir, name string) string { return filepath.Join(runDir, name, "node.env") }
+
+// NodeRange is the pod range of a cluster's one real node: the first /22 of its pod subnet,
+// which node IPAM hands the first node to register (kubeadmPatch's node-cidr-mask-size).
+func NodeRange(i int) (netip.Prefix, error) {
+	pods, err := PodSubnet(i)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(pods.Addr(), nodeCIDRBits), nil
+}
+
+// guardAllows are the destinations the node guard lets through besides loopback: the address
+// plan's pod and service ranges (10.11-10.60 and 10.101-10.150 within 10.0.0.0/9 and
+// 10.128.0.0/11) and the run network.
+func guardAllows(subnet netip.Prefix) []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("10.128.0.0/11"), subnet}
+}
+
+// NodeEnv is the content of a cluster's node.env: the node's pod range, the run network, and
+// what the guard allows.
+func NodeEnv(i int, subnet netip.Prefix) (string, error) {
+	r, err := NodeRange(i)
+	if err != nil {
+		return "", err
+	}
+	var allow []string
+	for _, a := range guardAllows(subnet) {
+		allow = append(allow, a.String())
+	}
+	return fmt.Sprintf("POD_RANGE=%s\nNODE_NETWORK=%s\nALLOW=%q\n", r, subnet, strings.Join(allow, " ")), nil
 }
 
 // ConfigYAML serialises a kind config as kind reads it (CreateWithRawConfig, `kind create

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -25,6 +26,9 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
 	p.mu.Lock()
+	if p.kernel == nil {
+		p.kernel = recordKernel("/")
+	}
 	if p.guard == nil && !p.opts.Deadline.IsZero() {
 		p.guard = time.AfterFunc(time.Until(p.opts.Deadline), func() {
 			fmt.Fprintf(p.opts.Log, "ambientmc: kind: the test's -timeout is about to expire: deleting every cluster now so none is left behind\n")
@@ -52,6 +56,9 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 }
 
 func (p *Provider) create(ctx context.Context, t *topology.Topology) ([]*cluster.Cluster, error) {
+	if err := p.createRunNetwork(ctx); err != nil {
+		return nil, err
+	}
 	ports, err := freePorts(len(t.Clusters))
 	if err != nil {
 		return nil, err
@@ -79,6 +86,9 @@ func (p *Provider) create(ctx context.Context, t *topology.Topology) ([]*cluster
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := p.routeSharedNetworks(ctx, out); err != nil {
 		return nil, err
 	}
 	if err := p.loadBalancers(ctx, out); err != nil {
@@ -118,7 +128,14 @@ func (p *Provider) handOver(ctx context.Context, t *topology.Topology, cs []*clu
 
 // createOne creates one kind cluster and writes its two kubeconfigs.
 func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int) (*cluster.Cluster, error) {
-	cfg, err := Config(tc, p.opts)
+	o := p.opts
+	p.mu.Lock()
+	o.Guarded, o.Subnet, o.CgroupV1 = p.guarded, p.net.Subnet, cgroupV1()
+	p.mu.Unlock()
+	if o.Image == "" {
+		o.Image = p.image()
+	}
+	cfg, err := Config(tc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +144,15 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	dir := p.clusterDir(tc.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	if o.Guarded {
+		env, err := NodeEnv(tc.Index, o.Subnet)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(NodeEnvPath(o.RunDir, tc.Name), []byte(env), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -140,15 +166,8 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: creating %s (node image %s, pods %s, services %s)\n", tc.Name, name, p.image(), cfg.Networking.PodSubnet, cfg.Networking.ServiceSubnet)
 	err = p.kind.Create(name, cfg, p.KubeconfigPath(tc.Name), p.opts.Wait)
 	p.inflight.Done()
-	if err != nil {
+	if err != nil && !exportFailedOnInternalNetwork(err) {
 		return nil, fmt.Errorf("kind create %s: %w", name, err)
-	}
-	ext, err := p.kind.KubeConfig(name, false)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig of %s: %w", name, err)
-	}
-	if err := writePrivate(p.KubeconfigPath(tc.Name), []byte(ext)); err != nil {
-		return nil, err
 	}
 	nodes, err := p.kind.ListInternalNodes(name)
 	if err != nil {
@@ -169,6 +188,14 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	if err := writePrivate(p.InternalKubeconfigPath(tc.Name), internalData); err != nil {
 		return nil, err
 	}
+	// The run network is internal: Docker's port published on 127.0.0.1 does not answer there,
+	// so the test process too reaches the API server at the node's address.
+	if err := writePrivate(p.KubeconfigPath(tc.Name), internalData); err != nil {
+		return nil, err
+	}
+	if err := p.reach(ctx, ip); err != nil {
+		return nil, err
+	}
 	if err := p.loadArchives(ctx, tc.Name, nodes); err != nil {
 		return nil, err
 	}
@@ -183,12 +210,25 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	if err := waitNodeReady(ctx, c, name, cpNode, p.opts.Wait, start.Add(p.opts.Wait)); err != nil {
 		return nil, err
 	}
+	if o.Guarded {
+		if err := checkNode(ctx, c, nodes, cpNode, tc.Index); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	c.StartSeconds = time.Since(start).Seconds()
 	// Fake pods take addresses from the podCIDR node IPAM gives their node (Addresses.Plan nil).
 	c.Addresses = cluster.Addresses{Pods: netip.MustParsePrefix(cfg.Networking.PodSubnet), Services: netip.MustParsePrefix(cfg.Networking.ServiceSubnet)}
 	c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: ready in %.1fs (kubeconfig %s, API server for other clusters https://%s:6443)\n", tc.Name, c.StartSeconds, c.Kubeconfig, ip)
 	return c, nil
+}
+
+// exportFailedOnInternalNetwork recognizes the one step of kind's create that an internal network
+// fails: the last one, writing a kubeconfig for the API server port Docker published on 127.0.0.1
+// (an internal network publishes none). The cluster is up by then; the framework writes its own
+// kubeconfigs, at the node's address, and waits for the node to be Ready itself.
+func exportFailedOnInternalNetwork(err error) bool {
+	return strings.Contains(err.Error(), "failed to get api server port")
 }
 
 // controlPlaneIP is the IPv4 address and the name of the cluster's control-plane node container

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -58,11 +59,15 @@ func (p *Provider) Destroy(context.Context) error {
 		cancel()
 		_ = p.opts.InCluster.Destroy(done)
 	}
-	if len(names) == 0 {
-		return nil
-	}
 	var mu sync.Mutex
 	var errs []error
+	if p.guarded && len(names) > 0 {
+		lines := p.guardCounters(names)
+		for _, l := range lines {
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s\n", l)
+		}
+		_ = os.WriteFile(filepath.Join(p.opts.RunDir, "egress-guard.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	}
 	sem := make(chan struct{}, p.opts.Parallel)
 	var wg sync.WaitGroup
 	for _, n := range names {
@@ -80,6 +85,22 @@ func (p *Provider) Destroy(context.Context) error {
 		})
 	}
 	wg.Wait()
+	if len(errs) == 0 {
+		// The network goes once no node is left on it.
+		if err := p.removeRunNetwork(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.mu.Lock()
+	k := p.kernel
+	p.mu.Unlock()
+	changed, err := k.restore()
+	if len(changed) > 0 {
+		fmt.Fprintf(p.opts.Log, "ambientmc: kind: put the host back as it was: %s\n", strings.Join(changed, ", "))
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -121,7 +121,7 @@ func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 		return err
 	}
 	k.clusters[name] = cfg
-	k.nodes[name] = &fakeNode{name: name + "-control-plane", ip: fmt.Sprintf("172.18.0.%d", len(k.creates)+1)}
+	k.nodes[name] = &fakeNode{name: name + "-control-plane", ip: "127.0.0.1"} // the fake API server's address: Create reaches clusters at their node IP
 	return nil
 }
 
@@ -152,7 +152,7 @@ func (k *fakeKind) KubeConfig(name string, internal bool) (string, error) {
 	}
 	server := k.server.URL
 	if internal {
-		server = "https://" + name + "-control-plane:6443"
+		server = "https://" + name + "-control-plane:" + k.server.URL[strings.LastIndexByte(k.server.URL, ':')+1:]
 	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -265,11 +265,13 @@ func (c *fakeCmd) SetStderr(io.Writer) kindexec.Cmd   { return c }
 type fakeDocker struct {
 	versionErr error
 	present    bool
-	pullErr    error
+	label      string
 	network    Network
 	// ipam is the subnet Docker's IPAM gives a network CreateNetwork creates.
-	ipam    Network
-	created []string
+	ipam     Network
+	created  []string
+	internal []string // networks created --internal
+	removed  []string
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -279,16 +281,32 @@ func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
 	return "28.1.1", nil
 }
 func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { return d.present, nil }
-func (d *fakeDocker) ImagePullable(context.Context, string) error        { return d.pullErr }
+func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error) {
+	return d.label, nil
+}
 func (d *fakeDocker) Network(context.Context, string) (Network, error) {
 	if !d.network.Subnet.IsValid() {
 		return Network{}, ErrNoNetwork
 	}
 	return d.network, nil
 }
-func (d *fakeDocker) CreateNetwork(_ context.Context, name string) error {
+func (d *fakeDocker) CreateNetwork(_ context.Context, name string, subnet netip.Prefix, internal bool) error {
 	d.created = append(d.created, name)
 	d.network = d.ipam
+	if internal {
+		d.network = Network{Subnet: subnet}
+		d.internal = append(d.internal, name)
+	}
+	return nil
+}
+func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) {
+	if d.network.Subnet.IsValid() {
+		return []netip.Prefix{d.network.Subnet}, nil
+	}
+	return nil, nil
+}
+func (d *fakeDocker) RemoveNetwork(_ context.Context, name string) error {
+	d.removed = append(d.removed, name)
 	return nil
 }
 

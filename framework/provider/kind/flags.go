@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/provider/kube"
@@ -28,7 +29,7 @@ const Name = "kind"
 var (
 	flags flagValues
 	// images are -istio.hub, -istio.tag and -istio.variant, shared with kube.
-	images = install.ImageFlags()
+	istioImages = install.ImageFlags()
 )
 
 func init() {
@@ -37,14 +38,14 @@ func init() {
 		Summary:      "kind clusters on Docker",
 		Capabilities: capabilities,
 		Flags:        flags.register,
-		Check:        func() error { return flags.validate(*images) },
+		Check:        func() error { return flags.validate(*istioImages) },
 		New:          newFromFlags,
 	})
 }
 
 func (f *flagValues) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.parallel, "kind.parallel", DefaultParallel, "kind: clusters created at once (parallel kubeadm inits are CPU- and disk-bound and share the host's inotify budget)")
-	fs.StringVar(&f.image, "kind.image", DefaultImage, "kind: node image; its tag's Kubernetes version picks the kubeadm patch API (v1beta3 below 1.36, v1beta4 from 1.36)")
+	fs.StringVar(&f.image, "kind.image", "", "kind: node image (empty: the one make images built); its tag's Kubernetes version picks the kubeadm patch API (v1beta3 below 1.36, v1beta4 from 1.36)")
 	fs.StringVar(&f.load, "kind.load", "", "kind: comma-separated image archives (docker image save --platform ..., single-platform) loaded into every node")
 	fs.DurationVar(&f.wait, "kind.wait", 3*time.Minute, "kind: how long each cluster's control plane may take to become Ready; a node not Ready by then fails the create with its conditions and kubelet log")
 }
@@ -62,7 +63,7 @@ func (f *flagValues) archives() []string {
 
 // validate reports -kind.* values and Istio images that cannot work, naming the flag and the fix.
 func (f *flagValues) validate(im install.Images) error {
-	if err := install.RequireImages(Name, im); err != nil {
+	if err := install.RequireImages(Name, install.OrBuilt(im, images.Set{IstioHub: images.IstioHub, IstioTag: "built"})); err != nil {
 		return err
 	}
 	if f.parallel < 1 {
@@ -71,8 +72,10 @@ func (f *flagValues) validate(im install.Images) error {
 	if f.wait <= 0 {
 		return fmt.Errorf("-kind.wait=%s: must be positive", f.wait)
 	}
-	if _, err := KubeadmAPIVersion(f.image); err != nil {
-		return err
+	if f.image != "" {
+		if _, err := KubeadmAPIVersion(f.image); err != nil {
+			return err
+		}
 	}
 	for _, a := range f.archives() {
 		if st, err := os.Stat(a); err != nil || !st.Mode().IsRegular() {
@@ -85,10 +88,15 @@ func (f *flagValues) validate(im install.Images) error {
 // newFromFlags builds the provider from the flags. istiod, the gateways and the probes come from
 // the kube provider's in-cluster code, over the kind clusters.
 func newFromFlags(e provider.Env) (cluster.Provider, error) {
-	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: *images})
+	built, err := images.Default()
+	if err != nil {
+		return nil, fmt.Errorf("-provider=kind: the images make images builds: %w", err)
+	}
+	im := install.OrBuilt(*istioImages, built)
+	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: im})
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: %w", err)
 	}
 	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(),
-		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: *images, InCluster: inCluster}), nil
+		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: im, Built: built, InCluster: inCluster}), nil
 }

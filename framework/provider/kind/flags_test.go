@@ -19,7 +19,7 @@ func TestKindFlagsNameTheFlagAndTheFix(t *testing.T) {
 	}
 	images := install.Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"}
 	require.NoError(t, defaults().validate(images), "the defaults are valid")
-	assert.ErrorContains(t, defaults().validate(install.Images{Hub: images.Hub}), "-provider=kind installs Istio from images and has no default for them: pass -istio.tag")
+	assert.ErrorContains(t, defaults().validate(install.Images{Hub: images.Hub}), "-provider=kind installs Istio from images: pass -istio.tag")
 	for _, tc := range []struct {
 		name   string
 		change func(*flagValues)

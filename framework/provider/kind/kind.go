@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -42,8 +44,18 @@ type Options struct {
 	RunDir string
 	// Log receives progress lines.
 	Log io.Writer
-	// Image is the node image; "" means DefaultImage.
+	// Image is the node image; "" means the one `make images` built (Built.Node).
 	Image string
+	// Guarded says the node image carries the framework's egress guard (framework/images): its
+	// clusters then run the guard's bridge CNI instead of kindnetd, with a per-cluster node.env.
+	Guarded bool
+	// CgroupV1 says the host runs cgroup v1, which kubelet 1.35+ refuses unless told otherwise.
+	CgroupV1 bool
+	// Subnet is the run network's subnet (Guarded nodes allow it).
+	Subnet netip.Prefix
+	// Built names what `make images` builds (framework/images): the default node image and
+	// Istio images, and the key a current node image carries.
+	Built images.Set
 	// Parallel bounds concurrent creates; 0 means DefaultParallel.
 	Parallel int
 	// Load lists image archives (docker image save, single-platform) loaded into every node.
@@ -83,12 +95,22 @@ type Provider struct {
 	host   Host
 	// lb installs MetalLB with a pool into a ready cluster.
 	lb func(ctx context.Context, c *cluster.Cluster, pool netip.Prefix) error
+	// reach checks this host routes to a node's API server (reachable).
+	reach func(ctx context.Context, ip string) error
 
-	mu       sync.Mutex
+	mu      sync.Mutex
+	netName string  // the run's docker network (runnet.go)
+	net     Network // its subnet, chosen at preflight
+	// netCreated: the network exists and Destroy removes it.
+	netCreated bool
+	// kernel is the host's kernel settings before the first node started (kernel.go).
+	kernel   *kernelState
 	created  []string // kind names, recorded before kind.Create is called
 	closed   bool
 	inflight sync.WaitGroup
 	guard    *time.Timer
+	// guarded: the node image carries the egress guard (preflight read its label).
+	guarded bool
 	// handedOver: InCluster.Create was called and InCluster.Destroy is due.
 	handedOver  bool
 	keptPrinted bool
@@ -105,7 +127,7 @@ func New(o Options) *Provider {
 	if o.Wait <= 0 {
 		o.Wait = 3 * time.Minute
 	}
-	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost}
+	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: RunNetworkName(o.RunDir)}
 	if p.kind == nil {
 		p.kind = NewKind(o.Log)
 	}
@@ -116,12 +138,21 @@ func New(o Options) *Provider {
 		p.host = *o.Host
 	}
 	p.lb = p.installMetalLB
+	p.reach = reachable
 	return p
 }
 
-func (p *Provider) Name() string      { return Name }
-func (p *Provider) DataPlane() string { return "ztunnel" }
-func (p *Provider) LogDir() string    { return p.opts.RunDir }
+func (p *Provider) Name() string { return Name }
+
+// DataPlane is "none" with the Istio images `make images` builds (they hold no ztunnel or
+// Envoy gateway: neither can be built here), else "ztunnel".
+func (p *Provider) DataPlane() string {
+	if p.opts.Istio.Hub == images.IstioHub {
+		return report.DataPlaneNone
+	}
+	return report.DataPlaneZtunnel
+}
+func (p *Provider) LogDir() string { return p.opts.RunDir }
 
 // NodeImage is the node image every cluster runs, for the report.
 func (p *Provider) NodeImage() string { return p.image() }
@@ -136,7 +167,7 @@ func (p *Provider) Images(ctx context.Context) ([]cluster.Image, error) {
 
 func (p *Provider) image() string {
 	if p.opts.Image == "" {
-		return DefaultImage
+		return p.opts.Built.Node
 	}
 	return p.opts.Image
 }

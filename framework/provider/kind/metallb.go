@@ -116,10 +116,9 @@ func applyObject(ctx context.Context, a *apply.Applier, o *unstructured.Unstruct
 
 // loadBalancers cuts one pool per cluster from the kind network and installs MetalLB with it.
 func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) error {
-	net, err := p.docker.Network(ctx, NetworkName())
-	if err != nil {
-		return fmt.Errorf("docker network inspect %s: %w", NetworkName(), err)
-	}
+	p.mu.Lock()
+	net := p.net
+	p.mu.Unlock()
 	if err := CheckPlan(net, len(cs)); err != nil {
 		return err
 	}
@@ -139,7 +138,7 @@ func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) err
 			defer func() { <-sem }()
 			pool := pools[c.Index-1]
 			start := time.Now()
-			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: installing MetalLB with pool %s (cut from the kind network %s)\n", c.Name, pool, net.Subnet)
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: installing MetalLB with pool %s (cut from the run network %s)\n", c.Name, pool, net.Subnet)
 			if err := p.lb(gctx, c, pool); err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func EnsureNetwork(ctx context.Context, d Docker) (net Network, created bool, er
 	if !errors.Is(err, ErrNoNetwork) {
 		return net, false, err
 	}
-	if err := d.CreateNetwork(ctx, name); err != nil {
+	if err := d.CreateNetwork(ctx, name, netip.Prefix{}, false); err != nil {
 		return Network{}, false, fmt.Errorf("creating docker network %s as kind would: %w", name, err)
 	}
 	net, err = d.Network(ctx, name)
@@ -53,7 +54,12 @@ func createNetworkArgs(name string, mtu int) []string {
 	return append(args, name)
 }
 
-func (d dockerCLI) CreateNetwork(ctx context.Context, name string) error {
+func (d dockerCLI) CreateNetwork(ctx context.Context, name string, subnet netip.Prefix, internal bool) error {
+	if internal {
+		_, err := d.run(ctx, "network", "create", "-d=bridge", "--internal", "--subnet", subnet.String(),
+			"--label", "io.ambientmc.run=true", name)
+		return err
+	}
 	mtu := 0 // as kind: the default bridge's MTU option, if it has one
 	if out, err := d.run(ctx, "network", "inspect", "bridge", "-f", `{{ index .Options "com.docker.network.driver.mtu" }}`); err == nil {
 		mtu, _ = strconv.Atoi(strings.TrimSpace(string(out)))

@@ -10,48 +10,50 @@ import (
 	"testing"
 )
 
-// A first run has no kind network yet: preflight creates it as kind would and cuts the pools from
-// the subnet Docker chose, not from the usual 172.18.0.0/16.
-func TestPreflightCreatesTheKindNetworkFakeDocker(t *testing.T) {
+// Preflight chooses the run network's subnet and creates nothing; Create creates the network
+// --internal before the first node, with the pools cut from it, and Destroy removes it.
+func TestRunNetworkIsInternalAndRemovedFakeDocker(t *testing.T) {
 	f := newFixture(t, nil)
-	f.docker.network = Network{}
-	f.docker.ipam = Network{Subnet: netip.MustParsePrefix("172.23.0.0/16")}
+	f.docker.network = Network{Subnet: netip.MustParsePrefix("172.31.0.0/16")} // another network holds 172.31
 	topo := generate(t, 3)
 	if err := f.p.Preflight(context.Background(), topo); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(f.docker.created, []string{"kind"}) {
-		t.Fatalf("networks created: %v, want kind", f.docker.created)
-	}
-	if want := "docker network kind (created now as kind would create it; Docker chose the subnet): subnet 172.23.0.0/16 has room for the LoadBalancer pools of 3 clusters"; !strings.Contains(f.log.String(), want) {
-		t.Errorf("preflight log lacks %q:\n%s", want, f.log.String())
+	if len(f.docker.created) != 0 {
+		t.Fatalf("preflight created networks: %v", f.docker.created)
 	}
 	cs, err := f.p.Create(context.Background(), topo)
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := RunNetworkName(f.dir)
+	if !slices.Equal(f.docker.internal, []string{name}) {
+		t.Fatalf("internal networks created: %v, want [%s]", f.docker.internal, name)
+	}
+	if got := os.Getenv("KIND_EXPERIMENTAL_DOCKER_NETWORK"); got != name {
+		t.Errorf("kind is pointed at network %q, want %s", got, name)
+	}
+	want := netip.MustParsePrefix("172.30.0.0/16")
 	for _, c := range cs {
-		if pool := f.lb.pools[c.Name]; !f.docker.ipam.Subnet.Contains(pool.Addr()) {
-			t.Errorf("%s: pool %s is not cut from the network Docker created (%s)", c.Name, pool, f.docker.ipam.Subnet)
+		if pool := f.lb.pools[c.Name]; !want.Contains(pool.Addr()) {
+			t.Errorf("%s: pool %s is not cut from the run network %s", c.Name, pool, want)
 		}
+	}
+	if err := f.p.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.docker.removed, []string{name}) {
+		t.Errorf("networks removed: %v, want [%s]", f.docker.removed, name)
 	}
 }
 
-// A daemon whose default address pools are /24s gives kind a /24, with room for 3 pools: four
-// clusters fail in preflight, before any cluster exists.
-func TestPreflightRefusesANetworkWithoutRoomFakeDocker(t *testing.T) {
-	f := newFixture(t, nil)
-	f.docker.network = Network{}
-	f.docker.ipam = Network{Subnet: netip.MustParsePrefix("172.18.5.0/24")}
-	err := f.p.Preflight(context.Background(), generate(t, 4))
-	if err == nil {
-		t.Fatal("preflight passed with room for 3 pools and 4 clusters")
+func TestChooseSubnetAvoidsUsedRanges(t *testing.T) {
+	got, err := ChooseSubnet([]netip.Prefix{netip.MustParsePrefix("172.31.0.0/16"), netip.MustParsePrefix("172.30.5.0/24"), netip.MustParsePrefix("10.0.0.0/8")})
+	if err != nil || got.String() != "172.29.0.0/16" {
+		t.Fatalf("got %s, %v; want 172.29.0.0/16", got, err)
 	}
-	if want := "docker network kind has subnet 172.18.5.0/24: its upper quarter holds 3 LoadBalancer pools of 16 addresses, 4 clusters need 4"; !strings.Contains(err.Error(), want) {
-		t.Errorf("error lacks %q:\n%v", want, err)
-	}
-	if len(f.kind.creates) != 0 {
-		t.Error("preflight created clusters")
+	if _, err := ChooseSubnet([]netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}); err == nil || !strings.Contains(err.Error(), "docker network prune") {
+		t.Fatalf("want an error naming the fix when every candidate is used, got %v", err)
 	}
 }
 
@@ -77,7 +79,7 @@ func TestDockerCLICreatesTheNetworkAsKindDoes_FakeDockerCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir)
-	if err := NewDocker().CreateNetwork(context.Background(), "kind"); err != nil {
+	if err := NewDocker().CreateNetwork(context.Background(), "kind", netip.Prefix{}, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(calls)

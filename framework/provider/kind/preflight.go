@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -119,21 +120,10 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	}
 }
 
-// checkDocker runs the checks that need a reachable Docker.
+// checkDocker runs the checks that need a reachable Docker. Nothing here asks a registry: a run
+// never pulls, so every image must already be in Docker's store or in the node image.
 func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fail func(string, ...any)) {
-	image := p.image()
-	switch present, err := p.docker.ImagePresent(ctx, image); {
-	case err != nil:
-		fail("node image %s: docker image inspect failed: %v", image, err)
-	case present:
-		ok("node image %s: present", image)
-	default:
-		if err := p.docker.ImagePullable(ctx, image); err != nil {
-			fail("node image %s: not present and not pullable (%v); `docker pull %s`, or pass -kind.image with an image you have", image, err, image)
-		} else {
-			ok("node image %s: not present, pullable (kind pulls it on the first create)", image)
-		}
-	}
+	p.checkNodeImage(ctx, ok, fail)
 	existing, err := p.kind.List()
 	if err != nil {
 		fail("kind: listing existing clusters failed: %v", err)
@@ -144,17 +134,12 @@ func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fa
 			fail("kind: a cluster named %s already exists (an earlier run with -keep?); delete it: kind delete cluster --name %s", name, name)
 		}
 	}
-	// The pools come from the kind network's subnet, which Docker picks when the network is
-	// created: create it now (as kind's first create would), so a network too small for N pools
-	// fails here and not after every cluster was created.
-	net, created, err := EnsureNetwork(ctx, p.docker)
+	// The pools come from the run network's subnet: choose it now, so a network too small for N
+	// pools fails here and not after every cluster was created.
+	net, err := p.planRunNetwork(ctx)
 	if err != nil {
-		fail("docker network %s: %v", NetworkName(), err)
+		fail("docker network: %v", err)
 		return
-	}
-	how := "exists"
-	if created {
-		how = "created now as kind would create it; Docker chose the subnet"
 	}
 	maxIndex := 0
 	for _, c := range t.Clusters {
@@ -164,7 +149,83 @@ func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fa
 		fail("%v", err)
 		return
 	}
-	ok("docker network %s (%s): subnet %s has room for the LoadBalancer pools of %d clusters", NetworkName(), how, net.Subnet, len(t.Clusters))
+	p.mu.Lock()
+	p.net = net
+	p.mu.Unlock()
+	ok("docker network %s: internal, subnet %s (no other network or route uses it), room for the LoadBalancer pools of %d clusters", p.netName, net.Subnet, len(t.Clusters))
+}
+
+// checkNodeImage checks the node image is in Docker's store (and current, when it is the one
+// make images builds) and that every image the run will start is in it or in a -kind.load archive.
+func (p *Provider) checkNodeImage(ctx context.Context, ok, fail func(string, ...any)) {
+	image := p.image()
+	present, err := p.docker.ImagePresent(ctx, image)
+	switch {
+	case err != nil:
+		fail("node image %s: docker image inspect failed: %v", image, err)
+		return
+	case !present && p.opts.Image == "":
+		fail("node image %s: not built; run `make images` (it builds every image a kind run needs from the pinned sources; nothing is pulled)", image)
+		return
+	case !present:
+		fail("node image %s (-kind.image): not in Docker's image store, and a run never pulls; pull or build it yourself, or leave -kind.image out to use the one `make images` builds", image)
+		return
+	}
+	key, err := p.docker.ImageLabel(ctx, image, images.KeyLabel)
+	if err != nil {
+		fail("node image %s: %v", image, err)
+		return
+	}
+	if p.opts.Image == "" && key != p.opts.Built.Key {
+		fail("node image %s was built from other sources (key %q, these sources give %q): run `make images`", image, key, p.opts.Built.Key)
+		return
+	}
+	p.mu.Lock()
+	p.guarded = key != ""
+	p.mu.Unlock()
+	if key == "" {
+		ok("node image %s: present; it is not one make images built, so it has no egress guard: the run's internal network alone keeps traffic on this host", image)
+	} else {
+		ok("node image %s: present and current (key %s), with the egress guard", image, key)
+	}
+	have := map[string]bool{}
+	preloaded, err := p.docker.ImageLabel(ctx, image, images.PreloadLabel)
+	if err != nil {
+		fail("node image %s: %v", image, err)
+		return
+	}
+	for _, r := range strings.Split(preloaded, ",") {
+		have[r] = true
+	}
+	for _, a := range p.opts.Load {
+		tags, err := archiveTags(a)
+		if err != nil {
+			fail("-kind.load=%s: %v", a, err)
+			continue
+		}
+		for _, t := range tags {
+			have[t] = true
+		}
+	}
+	needed, err := p.neededImages(ctx)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	var missing []string
+	for _, n := range needed {
+		if !have[n] {
+			missing = append(missing, n)
+		}
+	}
+	switch {
+	case len(missing) > 0 && key != "":
+		fail("images: %s are neither in the node image %s nor in a -kind.load archive, and kubelet is never let pull: run `make images`, or -kind.load an archive that holds them", strings.Join(missing, ", "), image)
+	case len(missing) > 0:
+		ok("images: %s are not preloaded; kubelet will have to pull them", strings.Join(missing, ", "))
+	default:
+		ok("images: every image the run starts is in the node image or a -kind.load archive (%d)", len(needed))
+	}
 }
 
 func sysctl(name string) (int, error) {

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
@@ -38,6 +39,7 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 	}
 	o := Options{
 		RunDir: f.dir, Log: f.log, Istio: install.Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"},
+		Image: DefaultImage, Built: images.Set{Node: "ambientmc.local/kind-node:v1.36.1", Key: "k1", IstioHub: images.IstioHub, IstioTag: "t1"},
 		Kind: f.kind, Docker: f.docker,
 		Host: &Host{
 			MemAvailable: func() (uint64, error) { return 64 << 30, nil },
@@ -49,6 +51,7 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 	}
 	f.p = New(o)
 	f.p.lb = f.lb.install
+	f.p.reach = func(context.Context, string) error { return nil } // fake nodes have no API server
 	t.Cleanup(func() { _ = f.p.Destroy(context.Background()) })
 	return f
 }
@@ -116,24 +119,24 @@ func TestCreateWritesPrivateKubeconfigsFakeDocker(t *testing.T) {
 				t.Errorf("%s: mode %v, want 0600", path, st.Mode().Perm())
 			}
 		}
-		ext, err := clientcmd.LoadFromFile(c.Kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ext.Clusters["kind-"+kn].Server; got != f.kind.server.URL {
-			t.Errorf("%s: external server %s, want %s", c.Name, got, f.kind.server.URL)
-		}
+		// The run network is internal: the host, like every other cluster, reaches the API server
+		// at the node's address (the fake nodes' address is the fake API server's, 127.0.0.1).
 		in, err := clientcmd.LoadFromFile(c.InternalKubeconfig)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "https://" + f.kind.nodes[kn].ip + ":6443"
+		port := f.kind.server.URL[strings.LastIndexByte(f.kind.server.URL, ':')+1:]
+		want := "https://" + f.kind.nodes[kn].ip + ":" + port
 		if got := in.Clusters["kind-"+kn].Server; got != want {
 			t.Errorf("%s: internal server %s, want the node container IP %s", c.Name, got, want)
 		}
-	}
-	if f.kind.nodes["ambientmc-cluster-1"].ip == f.kind.nodes["ambientmc-cluster-2"].ip {
-		t.Fatal("fake nodes share an IP; the test proves nothing")
+		ext, err := clientcmd.LoadFromFile(c.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ext.Clusters["kind-"+kn].Server; got != want {
+			t.Errorf("%s: host kubeconfig's server %s, want the node container IP %s (kind's 127.0.0.1 port does not answer on an internal network)", c.Name, got, want)
+		}
 	}
 	if home, err := os.UserHomeDir(); err == nil && strings.Contains(strings.Join(f.kind.deleteKubeconfigs, ","), filepath.Join(home, ".kube")) {
 		t.Error("a kubeconfig under ~/.kube was used")
@@ -280,10 +283,14 @@ func TestPreflightFakeDocker(t *testing.T) {
 		}, want: []string{"Docker daemon is not reachable", "start it", "-provider=local"}, lines: 1},
 		{name: "no docker CLI", n: 2, mod: func(f *fixture) { f.docker.versionErr = ErrNoDockerCLI },
 			want: []string{"docker CLI is not on PATH", "install Docker"}, lines: 1},
-		{name: "image missing", n: 2, mod: func(f *fixture) {
-			f.docker.present, f.docker.pullErr = false, errors.New("manifest unknown")
-		}, want: []string{"node image " + DefaultImage + ": not present and not pullable", "docker pull"}, lines: 1},
-		{name: "image pullable", n: 2, mod: func(f *fixture) { f.docker.present = false }},
+		{name: "image not built", n: 2, mod: func(f *fixture) { f.docker.present = false },
+			opts: func(o *Options) { o.Image = "" },
+			want: []string{"node image ambientmc.local/kind-node:v1.36.1: not built; run `make images`"}, lines: 1},
+		{name: "image given, missing", n: 2, mod: func(f *fixture) { f.docker.present = false },
+			want: []string{"(-kind.image): not in Docker's image store, and a run never pulls"}, lines: 1},
+		{name: "image stale", n: 2, mod: func(f *fixture) { f.docker.label = "old" },
+			opts: func(o *Options) { o.Image = "" },
+			want: []string{"was built from other sources", "run `make images`"}, lines: 1},
 		{name: "inotify too low", n: 4, mod: func(f *fixture) {
 			f.p.host.Sysctl = func(name string) (int, error) {
 				if strings.HasSuffix(name, "instances") {

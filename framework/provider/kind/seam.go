@@ -47,12 +47,17 @@ type Docker interface {
 	ServerVersion(ctx context.Context) (string, error)
 	// ImagePresent reports whether image is in the local image store.
 	ImagePresent(ctx context.Context, image string) (bool, error)
-	// ImagePullable checks that a registry serves image's manifest (docker manifest inspect).
-	ImagePullable(ctx context.Context, image string) error
+	// ImageLabel returns one label of a local image ("" when it has none).
+	ImageLabel(ctx context.Context, image, label string) (string, error)
 	// Network returns the IPv4 addressing of a docker network; ErrNoNetwork if it does not exist.
 	Network(ctx context.Context, name string) (Network, error)
-	// CreateNetwork creates docker network name as kind's first create would (network.go).
-	CreateNetwork(ctx context.Context, name string) error
+	// Subnets lists the IPv4 subnets of every docker network.
+	Subnets(ctx context.Context) ([]netip.Prefix, error)
+	// CreateNetwork creates docker network name: with a subnet and internal, the run's network
+	// (runnet.go); without, as kind's first create would (network.go).
+	CreateNetwork(ctx context.Context, name string, subnet netip.Prefix, internal bool) error
+	// RemoveNetwork removes docker network name.
+	RemoveNetwork(ctx context.Context, name string) error
 }
 
 // Network is a docker network's IPv4 addressing.
@@ -181,8 +186,40 @@ func (d dockerCLI) ImagePresent(ctx context.Context, image string) (bool, error)
 	return true, nil
 }
 
-func (d dockerCLI) ImagePullable(ctx context.Context, image string) error {
-	_, err := d.run(ctx, "manifest", "inspect", image)
+func (d dockerCLI) ImageLabel(ctx context.Context, image, label string) (string, error) {
+	out, err := d.run(ctx, "image", "inspect", "--format", "{{index .Config.Labels \""+label+"\"}}", image)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(out))
+	if v == "<no value>" {
+		v = ""
+	}
+	return v, nil
+}
+
+func (d dockerCLI) Subnets(ctx context.Context) ([]netip.Prefix, error) {
+	ids, err := d.run(ctx, "network", "ls", "-q")
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, id := range strings.Fields(string(ids)) {
+		data, err := d.run(ctx, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", id)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		for _, s := range strings.Fields(string(data)) {
+			if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	return out, nil
+}
+
+func (d dockerCLI) RemoveNetwork(ctx context.Context, name string) error {
+	_, err := d.run(ctx, "network", "rm", name)
 	return err
 }
 

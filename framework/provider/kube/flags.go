@@ -2,9 +2,11 @@ package kube
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/provider"
 )
@@ -20,8 +22,8 @@ const Name = "kube"
 
 var (
 	flags flagValues
-	// images are -istio.hub, -istio.tag and -istio.variant, shared with kind.
-	images = install.ImageFlags()
+	// istioImages are -istio.hub, -istio.tag and -istio.variant, shared with kind.
+	istioImages = install.ImageFlags()
 )
 
 func init() {
@@ -32,7 +34,15 @@ func init() {
 		Flags:        flags.register,
 		Check:        flags.validate,
 		New: func(e provider.Env) (cluster.Provider, error) {
-			p, err := New(Options{RunDir: e.RunDir, Log: e.Log, Images: *images, ReuseIstio: flags.reuseIstio, Platform: flags.platform})
+			im := *istioImages
+			if im.Hub == "" && im.Tag == "" {
+				built, err := images.Default()
+				if err != nil {
+					return nil, fmt.Errorf("-provider=kube: the images make images builds: %w", err)
+				}
+				im = install.OrBuilt(im, built)
+			}
+			p, err := New(Options{RunDir: e.RunDir, Log: e.Log, Images: im, ReuseIstio: flags.reuseIstio, Platform: flags.platform})
 			if err != nil {
 				return nil, err // not a nil *Provider in a non-nil interface
 			}
@@ -48,7 +58,7 @@ func (f *flagValues) register(fs *flag.FlagSet) {
 
 // validate refuses missing images and an -istio.platform Istio does not know, naming the flag.
 func (f *flagValues) validate() error {
-	if err := install.RequireImages(Name, *images); err != nil {
+	if err := install.RequireImages(Name, install.OrBuilt(*istioImages, images.Set{IstioHub: images.IstioHub, IstioTag: "built"})); err != nil {
 		return err
 	}
 	return install.CheckPlatform(f.platform)

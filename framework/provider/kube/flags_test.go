@@ -12,9 +12,9 @@ func TestKubeFlagsNameTheFlagAndTheFix(t *testing.T) {
 	for _, name := range []string{"istio.platform", "kube.reuse-istio", "istio.hub", "istio.tag", "istio.variant"} {
 		assert.NotNil(t, flag.CommandLine.Lookup(name), "-%s on the suite's flag set", name)
 	}
-	saved := *images
-	t.Cleanup(func() { *images = saved })
-	images.Hub, images.Tag = "registry.istio.io/testing", "1.31-dev"
+	saved := *istioImages
+	t.Cleanup(func() { *istioImages = saved })
+	istioImages.Hub, istioImages.Tag = "registry.istio.io/testing", "1.31-dev"
 
 	f := &flagValues{}
 	f.register(flag.NewFlagSet("test", flag.ContinueOnError))
@@ -24,6 +24,6 @@ func TestKubeFlagsNameTheFlagAndTheFix(t *testing.T) {
 	f.platform = "eks"
 	assert.EqualError(t, f.validate(), "-istio.platform=eks: not one of Istio's platforms (gke, k3d, k3s, microk8s, minikube, openshift); leave it empty for clusters that need no platform settings")
 
-	f.platform, images.Tag = "", ""
-	assert.EqualError(t, f.validate(), "-provider=kube installs Istio from images and has no default for them: pass -istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA)")
+	f.platform, istioImages.Tag = "", ""
+	assert.EqualError(t, f.validate(), "-provider=kube installs Istio from images: pass -istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA) too, or neither for the images make images builds")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // istiod's ports inside its pod.
@@ -30,6 +31,10 @@ const (
 var controlPlaneComponents = []string{
 	install.ComponentGatewayAPICRDs, install.ComponentBase, install.ComponentIstiod, install.ComponentCNI, install.ComponentZtunnel,
 }
+
+// controlPlaneOnly is what StartIstiod applies without a data plane: istio-cni and ztunnel have
+// no images then.
+var controlPlaneOnly = controlPlaneComponents[:3]
 
 // StartIstiod installs Istio ambient into primary c (the Gateway API CRDs, base with the
 // cluster's cacerts, istiod, istio-cni, ztunnel, each waited for), then reaches the istiod pod
@@ -54,7 +59,11 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 		return nil, err
 	}
 	m.manifests = mf
-	if err := p.apply(ctx, m, controlPlaneComponents...); err != nil {
+	comps := controlPlaneComponents
+	if p.DataPlane() == report.DataPlaneNone {
+		comps = controlPlaneOnly
+	}
+	if err := p.apply(ctx, m, comps...); err != nil {
 		return nil, err
 	}
 	dir, err := p.clusterDir(c.Name)

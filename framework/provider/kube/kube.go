@@ -18,7 +18,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -92,9 +94,17 @@ func New(opts Options) (*Provider, error) {
 	return &Provider{opts: opts, members: map[string]*member{}, platforms: map[string]platform{}}, nil
 }
 
-func (p *Provider) Name() string      { return Name }
-func (p *Provider) DataPlane() string { return "ztunnel" }
-func (p *Provider) LogDir() string    { return p.opts.RunDir }
+func (p *Provider) Name() string { return Name }
+
+// DataPlane is "none" with the Istio images `make images` builds (no ztunnel or gateway can be
+// built here), else "ztunnel".
+func (p *Provider) DataPlane() string {
+	if p.opts.Images.Hub == images.IstioHub {
+		return report.DataPlaneNone
+	}
+	return report.DataPlaneZtunnel
+}
+func (p *Provider) LogDir() string { return p.opts.RunDir }
 
 // capabilities: any number of primaries, each with a kubeconfig. Remotes and external control
 // planes would need istiod to serve another cluster, which this provider does not install.

@@ -22,6 +22,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -35,6 +36,9 @@ const (
 // ambient), waits for their Deployments and reaches the client's fortio REST API through a
 // port-forward.
 func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
+	if p.DataPlane() == report.DataPlaneNone {
+		return nil, ErrNoDataPlane
+	}
 	e := &probeEnv{p: p, setup: s}
 	defer func() {
 		if err != nil {
@@ -382,3 +386,6 @@ func nameOf(c *cluster.Cluster) string {
 	}
 	return c.Name
 }
+
+// ErrNoDataPlane is DeployProbes' answer with the Istio images `make images` builds.
+var ErrNoDataPlane = fmt.Errorf("%w: dataPlane none: the Istio images make images builds hold istiod only (ztunnel is Rust and the east-west gateway Envoy, and neither builds here); pass -istio.hub and -istio.tag of real Istio images for a data plane", cluster.ErrUnsupported)

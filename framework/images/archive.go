@@ -1,0 +1,98 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// component is one image preloaded into the node: a binary over the shared base tree.
+type component struct {
+	refs       []string // every name the image is known by
+	binary     string   // file in the binary cache
+	path       string   // where the binary goes in the image
+	entrypoint []string
+}
+
+// writeArchive writes every component as one single-platform docker archive (what containerd's
+// `ctr images import` reads); the base layer is stored once.
+func writeArchive(out, baseTar string, comps []component) error {
+	base, err := tarball.LayerFromFile(baseTar, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return fmt.Errorf("base layer: %w", err)
+	}
+	refs := map[name.Reference]v1.Image{}
+	for _, c := range comps {
+		bin, err := fileLayer(c.binary, c.path)
+		if err != nil {
+			return err
+		}
+		img, err := mutate.AppendLayers(empty.Image, base, bin)
+		if err != nil {
+			return err
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return err
+		}
+		cfg = cfg.DeepCopy()
+		cfg.OS, cfg.Architecture = "linux", "amd64"
+		cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cfg.Config.Entrypoint = c.entrypoint
+		if img, err = mutate.ConfigFile(img, cfg); err != nil {
+			return err
+		}
+		for _, r := range c.refs {
+			tag, err := name.NewTag(r)
+			if err != nil {
+				return fmt.Errorf("image name %s: %w", r, err)
+			}
+			refs[tag] = img
+		}
+	}
+	tmp := out + ".tmp"
+	if err := tarball.MultiRefWriteToFile(tmp, refs); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return os.Rename(tmp, out)
+}
+
+// fileLayer is a layer holding one executable file at dst.
+func fileLayer(src, dst string) (v1.Layer, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dir := path.Dir(path.Clean("/" + dst))[1:]
+	if dir != "" {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Clean(dst)[1:], Mode: 0o755, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layerData := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerData)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed))
+}

@@ -1,0 +1,5 @@
+// Package nodebin holds the modules that pin what a kind node runs besides Kubernetes itself
+// (scripts/kubebin): containerd, crictl, the CNI plugins, CoreDNS, MetalLB, and the pause
+// program. Each is a module of its own so that every project is built with its own dependency
+// pins; `make images` builds them through the binary cache (framework/bins).
+package nodebin
