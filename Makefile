@@ -53,8 +53,9 @@ test:
 e2e: bins
 	$(GO) test -count=1 -v -timeout=120m $(SUITE) $(E2E_FULL) $(E2E_FLAGS) -report-dir=$(REPORT_DIR)
 
-## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites
-ci: lint bins test ci-suite
+## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites,
+## then the control-plane suites on two kind clusters
+ci: lint bins test ci-suite ci-kind
 # make ci's lint has run the whole of go vet already; the unit tests need not run go test's subset again.
 ci: UNIT_VET = -vet=off
 
@@ -66,6 +67,14 @@ CI_GATES ?= $(CURDIR)/gates/ci.yaml
 ci-suite:
 	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 	$(GO) test -count=1 $(TEST_LDFLAGS) ./suites/cutshort
+
+# Every suite on two kind clusters (make images' node image, istiod in its cluster, MetalLB; no data
+# plane: the data-plane suites skip), then a check that nothing of the run is left in Docker.
+ci-kind: engine images
+	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=2 -report-dir=$(REPORT_DIR)/kind
+	@left="$$(docker ps -aq --filter label=io.x-k8s.kind.cluster)$$(docker network ls -q --filter name=ambientmc-)"; \
+	  if [ -n "$$left" ]; then echo "ci-kind: the run left containers or networks behind:"; docker ps -a; docker network ls; exit 1; fi; \
+	  echo "ci-kind: no kind container or ambientmc network left"
 
 ## lint: formatting and vet
 lint:

@@ -23,6 +23,7 @@ type component struct {
 	binary     string   // file in the binary cache
 	path       string   // where the binary goes in the image
 	entrypoint []string
+	user       string // the image's USER, "" for root
 }
 
 // writeArchive writes every component as one single-platform docker archive (what containerd's
@@ -50,6 +51,7 @@ func writeArchive(out, baseTar string, comps []component) error {
 		cfg.OS, cfg.Architecture = "linux", "amd64"
 		cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 		cfg.Config.Entrypoint = c.entrypoint
+		cfg.Config.User = c.user
 		if img, err = mutate.ConfigFile(img, cfg); err != nil {
 			return err
 		}

@@ -148,7 +148,8 @@ func (b *Builder) components(ctx context.Context, s Set, paths map[bins.Binary]s
 		comps = append(comps, component{refs: []string{ref}, binary: paths[b], path: "/" + name, entrypoint: []string{"/" + name}})
 	}
 	pilot := "/usr/local/bin/pilot-discovery"
-	comps = append(comps, component{refs: []string{s.IstioHub + "/pilot:" + s.IstioTag}, binary: paths[bins.PilotDiscovery], path: pilot, entrypoint: []string{pilot}})
+	// Istio's pilot image runs as 1337 (its chart sets runAsNonRoot).
+	comps = append(comps, component{refs: []string{s.IstioHub + "/pilot:" + s.IstioTag}, binary: paths[bins.PilotDiscovery], path: pilot, entrypoint: []string{pilot}, user: "1337:1337"})
 	return comps, nil
 }
 

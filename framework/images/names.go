@@ -27,7 +27,7 @@ const (
 	// PreloadLabel lists, comma-separated, the images preloaded into a node image.
 	PreloadLabel = "io.ambientmc.images.preloaded"
 	// scheme changes whenever the builder lays images out differently.
-	scheme = "node-image/2"
+	scheme = "node-image/3"
 )
 
 //go:embed files

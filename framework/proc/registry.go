@@ -46,4 +46,25 @@ func killAll() {
 	for _, p := range Running() {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	}
+	killHooks.mu.Lock()
+	hooks := killHooks.fns
+	killHooks.mu.Unlock()
+	for _, h := range hooks {
+		h()
+	}
+}
+
+// killHooks remove what outlives a killed process group: a kind provider's containers and
+// network, which Docker keeps whatever happens to the test process.
+var killHooks struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// OnKill registers fn to run when a second signal kills everything at once (TrapSignals): it
+// must be quick and must not wait for anything of the test process.
+func OnKill(fn func()) {
+	killHooks.mu.Lock()
+	defer killHooks.mu.Unlock()
+	killHooks.fns = append(killHooks.fns, fn)
 }

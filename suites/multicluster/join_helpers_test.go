@@ -75,7 +75,10 @@ func newSettler(i cluster.Istiod) *settler {
 	}
 	window := measure.SteadyWindow(i.Sampler().CPUSource().Resolution(), steadyTarget, minSteady)
 	ticks := int(math.Ceil(float64(window) / float64(quietTick)))
-	return &settler{ticks: ticks, limit: settleCap() + window, band: measure.CPUBand{Tick: quietTick, Limit: provisionalLimit}}
+	// As the idle band's, the provisional limit stays above what one tick resolves: an in-cluster
+	// istiod's process_cpu_seconds_total counts in 10 ms, 0.04 cores over one tick.
+	limit := max(provisionalLimit, 2*i.Sampler().CPUSource().Resolution()/quietTick.Seconds())
+	return &settler{ticks: ticks, limit: settleCap() + window, band: measure.CPUBand{Tick: quietTick, Limit: limit}}
 }
 
 // rule says in the report how steps settled.

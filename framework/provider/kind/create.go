@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -28,6 +29,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	p.mu.Lock()
 	if p.kernel == nil {
 		p.kernel = recordKernel("/")
+		proc.OnKill(p.killNow)
 	}
 	if p.guard == nil && !p.opts.Deadline.IsZero() {
 		p.guard = time.AfterFunc(time.Until(p.opts.Deadline), func() {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // CollectLogs writes kind's logs of every created cluster to RunDir/logs/<name> (after a failed
@@ -119,4 +121,27 @@ func (p *Provider) printKept() {
 	for _, n := range names {
 		fmt.Fprintf(p.opts.Log, "  kind delete cluster --name %s\n", n)
 	}
+}
+
+// killNow removes the clusters' containers and the run network at once, without kind: the hook a
+// second Ctrl-C runs (proc.OnKill), when there is no time for kind's orderly delete.
+func (p *Provider) killNow() {
+	p.mu.Lock()
+	names := append([]string(nil), p.created...)
+	k := p.kernel
+	keep := p.opts.Keep
+	p.mu.Unlock()
+	if keep {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range names {
+		out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster="+n).Output()
+		if ids := strings.Fields(string(out)); err == nil && len(ids) > 0 {
+			_ = exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+		}
+	}
+	_ = p.removeRunNetwork(ctx)
+	_, _ = k.restore()
 }

@@ -12,7 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostistiod"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
@@ -42,7 +45,7 @@ var controlPlaneOnly = controlPlaneComponents[:3]
 // cluster (o.Name != "") returns cluster.ErrUnsupported.
 func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
 	if o.Name != "" {
-		return nil, cluster.ErrUnsupported
+		return p.startHostIstiod(ctx, c, o)
 	}
 	if o.CA == nil {
 		return nil, fmt.Errorf("istiod %s: no CA given", c.Name)
@@ -75,6 +78,39 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 		return nil, err
 	}
 	m.istiod = i
+	return i, nil
+}
+
+// startHostIstiod runs a second istiod for c (a named one: the property checks' isolated and extra
+// istiods) as pilot-discovery on this host, reading the cluster through its kubeconfig, beside
+// the in-cluster one. It must be the build the cluster runs: so only with the Istio images
+// `make images` built, whose pilot is the binary cache's pilot-discovery.
+func (p *Provider) startHostIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
+	if p.opts.Images.Hub != images.IstioHub {
+		return nil, fmt.Errorf("%w: a second istiod runs on this host from the build the cluster runs, and only the Istio images make images builds come with that build (-istio.hub=%s)", cluster.ErrUnsupported, p.opts.Images.Hub)
+	}
+	m, err := p.member(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if o.Binary == "" {
+		cache, err := bins.Default()
+		if err != nil {
+			return nil, err
+		}
+		paths, err := cache.Ensure(ctx, bins.PilotDiscovery)
+		if err != nil {
+			return nil, err
+		}
+		o.Binary = paths[bins.PilotDiscovery]
+	}
+	i, err := hostistiod.Start(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	m.hostIstiods = append(m.hostIstiods, i)
+	p.mu.Unlock()
 	return i, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -71,7 +72,9 @@ type member struct {
 	manifests *install.Manifests
 	installs  []*install.Installed // in apply order
 	istiod    *Istiod
-	keeper    func() // stops KeepNodesReady
+	// hostIstiods are second istiods run on this host (startHostIstiod).
+	hostIstiods []*hostistiod.Istiod
+	keeper      func() // stops KeepNodesReady
 }
 
 // keepReadyEvery is how often fake nodes' leases are renewed (the kubelet renews every 10 s).
@@ -208,6 +211,9 @@ func (p *Provider) destroyMember(ctx context.Context, m *member) error {
 		m.keeper()
 	}
 	var errs []error
+	for _, i := range m.hostIstiods {
+		_ = i.Stop()
+	}
 	if m.istiod != nil {
 		m.istiod.closeLocal()
 	}

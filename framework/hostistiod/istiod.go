@@ -1,0 +1,221 @@
+// Package hostistiod runs istiod as a pilot-discovery process on this host, outside Kubernetes,
+// for one cluster reached through its kubeconfig: the local provider's istiods, and the second
+// istiods the property checks start beside a real cluster's in-cluster one.
+package hostistiod
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/proc"
+)
+
+// meshConfig is the ambient profile's mesh config: services labelled istio.io/global=true are
+// GLOBAL, without which no service crosses networks.
+const meshConfig = `trustDomain: cluster.local
+defaultConfig:
+  proxyMetadata:
+    ISTIO_META_ENABLE_HBONE: "true"
+serviceScopeConfigs:
+- servicesSelector:
+    matchExpressions:
+    - key: istio.io/global
+      operator: In
+      values: ["true"]
+  scope: GLOBAL
+`
+
+// Istiod is one running pilot-discovery serving one primary cluster.
+type Istiod struct {
+	cluster string
+	Dir     string
+	Proc    *proc.Process
+	Ports   IstiodPorts
+	sampler *measure.Istiod
+	// launch starts the process again on the same ports (Restart).
+	launch   func(ctx context.Context, ports IstiodPorts) (*Istiod, error)
+	restarts int
+}
+
+// IstiodPorts are istiod's listeners, all on 127.0.0.1.
+type IstiodPorts struct {
+	HTTP, Webhook, XDS, SecureXDS, Monitoring, Ctrlz int
+}
+
+var (
+	_ cluster.Istiod          = (*Istiod)(nil)
+	_ cluster.IstiodRestarter = (*Istiod)(nil)
+)
+
+func (i *Istiod) Cluster() string          { return i.cluster }
+func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
+func (i *Istiod) LogFile() string          { return i.Proc.LogFile() }
+func (i *Istiod) Tail(n int) string        { return i.Proc.Tail(n) }
+func (i *Istiod) Done() <-chan struct{}    { return i.Proc.Done() }
+func (i *Istiod) ExitErr() error           { return i.Proc.ExitErr() }
+func (i *Istiod) Kill() error              { return syscall.Kill(i.Proc.Pid(), syscall.SIGKILL) }
+func (i *Istiod) Stop() error              { return i.Proc.Stop(10 * time.Second) }
+func (i *Istiod) XDSAddress() string       { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
+
+// istiodReadyTimeout bounds a cold istiod start (it lists every object of its cluster first).
+const istiodReadyTimeout = 3 * time.Minute
+
+// Start runs pilot-discovery for cluster c as a plain process, configured as the ambient
+// multi-network profile would configure it, and waits until /ready answers.
+func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*Istiod, error) {
+	if o.Binary == "" {
+		return nil, fmt.Errorf("istiod %s: no pilot-discovery binary given (the environment resolves -istiod.version / -istiod.binary)", c.Name)
+	}
+	if o.CA == nil {
+		return nil, fmt.Errorf("istiod %s: no CA given", c.Name)
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	caDir := filepath.Join(o.Dir, "cacerts")
+	if err := o.CA.WriteCACerts(caDir); err != nil {
+		return nil, fmt.Errorf("istiod %s: writing cacerts: %w", c.Name, err)
+	}
+	meshFile := filepath.Join(o.Dir, "mesh.yaml")
+	if err := os.WriteFile(meshFile, []byte(meshConfig), 0o644); err != nil {
+		return nil, err
+	}
+	launch := func(ctx context.Context, ports IstiodPorts) (*Istiod, error) {
+		return launchIstiod(ctx, c, o, caDir, meshFile, ports)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		free, err := proc.FreePorts(6)
+		if err != nil {
+			return nil, err
+		}
+		i, err := launch(ctx, IstiodPorts{HTTP: free[0], Webhook: free[1], XDS: free[2], SecureXDS: free[3], Monitoring: free[4], Ctrlz: free[5]})
+		if err == nil {
+			i.launch = launch
+			return i, nil
+		}
+		lastErr = err
+		// Another process may have taken one of the picked ports before istiod bound it.
+		if i == nil || !i.Proc.LogContains("address already in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// Restart stops istiod and starts a fresh one with the same options on the same ports. The old
+// process's log is kept beside the new one as istiod.log.<n>. The new process has held nothing yet.
+func (i *Istiod) Restart(ctx context.Context) error {
+	select {
+	case <-i.Proc.Done(): // already gone (killed): nothing to stop
+	default:
+		if err := i.Stop(); err != nil {
+			return fmt.Errorf("istiod %s: restart: stopping: %w", i.cluster, err)
+		}
+	}
+	i.restarts++
+	if err := os.Rename(i.Proc.LogFile(), fmt.Sprintf("%s.%d", i.Proc.LogFile(), i.restarts)); err != nil {
+		return fmt.Errorf("istiod %s: restart: keeping the old log: %w", i.cluster, err)
+	}
+	fresh, err := i.launch(ctx, i.Ports)
+	if err != nil {
+		return fmt.Errorf("istiod %s: restart on the same ports: %w", i.cluster, err)
+	}
+	// The same ports: the sampler (and what hooks into it) stays, reading the new process's CPU.
+	i.Proc, i.sampler.CPU = fresh.Proc, fresh.sampler.CPU
+	return nil
+}
+
+func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string, ports IstiodPorts) (*Istiod, error) {
+	name := "istiod"
+	if o.Name != "" {
+		name = "istiod-" + o.Name
+	}
+	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: ports}
+	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	env := append([]string{
+		"POD_NAMESPACE=" + mesh.SystemNamespace,
+		"POD_NAME=" + name + "-" + c.Name,
+		"REVISION=default",
+		"CLUSTER_ID=" + c.Name,
+		"PILOT_ENABLE_AMBIENT=true",
+		"AMBIENT_ENABLE_MULTI_NETWORK=true",
+		"ROOT_CA_DIR=" + caDir,
+		// Clients outside Kubernetes reach istiod as localhost; add it to the serving certificate.
+		"ISTIOD_CUSTOM_HOST=localhost",
+		// No webhooks: nothing would call them, and istiod must not patch webhook configurations.
+		"INJECT_ENABLED=false",
+		"INJECTION_WEBHOOK_CONFIG_NAME=",
+		"VALIDATION_WEBHOOK_CONFIG_NAME=",
+	}, o.Env...)
+	p, err := proc.Start(proc.Spec{
+		Name: c.Name + "/" + name,
+		Path: o.Binary,
+		Dir:  o.Dir,
+		Env:  env,
+		Args: []string{
+			"discovery",
+			"--kubeconfig=" + c.Kubeconfig,
+			"--clusterID=" + c.Name,
+			"--meshConfig=" + meshFile,
+			"--domain=cluster.local",
+			"--httpAddr=" + addr(i.Ports.HTTP),
+			"--httpsAddr=" + addr(i.Ports.Webhook),
+			"--grpcAddr=" + addr(i.Ports.XDS),
+			"--secureGRPCAddr=" + addr(i.Ports.SecureXDS),
+			"--monitoringAddr=" + addr(i.Ports.Monitoring),
+			"--ctrlz_address=127.0.0.1",
+			"--ctrlz_port=" + strconv.Itoa(i.Ports.Ctrlz),
+		},
+		LogFile: filepath.Join(o.Dir, "istiod.log"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting istiod for %s: %w", c.Name, err)
+	}
+	i.Proc = p
+	i.sampler = &measure.Istiod{
+		// The scheduler's nanosecond counters instead of process_cpu_seconds_total's 10 ms ticks.
+		CPU:        measure.NewSchedstat(p.Pid()),
+		Name:       c.Name + "/" + name,
+		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
+		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
+		DebugURL:   "http://" + addr(i.Ports.HTTP),
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, istiodReadyTimeout)
+	defer cancel()
+	err = p.WaitReady(readyCtx, 200*time.Millisecond, readyProbe("http://"+addr(i.Ports.HTTP)+"/ready"))
+	if err != nil {
+		_ = p.Stop(5 * time.Second)
+		return i, fmt.Errorf("istiod for %s: %w", c.Name, err)
+	}
+	return i, nil
+}
+
+// readyProbe answers nil once url answers 200.
+func readyProbe(url string) func(context.Context) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return nil
+	}
+}
