@@ -237,6 +237,14 @@ type IstiodBinary interface {
 	ClusterBinaries() []bins.Binary
 }
 
+// IstiodImageBuild is offered by providers that run istiod images this machine built from a known
+// istio.io/istio version (make images): the environment resolves that pilot-discovery build as
+// for -istiod.version, so the report and the known-issue table name the istiod under test.
+type IstiodImageBuild interface {
+	// IstiodImageVersion is the module version, "" for images of unknown build.
+	IstiodImageVersion() string
+}
+
 // IstiodRestarter is offered by istiods that can be restarted in place: stopped and started again
 // with the same options and at the same addresses, so xDS clients and samplers reconnect to where
 // they were (a fresh istiod for a measurement, or a restart under a running data plane). Done,

@@ -101,7 +101,7 @@ func TestSetupRefusesKindWithoutItsNeeds(t *testing.T) {
 		set  map[string]string // provider flags
 		want []string
 	}{
-		{"kind without images", nil, []string{"-provider=kind", "-istio.hub", "-istio.tag"}},
+		{"kind with a hub and no tag", map[string]string{"istio.hub": "h"}, []string{"-provider=kind", "-istio.tag", "or neither"}},
 		// DOCKER_HOST points at a socket nobody serves, as on a machine without Docker.
 		{"kind without docker", map[string]string{"istio.hub": "h", "istio.tag": "t"}, []string{"kind preflight: docker"}},
 	} {

@@ -103,10 +103,16 @@ func ResolveIstiod(ctx context.Context, f IstiodFlags) (*bins.IstiodBuild, error
 // resolveIstiod is the setup step that picks the istiod before any cluster starts (its CRDs are
 // that version's own) and records it in the report.
 func resolveIstiod(ctx context.Context, e *Env) error {
+	flags := e.Flags.Istiod
 	if _, ok := e.Provider.(cluster.IstiodBinary); !ok {
-		return nil // istiod images
+		ib, ok := e.Provider.(cluster.IstiodImageBuild)
+		if !ok || ib.IstiodImageVersion() == "" {
+			return nil // istiod images of unknown build
+		}
+		// The images make images built: their pilot-discovery is this version's build.
+		flags = IstiodFlags{Version: ib.IstiodImageVersion()}
 	}
-	b, err := ResolveIstiod(ctx, e.Flags.Istiod)
+	b, err := ResolveIstiod(ctx, flags)
 	if err != nil {
 		return err
 	}

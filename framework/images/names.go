@@ -43,6 +43,8 @@ type Set struct {
 	IstioHub, IstioTag string
 	// Key is the content key: the node image is current when its KeyLabel equals it.
 	Key string
+	// Istio is the istio.io/istio module version the Istio images are built from.
+	Istio string
 }
 
 // Expected works out the names and content key of the images from the pinned sources, without
@@ -83,6 +85,7 @@ func Expected(c *bins.Cache) (Set, error) {
 		Kubernetes: k8s,
 		IstioHub:   IstioHub,
 		IstioTag:   IstioTag(istio),
+		Istio:      istio,
 		Key:        hex.EncodeToString(h.Sum(nil))[:16],
 	}, nil
 }

@@ -34,7 +34,7 @@ func OrBuilt(im Images, built images.Set) Images {
 	if im.Hub != "" || im.Tag != "" {
 		return im
 	}
-	return Images{Hub: built.IstioHub, Tag: built.IstioTag, PullPolicy: "Never"}
+	return Images{Hub: built.IstioHub, Tag: built.IstioTag, PullPolicy: "Never", Build: built.Istio}
 }
 
 // RequireImages refuses images without a hub or a tag for provider (a hub alone, or a tag alone).

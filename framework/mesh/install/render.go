@@ -59,6 +59,9 @@ type Images struct {
 	Hub, Tag, Variant string
 	// PullPolicy is every Istio container's imagePullPolicy ("" leaves the charts' default).
 	PullPolicy string
+	// Build is the istio.io/istio version the images were built from, when this machine built
+	// them (make images); "" for images from a registry.
+	Build string
 }
 
 // Options render one cluster's install.
@@ -199,17 +202,19 @@ func operatorConfig(o Options) map[string]any {
 		"tag":     o.Images.Tag,
 		"values": map[string]any{
 			"global": map[string]any{
-				"variant":         o.Images.Variant, // set even when empty: the ambient profile says distroless
-				"meshID":          o.MeshID,
-				"network":         o.Cluster.Network,
-				"multiCluster":    clusterName,
-				"imagePullPolicy": o.Images.PullPolicy,
+				"variant":      o.Images.Variant, // set even when empty: the ambient profile says distroless
+				"meshID":       o.MeshID,
+				"network":      o.Cluster.Network,
+				"multiCluster": clusterName,
 			},
 			"pilot": map[string]any{"env": map[string]any{"AMBIENT_ENABLE_MULTI_NETWORK": "true"}},
 			// Without its own clusterName, ztunnel's ISTIO_META_CLUSTER_ID silently says "Kubernetes".
 			"ztunnel": map[string]any{"multiCluster": clusterName, "network": o.Cluster.Network, "affinity": awayFromFakeNodes},
 			"cni":     map[string]any{"affinity": awayFromFakeNodes},
 		},
+	}
+	if o.Images.PullPolicy != "" {
+		spec["values"].(map[string]any)["global"].(map[string]any)["imagePullPolicy"] = o.Images.PullPolicy
 	}
 	withPlatform(spec, o.Platform)
 	return map[string]any{"apiVersion": "install.istio.io/v1alpha1", "kind": "IstioOperator", "spec": spec}

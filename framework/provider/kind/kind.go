@@ -154,6 +154,10 @@ func (p *Provider) DataPlane() string {
 }
 func (p *Provider) LogDir() string { return p.opts.RunDir }
 
+// IstiodImageVersion is the istio.io/istio version of the Istio images when make images built
+// them (cluster.IstiodImageBuild).
+func (p *Provider) IstiodImageVersion() string { return p.opts.Istio.Build }
+
 // NodeImage is the node image every cluster runs, for the report.
 func (p *Provider) NodeImage() string { return p.image() }
 

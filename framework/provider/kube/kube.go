@@ -113,6 +113,10 @@ func (p *Provider) LogDir() string { return p.opts.RunDir }
 // planes would need istiod to serve another cluster, which this provider does not install.
 var capabilities = topology.Capabilities{Provider: Name, NeedsKubeconfigs: true}
 
+// IstiodImageVersion is the istio.io/istio version of the Istio images when make images built
+// them (cluster.IstiodImageBuild).
+func (p *Provider) IstiodImageVersion() string { return p.opts.Images.Build }
+
 func (p *Provider) ControlPlane() cluster.ControlPlane { return p }
 func (p *Provider) Gateways() cluster.Gateways         { return p }
 func (p *Provider) Probes() cluster.Probes             { return p }
