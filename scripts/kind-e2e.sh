@@ -1,30 +1,29 @@
 #!/usr/bin/env bash
-# kind-e2e.sh runs the multicluster suites on real kind clusters (real istiod, ztunnel, istio-cni,
-# east-west gateways with MetalLB addresses, fortio pods). It needs a Linux host with a reachable
-# Docker; it refuses to start without one.
+# kind-e2e.sh runs the multicluster suites on real kind clusters with real Istio images from a
+# registry (istiod, ztunnel, istio-cni, east-west gateways with MetalLB addresses, fortio pods); with
+# no ISTIO_HUB/ISTIO_TAG, with the images make images built (istiod only). It needs a Linux host
+# with a reachable Docker (make engine); it refuses to start without one.
 #
 #   ISTIO_HUB=registry.istio.io/testing ISTIO_TAG=1.31-dev scripts/kind-e2e.sh        # 2 clusters
 #   ISTIO_HUB=registry.istio.io/testing ISTIO_TAG=1.31-dev scripts/kind-e2e.sh 10     # 10 clusters
 #
-# Optional: ISTIO_VARIANT (e.g. distroless), KIND_IMAGE (node image; default kind v0.33's
-# kindest/node:v1.37.0), KIND_LOAD (comma-separated single-platform image archives loaded into every
+# Optional: ISTIO_VARIANT (e.g. distroless), KIND_IMAGE (node image; default the one make images
+# built), KIND_LOAD (comma-separated single-platform image archives loaded into every
 # node), KIND_PARALLEL (clusters created at once, default 3), TIMEOUT (go test -timeout), EXTRA
 # (more go test flags, e.g. "-run TestLatency -keep").
 #
-# What it prints: the host checks below, the kind network's subnet (created first if missing, as
-# kind would), the render of every cluster's kind config and manifests into
-# _output/kind-e2e/render, then go test -v of ./suites/multicluster: the kind
+# What it prints: the host checks below, then go test -v of ./suites/multicluster: the kind
 # preflight lines, one "kind: cluster-i: creating ..." and "... ready in Ns" line per cluster,
 # "MetalLB pool ... ready", the kube preflight, the install of each component, the suites, and the
-# report directory (report.json with provider: kind, dataPlane: ztunnel, nodeImage). Every cluster
+# report directory (report.json with provider: kind, dataPlane, nodeImage). Every cluster
 # is deleted at the end ("kind: deleted ambientmc-cluster-i"), also on failure, timeout and Ctrl-C;
 # with EXTRA=-keep they stay and the script prints the `kind delete cluster --name ...` commands.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 CLUSTERS="${1:-2}"
-: "${ISTIO_HUB:?set ISTIO_HUB, e.g. ISTIO_HUB=registry.istio.io/testing}"
-: "${ISTIO_TAG:?set ISTIO_TAG, e.g. ISTIO_TAG=1.31-dev or a full commit SHA}"
+ISTIO_HUB="${ISTIO_HUB:-}"
+ISTIO_TAG="${ISTIO_TAG:-}"
 ISTIO_VARIANT="${ISTIO_VARIANT:-}"
 KIND_PARALLEL="${KIND_PARALLEL:-3}"
 if [[ "${CLUSTERS}" -ge 10 ]]; then TIMEOUT="${TIMEOUT:-90m}"; else TIMEOUT="${TIMEOUT:-40m}"; fi
@@ -57,18 +56,7 @@ if [[ "$(uname -s)" != Linux ]]; then
   say "warning: the framework reaches each API server at its node container IP (as Istio's CI does); Docker Desktop does not route those to the host"
 fi
 
-# 3. The kind network, then the render of what will be applied (kind configs, MetalLB pools,
-# Istio manifests), for the record. The pools are cut from the kind network's subnet, which Docker
-# picks when the network is created (kind gives it none): render creates the network first as
-# kind's first create would (-kind.create-network), so the pools it writes are the ones the run
-# uses, and says which subnet that is. The suite's preflight checks it has room for every pool.
-render_flags=(-provider=kind -kind.create-network -clusters="${CLUSTERS}" -istio.hub="${ISTIO_HUB}" -istio.tag="${ISTIO_TAG}" -istio.variant="${ISTIO_VARIANT}" -out "${OUT}/render")
-[[ -n "${KIND_IMAGE:-}" ]] && render_flags+=(-kind.image="${KIND_IMAGE}")
-say "rendering into ${OUT}/render"
-render_out="$(go run ./scripts/render "${render_flags[@]}")"
-say "$(grep '^kind network:' <<<"${render_out}")"
-
-# 4. The suites.
+# 3. The suites.
 test_flags=(-provider=kind -clusters="${CLUSTERS}" -istio.hub="${ISTIO_HUB}" -istio.tag="${ISTIO_TAG}" -istio.variant="${ISTIO_VARIANT}"
   -kind.parallel="${KIND_PARALLEL}" -report-dir="${OUT}/report")
 [[ -n "${KIND_IMAGE:-}" ]] && test_flags+=(-kind.image="${KIND_IMAGE}")

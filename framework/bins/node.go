@@ -50,7 +50,7 @@ var nodeRecipes = map[Binary]recipe{
 	CNILoopback:    {"scripts/nodebin/cniplugins", "github.com/containernetworking/plugins/plugins/main/loopback", 10 * time.Second, "", ""},
 	CNIPortmap:     {"scripts/nodebin/cniplugins", "github.com/containernetworking/plugins/plugins/meta/portmap", 10 * time.Second, "", ""},
 	CoreDNS:        {"scripts/nodebin/coredns", "github.com/ambientmc/ambientmc/scripts/nodebin/coredns", 90 * time.Second, "", ""},
-	Pause:          {".", "github.com/ambientmc/ambientmc/scripts/nodebin/pause", 5 * time.Second, "", ""},
+	Pause:          {"scripts/nodebin/pause", "github.com/ambientmc/ambientmc/scripts/nodebin/pause", 5 * time.Second, "", ""},
 	MetalLBCtl:     {"scripts/nodebin/metallb", "go.universe.tf/metallb/controller", time.Minute, "", ""},
 	MetalLBSpeaker: {"scripts/nodebin/metallb", "go.universe.tf/metallb/speaker", time.Minute, "", ""},
 }

@@ -1,0 +1,3 @@
+module github.com/ambientmc/ambientmc/scripts/nodebin/pause
+
+go 1.26.0
