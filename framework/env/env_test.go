@@ -133,6 +133,8 @@ func TestSetupRejectsBadProviderFlagsBeforeStartingAnything(t *testing.T) {
 			"-istio.platform=gke: only -provider=kube reads it and this run uses -provider=local, so drop the flag"},
 		{"kind flag with the local provider", "local", map[string]string{"kind.wait": "5m"},
 			"-kind.wait=5m0s: only -provider=kind reads it and this run uses -provider=local, so drop the flag"},
+		{"istio image with the local provider", "local", map[string]string{"istio.hub": "x"},
+			"-istio.hub=x: only -provider=kind or kube reads it and this run uses -provider=local, so drop the flag"},
 		{"local wave", "local", map[string]string{"local.wave": "-1"}, "-local.wave=-1: must be 0"},
 		{"kind parallel", "kind", map[string]string{"kind.parallel": "0"}, "-kind.parallel=0: need at least 1"},
 	} {

@@ -6,7 +6,6 @@ package hostistiod
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,30 +191,10 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, istiodReadyTimeout)
 	defer cancel()
-	err = p.WaitReady(readyCtx, 200*time.Millisecond, readyProbe("http://"+addr(i.Ports.HTTP)+"/ready"))
+	err = p.WaitReady(readyCtx, 200*time.Millisecond, proc.HTTPProbe("http://"+addr(i.Ports.HTTP)+"/ready", ""))
 	if err != nil {
 		_ = p.Stop(5 * time.Second)
 		return i, fmt.Errorf("istiod for %s: %w", c.Name, err)
 	}
 	return i, nil
-}
-
-// readyProbe answers nil once url answers 200.
-func readyProbe(url string) func(context.Context) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", url, resp.Status)
-		}
-		return nil
-	}
 }

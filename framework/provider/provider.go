@@ -44,6 +44,9 @@ type Spec struct {
 	// Check validates the provider's flags before anything starts, naming the flag and the fix.
 	// nil: nothing to check.
 	Check func() error
+	// Reads names flags registered elsewhere that this provider reads too (the Istio image flags
+	// kind and kube share); a run of a provider that lists none of them refuses them.
+	Reads []string
 	// Wraps names the registered provider this one is built on, whose flags it reads too: a run
 	// of this one does not refuse them ("": none).
 	Wraps string
@@ -133,9 +136,12 @@ func Check(name string) error {
 		if other == name || other == r.Wraps {
 			continue
 		}
-		for _, fname := range specs[other].flags {
-			if f := flag.CommandLine.Lookup(fname); f.Value.String() != f.DefValue {
-				return fmt.Errorf("-%s=%s: only -provider=%s reads it and this run uses -provider=%s, so drop the flag", fname, f.Value, other, name)
+		for _, fname := range append(append([]string{}, specs[other].flags...), specs[other].Reads...) {
+			if slices.Contains(r.Reads, fname) || (r.Wraps != "" && slices.Contains(specs[r.Wraps].Reads, fname)) {
+				continue
+			}
+			if f := flag.CommandLine.Lookup(fname); f != nil && f.Value.String() != f.DefValue {
+				return fmt.Errorf("-%s=%s: only -provider=%s reads it and this run uses -provider=%s, so drop the flag", fname, f.Value, strings.Join(readers(fname), " or "), name)
 			}
 		}
 	}
@@ -143,6 +149,17 @@ func Check(name string) error {
 		return r.Check()
 	}
 	return nil
+}
+
+// readers are the providers that read flag fname, in name order.
+func readers(fname string) []string {
+	var out []string
+	for _, n := range Names() {
+		if slices.Contains(specs[n].flags, fname) || slices.Contains(specs[n].Reads, fname) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // New checks the input of the provider called name (Check) and builds it; it starts nothing.

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // imageFlags holds the -istio.hub, -istio.tag and -istio.variant values.
@@ -14,6 +15,10 @@ var imageFlags struct {
 	once   sync.Once
 	images Images
 }
+
+// ImageFlagNames are the flags ImageFlags registers, for the providers that read them
+// (provider.Spec.Reads).
+var ImageFlagNames = []string{"istio.hub", "istio.tag", "istio.variant"}
 
 // ImageFlags returns the Istio images -istio.hub, -istio.tag and -istio.variant name. The
 // providers that install Istio from images share the flags: the first call registers them on the
@@ -35,6 +40,15 @@ func OrBuilt(im Images, built images.Set) Images {
 		return im
 	}
 	return Images{Hub: built.IstioHub, Tag: built.IstioTag, PullPolicy: "Never", Build: built.Istio}
+}
+
+// DataPlane is what these images run: "none" for the ones `make images` builds (istiod only:
+// ztunnel and the gateway's Envoy cannot be built here), else "ztunnel".
+func (im Images) DataPlane() string {
+	if im.Hub == images.IstioHub {
+		return report.DataPlaneNone
+	}
+	return report.DataPlaneZtunnel
 }
 
 // RequireImages refuses images without a hub or a tag for provider (a hub alone, or a tag alone).

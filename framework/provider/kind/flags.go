@@ -39,6 +39,7 @@ func init() {
 		Capabilities: capabilities,
 		Flags:        flags.register,
 		Check:        func() error { return flags.validate(*istioImages) },
+		Reads:        install.ImageFlagNames,
 		New:          newFromFlags,
 	})
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
-	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -144,15 +143,9 @@ func New(o Options) *Provider {
 
 func (p *Provider) Name() string { return Name }
 
-// DataPlane is "none" with the Istio images `make images` builds (they hold no ztunnel or
-// Envoy gateway: neither can be built here), else "ztunnel".
-func (p *Provider) DataPlane() string {
-	if p.opts.Istio.Hub == images.IstioHub {
-		return report.DataPlaneNone
-	}
-	return report.DataPlaneZtunnel
-}
-func (p *Provider) LogDir() string { return p.opts.RunDir }
+// DataPlane is what the Istio images run (install.Images.DataPlane).
+func (p *Provider) DataPlane() string { return p.opts.Istio.DataPlane() }
+func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
 // IstiodImageVersion is the istio.io/istio version of the Istio images when make images built
 // them (cluster.IstiodImageBuild).

@@ -33,6 +33,7 @@ func init() {
 		Capabilities: capabilities,
 		Flags:        flags.register,
 		Check:        flags.validate,
+		Reads:        install.ImageFlagNames,
 		New: func(e provider.Env) (cluster.Provider, error) {
 			im := *istioImages
 			if im.Hub == "" && im.Tag == "" {

@@ -19,9 +19,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
-	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
-	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -99,15 +97,9 @@ func New(opts Options) (*Provider, error) {
 
 func (p *Provider) Name() string { return Name }
 
-// DataPlane is "none" with the Istio images `make images` builds (no ztunnel or gateway can be
-// built here), else "ztunnel".
-func (p *Provider) DataPlane() string {
-	if p.opts.Images.Hub == images.IstioHub {
-		return report.DataPlaneNone
-	}
-	return report.DataPlaneZtunnel
-}
-func (p *Provider) LogDir() string { return p.opts.RunDir }
+// DataPlane is what the Istio images run (install.Images.DataPlane).
+func (p *Provider) DataPlane() string { return p.opts.Images.DataPlane() }
+func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
 // capabilities: any number of primaries, each with a kubeconfig. Remotes and external control
 // planes would need istiod to serve another cluster, which this provider does not install.

@@ -115,7 +115,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 	if err != nil {
 		return err
 	}
-	return m.waitReady(ctx, p, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""))
+	return m.waitReady(ctx, p, proc.HTTPProbe(fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""))
 }
 
 // nodeMonitorGrace is how long node lifecycle waits for a fake node's lease before it calls the

@@ -104,7 +104,7 @@ func tryStartEtcd(ctx context.Context, dir, binary string, clusters int, timeout
 	e := &sharedEtcd{url: clientURL, proc: p}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := p.WaitReady(wctx, 50*time.Millisecond, httpProbe(clientURL+"/health", "")); err != nil {
+	if err := p.WaitReady(wctx, 50*time.Millisecond, proc.HTTPProbe(clientURL+"/health", "")); err != nil {
 		collided := p.LogContains("address already in use")
 		e.stop()
 		return nil, collided, err

@@ -5,12 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -200,7 +198,7 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	return ports[0], m.waitReady(ctx, api, httpProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), token))
+	return ports[0], m.waitReady(ctx, api, proc.HTTPProbe(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), token))
 }
 
 // apiServerGC returns the Go GC settings for a run of that many API servers, each to hold pods pods.
@@ -322,32 +320,5 @@ func stopSlot(mu *sync.Mutex, slot **proc.Process) {
 	mu.Unlock()
 	if p != nil {
 		_ = p.Stop(stopGrace)
-	}
-}
-
-// httpProbe returns a readiness probe that wants 200 from url. The API server's serving
-// certificate is generated at start, so readiness cannot verify it yet; the kubeconfig does.
-func httpProbe(url, token string) func(context.Context) error {
-	client := &http.Client{
-		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // readiness only
-	}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", url, resp.Status)
-		}
-		return nil
 	}
 }
