@@ -36,7 +36,9 @@ type fakeKind struct {
 	delay  time.Duration
 	// failCreate makes Create of these kind names fail.
 	failCreate map[string]bool
-	existing   []string
+	// internalNetwork: Create ends as kind's does on an internal network (its kubeconfig export fails).
+	internalNetwork bool
+	existing        []string
 
 	mu                sync.Mutex
 	running, maxSeen  int
@@ -122,6 +124,10 @@ func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 	}
 	k.clusters[name] = cfg
 	k.nodes[name] = &fakeNode{name: name + "-control-plane", ip: "127.0.0.1"} // the fake API server's address: Create reaches clusters at their node IP
+	if k.internalNetwork {
+		// kind's last step on an internal network, with the cluster up (kubeconfig.Export).
+		return fmt.Errorf("failed to get api server port: command \"docker inspect ...\" failed with error: exit status 1")
+	}
 	return nil
 }
 

@@ -92,3 +92,18 @@ func TestDockerCLICreatesTheNetworkAsKindDoes_FakeDockerCLI(t *testing.T) {
 		t.Errorf("docker ran:\n%s\nwant:\n%s", data, want)
 	}
 }
+
+// On an internal network kind's create ends with its kubeconfig export failing, the cluster up:
+// that one error is not a failure, any other still is.
+func TestKindExportFailureOnInternalNetworkFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	f.kind.internalNetwork = true
+	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
+		t.Fatalf("the export failure of an internal network failed the create: %v", err)
+	}
+	g := newFixture(t, nil)
+	g.kind.failCreate = map[string]bool{"ambientmc-cluster-1": true}
+	if _, err := g.p.Create(context.Background(), generate(t, 1)); err == nil {
+		t.Fatal("a kubeadm failure passed")
+	}
+}
