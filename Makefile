@@ -70,11 +70,17 @@ ci-suite:
 
 # Every suite on two kind clusters (make images' node image, istiod in its cluster, MetalLB; no data
 # plane: the data-plane suites skip), then a check that nothing of the run is left in Docker.
+# The kernel settings kubelet in a node writes, and /lib/modules, compared before and after.
+HOST_STATE = for s in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do echo "$$s=$$(cat /proc/sys/$$s)"; done; ls -d /lib/modules 2>/dev/null || echo "no /lib/modules"
 ci-kind: engine images
+	@mkdir -p _output; { $(HOST_STATE); } > _output/host-before.txt
 	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=2 -report-dir=$(REPORT_DIR)/kind
 	@left="$$(docker ps -aq --filter label=io.x-k8s.kind.cluster)$$(docker network ls -q --filter name=ambientmc-)"; \
 	  if [ -n "$$left" ]; then echo "ci-kind: the run left containers or networks behind:"; docker ps -a; docker network ls; exit 1; fi; \
 	  echo "ci-kind: no kind container or ambientmc network left"
+	@{ $(HOST_STATE); } > _output/host-after.txt; \
+	  if ! diff _output/host-before.txt _output/host-after.txt; then echo "ci-kind: the run changed the host's kernel settings or /lib/modules"; exit 1; fi; \
+	  echo "ci-kind: the host's kernel settings and /lib/modules are as before the run"
 
 ## lint: formatting and vet
 lint:
