@@ -74,7 +74,7 @@ func (b *Builder) stage(ctx context.Context, dir string, s Set, paths map[bins.B
 // patchKindFile changes kind's node files where this project's hosts need it, failing when kind's
 // text has moved (a new kind version must be looked at again):
 //   - the entrypoint applies the egress guard before anything else, asks no DNS server for
-//     host.docker.internal, and on a network with no default route (an internal one) points the
+//     host.docker.internal, and where a network gives no default route points the
 //     node's DNS at its own address (where the guard refuses it) instead of at nothing;
 //   - containerd never lowers OOM scores (that needs CAP_SYS_RESOURCE, which these hosts' nodes
 //     lack; every pod sandbox fails without it).

@@ -15,9 +15,9 @@ import (
 // forwards its containers' traffic out of the host's default route (a fresh cluster's CoreDNS
 // dials the API Service's ClusterIP before kube-proxy has programmed it, and that dial leaves the
 // machine). The framework's clusters instead share a network the run creates and removes itself,
-// created --internal: Docker gives it no masquerading, drops whatever would leave its subnet, and
-// gives its containers no default route. That keeps traffic on this host by construction, even in
-// a node image without the framework's egress guard; the guard inside the framework's node image
+// created --internal: Docker gives it no masquerading and drops whatever would leave its subnet.
+// That keeps traffic on this host by construction, even in a node image without the framework's
+// egress guard; the guard inside the framework's node image
 // (framework/images) stops what the network cannot: DNS through Docker's embedded resolver, which
 // forwards from the host's side.
 
