@@ -160,16 +160,31 @@ func (b *Builder) components(ctx context.Context, s Set, paths map[bins.Binary]s
 	return comps, nil
 }
 
-// MetalLBManifest is the path of MetalLB's manifest in the pinned istio.io/istio module.
-const MetalLBManifest = "common/scripts/metallb-native.yaml"
+// metallbManifest is MetalLB's install manifest as the pinned Istio module ships it (images
+// registry.istio.io/testing/metallb/{controller,speaker}); it is read from the module cache, never
+// copied into this repository.
+const metallbManifest = "common/scripts/metallb-native.yaml"
+
+// MetalLBManifestPath returns the path of metallb-native.yaml in the pinned istio.io/istio module.
+func MetalLBManifestPath(ctx context.Context, c *bins.Cache) (string, error) {
+	src, err := c.ModuleSource(ctx, "istio.io/istio")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(src, metallbManifest)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("MetalLB manifest: %w (the pinned istio.io/istio module should ship %s)", err, metallbManifest)
+	}
+	return path, nil
+}
 
 // metallbImages are the images MetalLB's manifest names.
 func (b *Builder) metallbImages(ctx context.Context) ([]string, error) {
-	src, err := b.Cache.ModuleSource(ctx, "istio.io/istio")
+	path, err := MetalLBManifestPath(ctx, b.Cache)
 	if err != nil {
 		return nil, err
 	}
-	return ManifestImages(filepath.Join(src, MetalLBManifest))
+	return ManifestImages(path)
 }
 
 // ManifestImages are the images a YAML manifest names, each once.

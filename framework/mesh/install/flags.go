@@ -51,6 +51,15 @@ func (im Images) DataPlane() string {
 	return report.DataPlaneZtunnel
 }
 
+// CheckImageFlags refuses -istio.hub without -istio.tag or the reverse; neither means the images
+// make images builds (OrBuilt).
+func CheckImageFlags(provider string, im Images) error {
+	if im.Hub == "" && im.Tag == "" {
+		return nil
+	}
+	return RequireImages(provider, im)
+}
+
 // RequireImages refuses images without a hub or a tag for provider (a hub alone, or a tag alone).
 func RequireImages(provider string, im Images) error {
 	var missing []string

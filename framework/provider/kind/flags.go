@@ -64,7 +64,7 @@ func (f *flagValues) archives() []string {
 
 // validate reports -kind.* values and Istio images that cannot work, naming the flag and the fix.
 func (f *flagValues) validate(im install.Images) error {
-	if err := install.RequireImages(Name, install.OrBuilt(im, images.Set{IstioHub: images.IstioHub, IstioTag: "built"})); err != nil {
+	if err := install.CheckImageFlags(Name, im); err != nil {
 		return err
 	}
 	if f.parallel < 1 {

@@ -1,14 +1,10 @@
 package kind
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,37 +15,18 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/kube/apply"
 )
 
-// metallbManifest is MetalLB's install manifest as the pinned Istio module ships it (images
-// registry.istio.io/testing/metallb/{controller,speaker}); it is read from the module cache at run
-// time, never copied into this repository.
-const metallbManifest = "common/scripts/metallb-native.yaml"
-
-// MetalLBManifest returns the path of metallb-native.yaml in the pinned istio.io/istio module.
+// MetalLBManifest returns the path of metallb-native.yaml in the pinned istio.io/istio module
+// (images.MetalLBManifestPath).
 func MetalLBManifest(ctx context.Context) (string, error) {
-	root, err := bins.SourceRoot()
+	c, err := bins.Default()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "istio.io/istio")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating istio.io/istio (go mod download in %s): %w: %s", root, err, strings.TrimSpace(stderr.String()))
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return "", fmt.Errorf("locating istio.io/istio: %v %s", err, info.Error)
-	}
-	path := filepath.Join(info.Dir, metallbManifest)
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("MetalLB manifest: %w (the pinned istio.io/istio module should ship %s)", err, metallbManifest)
-	}
-	return path, nil
+	return images.MetalLBManifestPath(ctx, c)
 }
 
 // decodeObjects reads a multi-document YAML file into objects, skipping empty documents.

@@ -59,7 +59,7 @@ func (f *flagValues) register(fs *flag.FlagSet) {
 
 // validate refuses missing images and an -istio.platform Istio does not know, naming the flag.
 func (f *flagValues) validate() error {
-	if err := install.RequireImages(Name, install.OrBuilt(*istioImages, images.Set{IstioHub: images.IstioHub, IstioTag: "built"})); err != nil {
+	if err := install.CheckImageFlags(Name, *istioImages); err != nil {
 		return err
 	}
 	return install.CheckPlatform(f.platform)
