@@ -67,25 +67,26 @@ type Cache struct {
 }
 
 func (c *Cache) recipe(b Binary) (recipe, error) {
-	table := recipes
-	if r, ok := nodeRecipes[b]; ok && c.recipes == nil {
-		return r, nil
-	}
+	r, ok := recipes[b]
 	if c.recipes != nil {
-		table = c.recipes
+		r, ok = c.recipes[b]
+	} else if n, node := nodeRecipes[b]; node {
+		r, ok = n, true
 	}
-	r, ok := table[b]
 	if !ok {
 		return recipe{}, fmt.Errorf("unknown binary %q", b)
 	}
-	if b == PilotDiscovery && r.moduleDir == "" {
+	if r.moduleDir == "" && r.versionOf == istioModule {
+		// Built from the pinned istio.io/istio through its checked-in wrapper module.
 		pinned, err := c.PinnedIstio()
 		if err != nil {
 			return recipe{}, err
 		}
-		if r, err = c.checkedInIstiod(pinned); err != nil {
+		w, err := c.checkedInIstiod(pinned)
+		if err != nil {
 			return recipe{}, err
 		}
+		r.moduleDir = w.moduleDir
 	}
 	return r, nil
 }

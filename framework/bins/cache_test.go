@@ -137,3 +137,25 @@ func TestKubeAPIServerVersionIsStamped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty)
 }
+
+// Istio's binaries of the node images (install-cni, istio-cni) build in the pinned istiod's wrapper
+// module, with exactly pilot-discovery's pins; the rest of the node's in their own modules.
+func TestNodeRecipesResolveTheirModule(t *testing.T) {
+	c, err := Default()
+	require.NoError(t, err)
+	pinned, err := c.PinnedIstio()
+	require.NoError(t, err)
+	wrapper := filepath.Join(IstiodWrappers, pinned)
+	for _, b := range []Binary{PilotDiscovery, InstallCNI, IstioCNI} {
+		r, err := c.recipe(b)
+		require.NoError(t, err, b)
+		assert.Equal(t, wrapper, r.moduleDir, b)
+	}
+	r, err := c.recipe(Fortio)
+	require.NoError(t, err)
+	assert.Equal(t, "scripts/nodebin/fortio", r.moduleDir)
+	for _, b := range NodeBinaries {
+		_, err := c.Path(b)
+		require.NoError(t, err, b)
+	}
+}

@@ -3,7 +3,8 @@ package bins
 import "time"
 
 // The binaries of a kind node and of the images it preloads (`make images`), each from the
-// module that pins it: Kubernetes from scripts/kubebin, the rest from scripts/nodebin/*.
+// module that pins it: Kubernetes from scripts/kubebin, Istio's from its wrapper under
+// scripts/istiod, the rest from scripts/nodebin/*.
 const (
 	Kubelet        Binary = "kubelet"
 	Kubeadm        Binary = "kubeadm"
@@ -22,13 +23,16 @@ const (
 	Pause          Binary = "pause"
 	MetalLBCtl     Binary = "controller"
 	MetalLBSpeaker Binary = "speaker"
+	InstallCNI     Binary = "install-cni"
+	IstioCNI       Binary = "istio-cni"
+	Fortio         Binary = "fortio"
 )
 
 // NodeBinaries are every binary `make images` puts into the node image or its preloaded images.
 var NodeBinaries = []Binary{
 	Etcd, KubeAPIServer, KubeControllerManager, Kubelet, Kubeadm, Kubectl, KubeScheduler, KubeProxy,
 	Containerd, ContainerdShim, Ctr, Crictl, CNIBridge, CNIHostLocal, CNILoopback, CNIPortmap,
-	CoreDNS, Pause, MetalLBCtl, MetalLBSpeaker,
+	CoreDNS, Pause, MetalLBCtl, MetalLBSpeaker, InstallCNI, IstioCNI, Fortio,
 }
 
 // containerdTags leave out the snapshotters a kind node does not use, whose cgo parts need C
@@ -53,4 +57,8 @@ var nodeRecipes = map[Binary]recipe{
 	Pause:          {"scripts/nodebin/pause", "github.com/ambientmc/ambientmc/scripts/nodebin/pause", 5 * time.Second, "", ""},
 	MetalLBCtl:     {"scripts/nodebin/metallb", "go.universe.tf/metallb/controller", time.Minute, "", ""},
 	MetalLBSpeaker: {"scripts/nodebin/metallb", "go.universe.tf/metallb/speaker", time.Minute, "", ""},
+	// Istio's CNI from the pinned istio.io/istio, through pilot-discovery's wrapper module.
+	InstallCNI: {"", "istio.io/istio/cni/cmd/install-cni", 4 * time.Minute, istioModule, ""},
+	IstioCNI:   {"", "istio.io/istio/cni/cmd/istio-cni", time.Minute, istioModule, ""},
+	Fortio:     {"scripts/nodebin/fortio", "github.com/ambientmc/ambientmc/scripts/nodebin/fortio", time.Minute, "", ""},
 }

@@ -56,28 +56,39 @@ func (e *Env) Context(t testing.TB) context.Context {
 	if err := context.Cause(rs.ctx); err != nil {
 		t.Skipf("%v", err)
 	}
-	top, _, _ := strings.Cut(t.Name(), "/")
-	rs.mu.Lock()
-	if _, seen := rs.took[top]; !seen && top == t.Name() {
-		rs.took[top] = testTime{start: time.Now()}
-		rs.order = append(rs.order, top)
-		rs.current = &running{t: t, name: top, start: time.Now()}
-		// Registered first, so it runs last of t's cleanups: until then t may still be failed.
-		t.Cleanup(func() {
-			rs.mu.Lock()
-			defer rs.mu.Unlock()
-			tt := rs.took[top]
-			tt.took, tt.done = time.Since(tt.start), true
-			rs.took[top] = tt
-			if rs.current != nil && rs.current.name == top {
-				rs.current = nil
-			}
-		})
+	if top, _, _ := strings.Cut(t.Name(), "/"); top == t.Name() {
+		e.trackTest(t, top)
 	}
-	rs.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(rs.ctx)
 	t.Cleanup(func() { cancel(context.Canceled) })
 	return ctx
+}
+
+// trackTest starts the clock of top-level test t, named top, on its first call, and stops it when
+// t ends; a person watching sees both (terminalf).
+func (e *Env) trackTest(t testing.TB, top string) {
+	rs := e.run
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if _, seen := rs.took[top]; seen {
+		return
+	}
+	rs.took[top] = testTime{start: time.Now()}
+	rs.order = append(rs.order, top)
+	rs.current = &running{t: t, name: top, start: time.Now()}
+	e.terminalf("%s: running", top)
+	// Registered first, so it runs last of t's cleanups: until then t may still be failed.
+	t.Cleanup(func() {
+		rs.mu.Lock()
+		tt := rs.took[top]
+		tt.took, tt.done = time.Since(tt.start), true
+		rs.took[top] = tt
+		if rs.current != nil && rs.current.name == top {
+			rs.current = nil
+		}
+		rs.mu.Unlock()
+		e.terminalf("%s: %s in %s", top, testStatus(t), tt.took.Round(100*time.Millisecond))
+	})
 }
 
 // RunContext is the run's own context (cut short like every test's), for work outside a test.

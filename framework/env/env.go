@@ -38,6 +38,7 @@ type Env struct {
 	Istiod *bins.IstiodBuild
 
 	start    time.Time
+	terminal io.Writer // nil unless a person watches a run go test hides (openTerminal)
 	mu       sync.Mutex
 	cleanups []cleanup
 	// keepRunDir keeps component logs after a failure, for reading.
@@ -91,7 +92,7 @@ func (e *Env) Cleanup(name string, fn func() error) {
 
 // Logf prints a progress line with the time since the run started.
 func (e *Env) Logf(format string, args ...any) {
-	fmt.Fprintf(e.Log, "ambientmc [%6.1fs] %s\n", time.Since(e.start).Seconds(), fmt.Sprintf(format, args...))
+	io.WriteString(e.Log, e.line(format, args...))
 }
 
 // Suite is a test package as Run drives it: the setup steps it adds after the clusters, and its

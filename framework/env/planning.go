@@ -40,7 +40,7 @@ func (e *Env) planRun(s Suite) error {
 	if e.Flags.PlanFactor != 1 {
 		factor = fmt.Sprintf(", estimates x%g by -plan.factor", e.Flags.PlanFactor)
 	}
-	e.Logf("plan (%d clusters, scale %s%s):\n%s", len(e.Topology.Clusters), e.Scale.Name, factor, strings.TrimRight(p.Table(), "\n"))
+	e.Statusf("plan (%d clusters, scale %s%s):\n%s", len(e.Topology.Clusters), e.Scale.Name, factor, strings.TrimRight(p.Table(), "\n"))
 	for _, w := range p.Warnings {
 		e.Logf("plan: %s", w)
 	}

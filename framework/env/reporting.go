@@ -184,6 +184,6 @@ func (e *Env) writeReport() error {
 	if err := render.Write(e.ReportDir, e.Report); err != nil {
 		return err
 	}
-	e.Logf("report written to %s", e.ReportDir)
+	e.Statusf("report written to %s", e.ReportDir)
 	return nil
 }

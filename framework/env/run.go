@@ -44,6 +44,10 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	}
 	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second),
 		run: newRunState(), setupTook: map[string]time.Duration{}}
+	if tty := openTerminal(); tty != nil {
+		e.terminal = tty
+		defer tty.Close()
+	}
 	// Published before setup: the suite's steps reach the environment through it too.
 	*out = e
 	defer e.peakMemory.Stop()
@@ -82,7 +86,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	}
 	e.Report.Plan = e.planReport(e.plan)
 	code = e.judgeGates(code) // CI hook (ci.go): gates after every test
-	e.Logf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
+	e.Statusf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
 		e.Logf("writing the report: %v", err)
 		code = 1

@@ -110,13 +110,13 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	}, suite.Steps...)
 	for _, s := range all {
 		start := time.Now()
-		e.Logf("%s: starting", s.Name)
+		e.Statusf("%s: starting", s.Name)
 		err := s.Run(ctx, e)
 		e.setupTook[s.Name] = time.Since(start)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}
-		e.Logf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
+		e.Statusf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
 	}
 	if il, ok := e.Provider.(cluster.ImageLister); ok {
 		imgs, err := il.Images(ctx)
@@ -128,6 +128,6 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 		}
 	}
 	e.Report.Setup = setupReport(ctx, e, time.Since(e.start))
-	e.Logf("environment ready: %d clusters in %s", len(e.Clusters), time.Since(e.start).Round(100*time.Millisecond))
+	e.Statusf("environment ready: %d clusters in %s", len(e.Clusters), time.Since(e.start).Round(100*time.Millisecond))
 	return nil
 }

@@ -17,14 +17,21 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// component is one image preloaded into the node: a binary over the shared base tree.
+// component is one image preloaded into the node: binaries over the shared base tree.
 type component struct {
 	refs       []string // every name the image is known by
-	binary     string   // file in the binary cache
-	path       string   // where the binary goes in the image
+	files      []file
 	entrypoint []string
 	user       string // the image's USER, "" for root
+	workdir    string
 }
+
+// file is a binary of the cache and where it goes in an image.
+type file struct{ binary, path string }
+
+// imagePath is the PATH of every component image (Istio's install-cni adds /opt/cni/bin, as its
+// Dockerfile does).
+const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/cni/bin"
 
 // writeArchive writes every component as one single-platform docker archive (what containerd's
 // `ctr images import` reads); the base layer is stored once.
@@ -35,7 +42,7 @@ func writeArchive(out, baseTar string, comps []component) error {
 	}
 	refs := map[name.Reference]v1.Image{}
 	for _, c := range comps {
-		bin, err := fileLayer(c.binary, c.path)
+		bin, err := filesLayer(c.files)
 		if err != nil {
 			return err
 		}
@@ -49,9 +56,10 @@ func writeArchive(out, baseTar string, comps []component) error {
 		}
 		cfg = cfg.DeepCopy()
 		cfg.OS, cfg.Architecture = "linux", "amd64"
-		cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cfg.Config.Env = []string{imagePath}
 		cfg.Config.Entrypoint = c.entrypoint
 		cfg.Config.User = c.user
+		cfg.Config.WorkingDir = c.workdir
 		if img, err = mutate.ConfigFile(img, cfg); err != nil {
 			return err
 		}
@@ -70,25 +78,33 @@ func writeArchive(out, baseTar string, comps []component) error {
 	return os.Rename(tmp, out)
 }
 
-// fileLayer is a layer holding one executable file at dst.
-func fileLayer(src, dst string) (v1.Layer, error) {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return nil, err
-	}
+// filesLayer is a layer holding executable files, each with the directories above it.
+func filesLayer(files []file) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	dir := path.Dir(path.Clean("/" + dst))[1:]
-	if dir != "" {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+	dirs := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f.binary)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Clean(dst)[1:], Mode: 0o755, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
+		dst := path.Clean("/" + f.path)[1:]
+		var parents []string
+		for d := path.Dir(dst); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append([]string{d}, parents...)
+			dirs[d] = true
+		}
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+				return nil, err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: dst, Mode: 0o755, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err

@@ -65,6 +65,9 @@ func (b *Builder) Build(ctx context.Context) (Set, error) {
 	if err != nil {
 		return s, err
 	}
+	if out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		return s, fmt.Errorf("no Docker engine answers (%s): run `make engine` first", strings.TrimSpace(string(out)))
+	}
 	if ok, err := Current(ctx, s); err != nil {
 		return s, err
 	} else if ok {
@@ -112,7 +115,7 @@ func (b *Builder) Build(ctx context.Context) (Set, error) {
 }
 
 // components are the images preloaded into the node: what kubeadm asks for, MetalLB as the
-// pinned Istio's manifest names it, and Istio's pilot.
+// pinned Istio's manifest names it, Istio's pilot and install-cni, and the probes' fortio.
 func (b *Builder) components(ctx context.Context, s Set, paths map[bins.Binary]string) ([]component, error) {
 	out, err := b.output(ctx, nil, paths[bins.Kubeadm], "config", "images", "list", "--kubernetes-version", s.Kubernetes)
 	if err != nil {
@@ -140,7 +143,7 @@ func (b *Builder) components(ctx context.Context, s Set, paths map[bins.Binary]s
 			// kind's containerd configuration names its own sandbox image.
 			refs = append(refs, repo+":3.10")
 		}
-		comps = append(comps, component{refs: refs, binary: paths[b], path: p, entrypoint: ep})
+		comps = append(comps, component{refs: refs, files: []file{{paths[b], p}}, entrypoint: ep})
 	}
 	metallb, err := b.metallbImages(ctx)
 	if err != nil {
@@ -152,11 +155,20 @@ func (b *Builder) components(ctx context.Context, s Set, paths map[bins.Binary]s
 		if b == "" {
 			return nil, fmt.Errorf("MetalLB's manifest names %s, which make images does not build", ref)
 		}
-		comps = append(comps, component{refs: []string{ref}, binary: paths[b], path: "/" + name, entrypoint: []string{"/" + name}})
+		comps = append(comps, component{refs: []string{ref}, files: []file{{paths[b], "/" + name}}, entrypoint: []string{"/" + name}})
 	}
 	pilot := "/usr/local/bin/pilot-discovery"
 	// Istio's pilot image runs as 1337 (its chart sets runAsNonRoot).
-	comps = append(comps, component{refs: []string{s.IstioHub + "/pilot:" + s.IstioTag}, binary: paths[bins.PilotDiscovery], path: pilot, entrypoint: []string{pilot}, user: "1337:1337"})
+	comps = append(comps, component{refs: []string{s.IstioHub + "/pilot:" + s.IstioTag}, files: []file{{paths[bins.PilotDiscovery], pilot}},
+		entrypoint: []string{pilot}, user: "1337:1337"})
+	// install-cni as Istio's Dockerfile.install-cni lays it out: the plugin in /opt/cni/bin, the
+	// installer (also the node agent) as the command.
+	installCNI := "/usr/local/bin/install-cni"
+	comps = append(comps, component{refs: []string{s.IstioHub + "/install-cni:" + s.IstioTag},
+		files:      []file{{paths[bins.IstioCNI], "/opt/cni/bin/istio-cni"}, {paths[bins.InstallCNI], installCNI}},
+		entrypoint: []string{installCNI}, workdir: "/opt/cni/bin"})
+	fortio := "/usr/bin/fortio"
+	comps = append(comps, component{refs: []string{s.Probe}, files: []file{{paths[bins.Fortio], fortio}}, entrypoint: []string{fortio}})
 	return comps, nil
 }
 

@@ -1,7 +1,9 @@
 package images
 
 import (
+	"archive/tar"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,4 +69,28 @@ func TestHostAptSource(t *testing.T) {
 	}
 	require.NotEmpty(t, s.Mirror)
 	require.NotEmpty(t, s.Suite)
+}
+
+// An image's binaries each get their directories once, in order, before the file.
+func TestFilesLayer(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	require.NoError(t, os.WriteFile(a, []byte("A"), 0o755))
+	require.NoError(t, os.WriteFile(b, []byte("BB"), 0o755))
+	l, err := filesLayer([]file{{a, "/opt/cni/bin/istio-cni"}, {b, "/opt/cni/install"}})
+	require.NoError(t, err)
+	rc, err := l.Uncompressed()
+	require.NoError(t, err)
+	defer rc.Close()
+	var names []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		names = append(names, h.Name)
+	}
+	require.Equal(t, []string{"opt/", "opt/cni/", "opt/cni/bin/", "opt/cni/bin/istio-cni", "opt/cni/install"}, names)
 }

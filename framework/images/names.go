@@ -1,6 +1,7 @@
 // Package images names and builds every image a kind run needs, from the pinned sources and the
 // distribution's packages, with nothing pulled (`make images`): a kind node image for the pinned
-// Kubernetes with the control plane, etcd, CoreDNS, pause, MetalLB and Istio's pilot preloaded.
+// Kubernetes with the control plane, etcd, CoreDNS, pause, MetalLB, Istio's pilot and install-cni,
+// and the probes' fortio preloaded.
 // The kind provider finds the images through Expected, without flags.
 package images
 
@@ -27,7 +28,7 @@ const (
 	// PreloadLabel lists, comma-separated, the images preloaded into a node image.
 	PreloadLabel = "io.ambientmc.images.preloaded"
 	// scheme changes whenever the builder lays images out differently.
-	scheme = "node-image/3"
+	scheme = "node-image/4"
 )
 
 //go:embed files
@@ -45,6 +46,8 @@ type Set struct {
 	Key string
 	// Istio is the istio.io/istio module version the Istio images are built from.
 	Istio string
+	// Probe is the probe pods' fortio image, e.g. fortio/fortio:1.75.3 (the name the probes ask for).
+	Probe string
 }
 
 // Expected works out the names and content key of the images from the pinned sources, without
@@ -75,6 +78,10 @@ func Expected(c *bins.Cache) (Set, error) {
 		}
 		h.Write(data)
 	}
+	fortio, err := gomod.Required(filepath.Join(c.SrcRoot, "scripts", "nodebin", "fortio", "go.mod"), "fortio.org/fortio")
+	if err != nil {
+		return Set{}, fmt.Errorf("the probes' fortio: %w", err)
+	}
 	kindVersion, err := gomod.Required(filepath.Join(c.SrcRoot, "go.mod"), "sigs.k8s.io/kind")
 	if err != nil {
 		return Set{}, err
@@ -87,6 +94,7 @@ func Expected(c *bins.Cache) (Set, error) {
 		IstioTag:   IstioTag(istio),
 		Istio:      istio,
 		Key:        hex.EncodeToString(h.Sum(nil))[:16],
+		Probe:      "fortio/fortio:" + strings.TrimPrefix(fortio, "v"),
 	}, nil
 }
 

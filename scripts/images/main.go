@@ -21,7 +21,7 @@ func main() {
 		var s images.Set
 		s, err = (&images.Builder{Cache: cache, Log: os.Stdout}).Build(ctx)
 		if err == nil {
-			fmt.Printf("node image  %s\nIstio       -istio.hub=%s -istio.tag=%s (preloaded in the node)\n", s.Node, s.IstioHub, s.IstioTag)
+			fmt.Printf("node image  %s\nIstio       -istio.hub=%s -istio.tag=%s (pilot, install-cni; preloaded in the node)\nprobes      %s (preloaded)\n", s.Node, s.IstioHub, s.IstioTag, s.Probe)
 		}
 	}
 	if err != nil {

@@ -79,6 +79,18 @@ type Options struct {
 	Probes *ProbeOptions
 	// Platform is one of Istio's platform names (Platforms), or "" for none (withPlatform).
 	Platform string
+	// SharedHost sizes istiod's, ztunnel's and istio-cni's requests for clusters that share one
+	// small host (kind): the charts' defaults with kind's control plane and CoreDNS ask 1.85 of the
+	// 2 CPUs a node on a 2-core host reports, before any test pod. Requests only place pods; no
+	// limit is set.
+	SharedHost bool
+}
+
+// sharedHostRequests are the requests SharedHost sets, by values key.
+var sharedHostRequests = map[string]map[string]any{
+	"pilot":   {"cpu": "100m", "memory": "256Mi"},
+	"ztunnel": {"cpu": "50m", "memory": "64Mi"},
+	"cni":     {"cpu": "50m", "memory": "64Mi"},
 }
 
 // Component is one install step in Istio's order.
@@ -213,8 +225,14 @@ func operatorConfig(o Options) map[string]any {
 			"cni":     map[string]any{"affinity": awayFromFakeNodes},
 		},
 	}
+	values := spec["values"].(map[string]any)
 	if o.Images.PullPolicy != "" {
-		spec["values"].(map[string]any)["global"].(map[string]any)["imagePullPolicy"] = o.Images.PullPolicy
+		values["global"].(map[string]any)["imagePullPolicy"] = o.Images.PullPolicy
+	}
+	if o.SharedHost {
+		for key, req := range sharedHostRequests {
+			values[key].(map[string]any)["resources"] = map[string]any{"requests": req}
+		}
 	}
 	withPlatform(spec, o.Platform)
 	return map[string]any{"apiVersion": "install.istio.io/v1alpha1", "kind": "IstioOperator", "spec": spec}

@@ -211,6 +211,27 @@ func TestRenderKeepsZtunnelAndCNIOffFakeNodes(t *testing.T) {
 	}
 }
 
+// On a shared host (kind) the Istio components ask for a small share of a 2-core node; otherwise the
+// charts' own requests stand.
+func TestRenderSharedHostRequests(t *testing.T) {
+	topo, cas, ms := renderThree(t)
+	charts := deployment(t, ms["cluster-1"], ComponentIstiod, "istiod").Spec.Template.Spec.Containers[0].Resources.Requests
+	assert.Equal(t, "500m", charts.Cpu().String(), "the chart's default request")
+	m, err := Render(Options{Cluster: topo.Clusters[0], Images: Images{Hub: testHub, Tag: testTag}, CACerts: cas["cluster-1"], SharedHost: true})
+	require.NoError(t, err)
+	var cpu int64
+	for _, spec := range []corev1.PodSpec{
+		deployment(t, m, ComponentIstiod, "istiod").Spec.Template.Spec,
+		daemonSet(t, m, ComponentZtunnel, "ztunnel").Spec.Template.Spec,
+		daemonSet(t, m, ComponentCNI, "istio-cni-node").Spec.Template.Spec,
+	} {
+		req := spec.Containers[0].Resources
+		assert.Empty(t, req.Limits, "requests only")
+		cpu += req.Requests.Cpu().MilliValue()
+	}
+	assert.Equal(t, int64(200), cpu, "istiod 100m, ztunnel and istio-cni 50m each")
+}
+
 func TestRenderFakeNodeLabelOption(t *testing.T) {
 	topo, cas, _ := renderThree(t)
 	m, err := Render(Options{Cluster: topo.Clusters[0], Images: Images{Hub: testHub, Tag: testTag}, CACerts: cas["cluster-1"], FakeNodeLabel: "example.com/virtual"})

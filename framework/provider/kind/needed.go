@@ -3,18 +3,20 @@ package kind
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"io"
 
 	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // neededImages are the images a run starts in every cluster: MetalLB's, as its manifest names
-// them, and the Istio images the install renders (istiod alone without a data plane).
+// them, the Istio images the install renders (istiod alone without a data plane) and, with a data
+// plane, the probes' fortio.
 func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
 	manifest, err := MetalLBManifest(ctx)
 	if err != nil {
@@ -35,6 +37,9 @@ func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
 	}
 	for _, n := range istio {
 		out = append(out, fmt.Sprintf("%s/%s:%s", im.Hub, n, tag))
+	}
+	if p.DataPlane() != report.DataPlaneNone {
+		out = append(out, install.DefaultProbeImage) // the probe pods
 	}
 	return out, nil
 }

@@ -57,7 +57,7 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	if m.istiod != nil {
 		return nil, fmt.Errorf("istiod %s: already installed by this run", c.Name)
 	}
-	mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: o.CA, Platform: p.platformOf(c.Name)})
+	mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: o.CA, Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
 	if err != nil {
 		return nil, err
 	}

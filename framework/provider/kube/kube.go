@@ -43,6 +43,9 @@ type Options struct {
 	// Platform is one of Istio's platforms (install.Platforms) for every cluster; "" means what
 	// each cluster shows at preflight (platform.go).
 	Platform string
+	// SharedHost sizes the Istio components' requests for clusters sharing one small host
+	// (install.Options.SharedHost): kind's.
+	SharedHost bool
 }
 
 // The optional capabilities the kube provider offers (framework/cluster/seam.go).

@@ -59,7 +59,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			return nil, err
 		}
 		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name],
-			Platform: p.platformOf(c.Name)})
+			Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
 		if err != nil {
 			return nil, err
 		}
