@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/baseline"
@@ -87,6 +88,11 @@ func runAsParent() (code int, done bool) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "ambientmc: report directory: %v\n", err)
 		return 2, true
+	}
+	if !testing.Verbose() {
+		// The child runs verbose for test2json; the person who typed go test without -v still
+		// wants the terminal lines (openTerminal).
+		os.Setenv(quietParentEnv, "1")
 	}
 	// Later flags win: the child writes where junit.xml goes and frames its output for test2json.
 	args := append(slices.Clone(os.Args[1:]), "-test.v=test2json", "-report-dir="+dir)
