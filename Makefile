@@ -82,9 +82,10 @@ ci-kind: engine images
 	  if ! diff _output/host-before.txt _output/host-after.txt; then echo "ci-kind: the run changed the host's kernel settings or /lib/modules"; exit 1; fi; \
 	  echo "ci-kind: the host's kernel settings and /lib/modules are as before the run"
 
-## lint: formatting and vet
+## lint: formatting, a tidy go.mod, and vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	cd scripts/kubebin && $(GO) vet ./etcd
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ambientmc/ambientmc/framework/provider"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // Flags are the suite flags. They are registered on the default flag set so that
@@ -47,7 +48,7 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Services, "services", 0, "global services per cluster (overrides -scale)")
 	fs.IntVar(&f.Pods, "pods", 0, "pods per cluster, spread over the services (overrides -scale)")
 	fs.StringVar(&f.Observe, "observe", "", "cluster whose istiod the join suite measures (default: the first primary)")
-	fs.StringVar(&f.Istiods, "mesh.istiods", "all", "which primaries run istiod: all, or observed (quieter CPU figures on small hosts)")
+	fs.StringVar(&f.Istiods, "mesh.istiods", report.IstiodsAll, "which primaries run istiod: all, or observed (quieter CPU figures on small hosts)")
 	fs.Float64Var(&f.PlanFactor, "plan.factor", 1, "scale the time plan's estimates for this host: 2 for a machine half as fast as the 2-core reference, so the plan trims and refuses in time; below 1 the plan is optimistic and a run may be cut short")
 	return f
 }
@@ -66,8 +67,8 @@ func (f *Flags) validate() error {
 	if !(f.PlanFactor > 0 && f.PlanFactor <= 100) {
 		return fmt.Errorf("-plan.factor=%g: a positive factor up to 100 (1 for the 2-core reference host, 2 for a host half as fast)", f.PlanFactor)
 	}
-	if f.Istiods != "all" && f.Istiods != "observed" {
-		return fmt.Errorf("-mesh.istiods=%s: choose all or observed", f.Istiods)
+	if f.Istiods != report.IstiodsAll && f.Istiods != report.IstiodsObserved {
+		return fmt.Errorf("-mesh.istiods=%s: choose %s or %s", f.Istiods, report.IstiodsAll, report.IstiodsObserved)
 	}
 	return f.Istiod.validate()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // planRun works out the run's time plan before anything starts: the provider's setup, the suite's
@@ -49,7 +50,7 @@ func (e *Env) planRun(s Suite) error {
 
 // istiodCount is how many istiods the run starts.
 func (e *Env) istiodCount() int {
-	if e.Flags.Istiods == "observed" {
+	if e.Flags.Istiods == report.IstiodsObserved {
 		return 1
 	}
 	return len(e.Topology.Primaries())

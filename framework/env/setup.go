@@ -58,7 +58,7 @@ func (e *Env) checkInput(s Suite) error {
 // providerEnv is what the provider gets from the environment, writing into runDir.
 func (e *Env) providerEnv(runDir string) provider.Env {
 	istiods := 0 // one per primary
-	if e.Flags.Istiods == "observed" {
+	if e.Flags.Istiods == report.IstiodsObserved {
 		istiods = 1
 	}
 	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,

@@ -52,6 +52,9 @@ type Spec struct {
 	Wraps string
 	// New builds the provider from e and its flags; it starts nothing.
 	New func(e Env) (cluster.Provider, error)
+	// ForTests marks a provider only the framework's own tests use: -provider accepts it, but its
+	// help and errors do not offer it to users.
+	ForTests bool
 }
 
 // registered is a Spec and the names of the flags it registered.
@@ -98,10 +101,21 @@ func Names() []string {
 	return out
 }
 
-// Usage is -provider's help: every registered provider and where its clusters come from.
+// offered are the providers users are offered, sorted: every registered one but those ForTests.
+func offered() []string {
+	var out []string
+	for _, name := range Names() {
+		if !specs[name].ForTests {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Usage is -provider's help: every provider users are offered and where its clusters come from.
 func Usage() string {
 	var each []string
-	for _, name := range Names() {
+	for _, name := range offered() {
 		each = append(each, fmt.Sprintf("%s (%s)", name, specs[name].Summary))
 	}
 	return "where clusters come from: " + strings.Join(each, ", ")
@@ -120,7 +134,7 @@ func Lookup(name string) (Spec, error) {
 func lookup(name string) (*registered, error) {
 	r, ok := specs[name]
 	if !ok {
-		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of %s", name, strings.Join(Names(), ", "))
+		return nil, fmt.Errorf("-provider=%s: unknown provider; choose one of %s", name, strings.Join(offered(), ", "))
 	}
 	return r, nil
 }
@@ -185,7 +199,7 @@ func CheckTopology(name string, t *topology.Topology) error {
 		return err
 	}
 	var others []topology.Capabilities
-	for _, other := range Names() {
+	for _, other := range offered() {
 		if other != name {
 			others = append(others, specs[other].Capabilities)
 		}

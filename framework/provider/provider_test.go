@@ -39,7 +39,7 @@ func init() {
 	Register(Spec{Name: "beta", Summary: "any number", New: func(Env) (cluster.Provider, error) { return named{name: "beta"}, nil }})
 	Register(Spec{Name: "misnamed", Summary: "calls itself otherwise", Capabilities: topology.Capabilities{MaxClusters: 1},
 		New: func(Env) (cluster.Provider, error) { return named{name: "other"}, nil }})
-	Register(Spec{Name: "wrapper", Summary: "alpha under another name", Capabilities: topology.Capabilities{MaxClusters: 2}, Wraps: "alpha",
+	Register(Spec{Name: "wrapper", Summary: "alpha under another name", Capabilities: topology.Capabilities{MaxClusters: 2}, Wraps: "alpha", ForTests: true,
 		New: func(e Env) (cluster.Provider, error) {
 			if _, err := New("alpha", e); err != nil {
 				return nil, err
@@ -60,7 +60,8 @@ func setFlag(t *testing.T, name, value string) {
 
 func TestRegisteredProvidersAreNamedAndDescribed(t *testing.T) {
 	assert.Equal(t, []string{"alpha", "beta", "misnamed", "wrapper"}, Names())
-	assert.Equal(t, "where clusters come from: alpha (two clusters at most), beta (any number), misnamed (calls itself otherwise), wrapper (alpha under another name)", Usage())
+	assert.Equal(t, "where clusters come from: alpha (two clusters at most), beta (any number), misnamed (calls itself otherwise)", Usage(),
+		"a provider for tests is not offered")
 	assert.Panics(t, func() { Register(Spec{Name: "beta", New: func(Env) (cluster.Provider, error) { return nil, nil }}) }, "a second beta")
 }
 
@@ -71,7 +72,8 @@ func TestAProvidersFlagsAreOnTheDefaultFlagSet(t *testing.T) {
 }
 
 func TestCheckRefusesBeforeAnythingStarts(t *testing.T) {
-	assert.EqualError(t, Check("gamma"), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed, wrapper")
+	assert.EqualError(t, Check("gamma"), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed")
+	require.NoError(t, Check("wrapper"), "a provider for tests is accepted, though not offered")
 	require.NoError(t, Check("alpha"))
 	require.NoError(t, Check("beta"), "alpha's flag at its default is no reason to refuse")
 
@@ -112,5 +114,5 @@ func TestCheckTopologyNamesTheProvidersThatCan(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "use at most 2 clusters with -provider=alpha, or -provider=beta for more")
 	assert.NoError(t, CheckTopology("beta", topo))
-	assert.EqualError(t, CheckTopology("gamma", topo), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed, wrapper")
+	assert.EqualError(t, CheckTopology("gamma", topo), "-provider=gamma: unknown provider; choose one of alpha, beta, misnamed")
 }

@@ -22,7 +22,7 @@ func TestChurnJSONKeys(t *testing.T) {
 	}
 	assert.Equal(t, map[string]any{"afterMs": 100.0, "maxMs": 10000.0}, c["debounce"])
 	run := c["runs"].([]any)[0].(map[string]any)
-	// DESIGN.md's names for a churn run.
+	// A churn run's names, as docs/report.md#churn gives them.
 	for _, k := range []string{"where", "mode", "ratePodsPerSecond", "changes", "lost", "p50Ms", "p90Ms", "p99Ms", "maxMs", "istiodCPUCores", "pushesPerSecond"} {
 		assert.Contains(t, run, k)
 	}

@@ -29,7 +29,7 @@ type ControlPlane struct {
 	// JoinGrowth fits each join's own cost against the clusters already joined: whether a join
 	// gets dearer as the mesh grows.
 	JoinGrowth *JoinGrowth `json:"joinGrowth,omitempty"`
-	Leaves     []Leave     `json:"leaves,omitempty"` // not in DESIGN.md; extra
+	Leaves     []Leave     `json:"leaves,omitempty"` // not in the base schema; extra
 
 	// Sequences, with -join.repeats of 2 or more, are every join sequence the suite measured,
 	// each on an istiod started fresh for it. Baseline, Joins and JoinGrowth are then the first

@@ -1,4 +1,4 @@
-// Package report is the report.json schema of DESIGN.md: a run's results as types, their JSON
+// Package report is the report.json schema (docs/report.md#the-json-schema): a run's results as types, their JSON
 // (JSON, Read) and their validation. What is derived from the measurements (slopes, deltas,
 // overheads) is package analysis; report.md, the charts and bench.txt are packages markdown, svg
 // and bench, and render writes them all into a report directory.
@@ -65,7 +65,7 @@ type Report struct {
 	Churn        *Churn        `json:"churn,omitempty"` // churn.go
 	Reference    Reference     `json:"reference"`
 
-	// Not in DESIGN.md's schema; extra keys a reader may ignore.
+	// Not in the base schema; extra keys a reader may ignore.
 	Warnings []string  `json:"warnings,omitempty"`
 	Plan     *Plan     `json:"plan,omitempty"`
 	Setup    *Setup    `json:"setup,omitempty"`
@@ -177,7 +177,7 @@ type Reference struct {
 	NewConnOverheadPercent      float64 `json:"newConnOverheadPercent"`
 	ReusedConnOverheadMs        float64 `json:"reusedConnOverheadMs"`
 	ReusedConnOverheadPercent   float64 `json:"reusedConnOverheadPercent"`
-	// Scale is the per-cluster scale the published figures were measured at (not in DESIGN.md).
+	// Scale is the per-cluster scale the published figures were measured at (not in the base schema).
 	Scale Scale `json:"scale"`
 }
 

@@ -57,7 +57,7 @@ func wantKeys(t *testing.T, v any, path string, want ...string) {
 	}
 }
 
-// The names below are copied from DESIGN.md's report schema; extras are marked.
+// The names below are the base schema's (docs/report.md#the-json-schema); extras are marked.
 func TestJSONKeysMatchDesign(t *testing.T) {
 	b, err := json.Marshal(reporttest.Full())
 	if err != nil {
@@ -74,7 +74,7 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 		t.Errorf("schemaVersion = %v, want 1", m["schemaVersion"])
 	}
 	wantKeys(t, m["host"], "host", "cpus", "memoryBytes")
-	wantKeys(t, m["istiod"], "istiod", "version", "binary", "sha256", // DESIGN.md
+	wantKeys(t, m["istiod"], "istiod", "version", "binary", "sha256", // the base schema
 		"versionOutput", "replacedPins", "goVersion") // extras
 	wantKeys(t, m["topology"], "topology", "clusters")
 	wantKeys(t, m["topology"].(map[string]any)["clusters"].([]any)[0], "topology.clusters[0]", "name", "network", "primary")

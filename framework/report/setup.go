@@ -1,6 +1,6 @@
 package report
 
-// Setup holds environment start-up timings; not in DESIGN.md's schema (an extra section).
+// Setup holds environment start-up timings; not in the base schema (an extra section).
 type Setup struct {
 	Clusters     []ClusterSetup `json:"clusters,omitempty"`
 	TotalSeconds float64        `json:"totalSeconds"`

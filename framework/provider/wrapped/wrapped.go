@@ -30,6 +30,7 @@ func init() {
 		Capabilities: in.Capabilities,
 		Wraps:        inner, // -local.* flags reach the inner provider
 		New:          newProvider,
+		ForTests:     true,
 	})
 }
 
