@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,30 +10,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 func decode(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	require.NoError(t, err)
-	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 64*1024)
-	var out []*unstructured.Unstructured
-	for {
-		o := &unstructured.Unstructured{}
-		if err := d.Decode(&o.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			require.NoError(t, err)
-		}
-		if o.Object != nil {
-			out = append(out, o)
-		}
-	}
+	defer f.Close()
+	objs, err := apply.Decode(f, path)
+	require.NoError(t, err)
+	return objs
 }
 
 // workload finds the Deployment or DaemonSet name in file and returns its first container's

@@ -1,13 +1,10 @@
 package install
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,11 +15,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -453,22 +451,12 @@ func containerImages(t *testing.T, c Component) []string {
 
 func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	require.NoError(t, err)
-	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 64*1024)
-	var out []*unstructured.Unstructured
-	for {
-		o := &unstructured.Unstructured{}
-		if err := d.Decode(&o.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			require.NoError(t, err)
-		}
-		if o.Object != nil {
-			out = append(out, o)
-		}
-	}
+	defer f.Close()
+	objs, err := apply.Decode(f, path)
+	require.NoError(t, err)
+	return objs
 }
 
 // summarize is the golden form of one cluster's render (see TestRenderGolden).
