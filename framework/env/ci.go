@@ -224,12 +224,13 @@ func (e *Env) Profile(i cluster.Istiod, when string) []string {
 	return files
 }
 
-// ProfileCPU starts a 10 s CPU profile of i in the background; wait returns once it is kept.
+// ProfileCPU starts a 5 s CPU profile of i in the background (a join's convergence and settle fit
+// in it; istiod idles after); wait returns once it is kept.
 func (e *Env) ProfileCPU(i cluster.Istiod, when string) (wait func()) {
 	if e.ci == nil {
 		return func() {}
 	}
-	w := e.ci.profiles.CPU(context.Background(), i.Sampler(), i.Cluster(), when, 10*time.Second)
+	w := e.ci.profiles.CPU(context.Background(), i.Sampler(), i.Cluster(), when, 5*time.Second)
 	return func() {
 		if err := w(); err != nil {
 			e.warnProfile(err)

@@ -119,7 +119,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		c := mc.Cluster(name)
 		last := first && k == len(others)-1
 		var cpuProfile func()
-		if last { // the last join's burst, profiled for 10 s from just before its secret
+		if last { // the last join's burst, profiled for 5 s from just before its secret
 			cpuProfile = mc.ProfileCPU(istiod, "join-"+name)
 		}
 		before := readCPU(t, ctx, istiod)

@@ -106,7 +106,7 @@ func checkRotation(t *testing.T, ctx context.Context, obs, remote *cluster.Clust
 		// istiod stops the replaced cluster once its successor synced: only after that has settled
 		// does the client hold what istiod keeps serving.
 		waitQuiet(t, ctx, iso)
-		hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+		hctx, hcancel := context.WithTimeout(ctx, time.Second) // after the quiet wait: pushes are done
 		defer hcancel()
 		if err := w.WaitFor(hctx, coversCluster(remote)); err != nil {
 			lost = append(lost, fmt.Sprintf("%s rotation %d: %s", mode, k, heldOf(w, remote)))

@@ -23,7 +23,7 @@ import (
 )
 
 // sampleInterval spaces the memory samples of one step.
-const sampleInterval = 500 * time.Millisecond
+const sampleInterval = 250 * time.Millisecond
 
 // settleCap is the longest a step waits after convergence before it samples istiod: bigger
 // clusters keep istiod busy for longer.

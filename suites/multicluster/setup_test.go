@@ -54,8 +54,15 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 	at := workloadClustersAtOnce(len(e.Clusters))
 	e.Logf("workloads: %d clusters at a time, %d API requests in flight in each", at, inFlight)
 	cpuBefore, start := processCPU(), time.Now()
-	g, gctx := errgroup.WithContext(ctx)
+	// The EndpointSlice waits hold no slot: the next cluster's pods go out meanwhile.
+	waits, wctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(wctx)
 	g.SetLimit(at)
+	done := func(cs report.ClusterSetup) {
+		mu.Lock()
+		setup.Clusters = append(setup.Clusters, cs)
+		mu.Unlock()
+	}
 	for _, c := range e.Clusters {
 		g.Go(func() error {
 			d, err := workload.Deploy(gctx, c, mc.scale, progress, workload.WithInFlight(inFlight))
@@ -64,23 +71,30 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 			}
 			e.Logf("workloads: %s: %d services, %d pods in %.1fs (%.0f pods/s)", c.Name, len(d.Services), d.Pods, d.Elapsed.Seconds(), d.PodsPerSecond)
 			cs := report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)}
+			if c.WithoutControllers {
+				done(cs)
+				return nil
+			}
 			// istiod reads EndpointSlices of every cluster: measure it only once they are all there.
-			if !c.WithoutControllers {
+			waits.Go(func() error {
 				start := time.Now()
-				pub, err := workload.WaitEndpointSlices(gctx, c, mc.scale, endpointSlicesWait)
+				pub, err := workload.WaitEndpointSlices(wctx, c, mc.scale, endpointSlicesWait)
 				if err != nil {
 					return err
 				}
 				cs.EndpointSlices, cs.Endpoints = &pub.Slices, &pub.Endpoints
 				e.Logf("workloads: %s: %d EndpointSlices hold the %d endpoints (%.1fs after the pods)", c.Name, pub.Slices, pub.Endpoints, time.Since(start).Seconds())
-			}
-			mu.Lock()
-			setup.Clusters = append(setup.Clusters, cs)
-			mu.Unlock()
+				done(cs)
+				return nil
+			})
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	if werr := waits.Wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)

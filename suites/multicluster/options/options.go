@@ -66,7 +66,7 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.IntVar(&o.Join.Repeats, "join.repeats", 1, "join sequences to measure, each on a fresh istiod; with 2 or more the per-remote figures are their mean and its standard error, which includes the spread between istiods (one sequence's fit cannot show it)")
 	fs.IntVar(&o.Join.XDSClients, "join.xds-clients", 0, "ztunnel-like delta xDS clients connected to the observed istiod during the joins, as the fake ztunnels of Istio's published test (0: 15 at published scale, 1 otherwise)")
 	fs.DurationVar(&o.Latency.Duration, "latency.duration", 5*time.Second, "length of each latency run (make e2e: 10s)")
-	fs.DurationVar(&o.Latency.FloorDuration, "latency.floor-duration", 3*time.Second, "length of each harness-floor run (fortio straight at the echo server)")
+	fs.DurationVar(&o.Latency.FloorDuration, "latency.floor-duration", 2*time.Second, "length of each harness-floor run (fortio straight at the echo server)")
 	fs.Float64Var(&o.Latency.QPS, "latency.qps", 0, "requests per second of each latency run, all connections together (0: the highest rate up to 1000 this host carries, found by short probe steps)")
 	fs.IntVar(&o.Latency.Connections, "latency.connections", 16, "concurrent connections of each latency run")
 	fs.IntVar(&o.Latency.Payload, "latency.payload", 1024, "response size in bytes")

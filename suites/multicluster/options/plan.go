@@ -53,11 +53,11 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 		{Name: "istiod", Expected: s(2 + 0.2*float64(in.Istiods) + pods/1000), Detail: fmt.Sprintf("%d istiods and %d east-west gateways", in.Istiods, n)},
 	})
 
-	// One join, small scale: convergence, the burst, the quiet steady window, three samples half a
-	// second apart and a forced GC; istiod's own work grows with the pods a cluster brings.
-	join := 1.6 + 2.0 + 1.2 + 0.2 + pods/4000*6
+	// One join, small scale: convergence, the burst, the quiet steady window, three samples a
+	// quarter second apart and a forced GC; istiod's own work grows with the pods a cluster brings.
+	join := 1.6 + 2.0 + 0.7 + 0.2 + pods/4000*6
 	if o.Join.Settle > 0 {
-		join = 0.6 + o.Join.Settle.Seconds() + 1.2 + pods/4000*2
+		join = 0.6 + o.Join.Settle.Seconds() + 0.7 + pods/4000*2
 	}
 	// A restart for a fresh istiod: it lists its own cluster again.
 	restart := 3 + pods/1000
@@ -113,12 +113,12 @@ func (o *Options) checksItem(remotes int, pods, dataPlane float64) plan.Item {
 		Detail: fmt.Sprintf("at once: memory over %d remote clusters and 2 x %d rotations; then at once: 4 mid-sync deletions, a rejoin, an outage, a slowed sync; then traffic through rotations and a restart", c, o.Checks.Rotations)}
 }
 
-// latencyItem: the rate search (2 s steps), four runs and two harness-floor runs.
+// latencyItem: the rate search (1 s steps), four runs and two harness-floor runs.
 func (o *Options) latencyItem(dataPlane float64) plan.Item {
 	l := o.Latency
 	search := 0.0
 	if l.QPS == 0 {
-		search = 4 * 2.1 // typically four steps until one fails
+		search = 4 * 1.2 // typically four steps until one fails
 	}
 	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
 	return plan.Item{Name: "TestLatency", Expected: s(dataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
