@@ -22,13 +22,11 @@ bins:
 	$(GO) run ./scripts/bins
 
 # Four packages at a time on any host, not go test's one per core: the slow packages spend much of
-# their time waiting on their API servers. make test on 2 cores, 2026-12-03: 324 s at -p=2 (the
-# default there), 281 s at -p=3, 242 s at -p=4 (docs/measurements.md).
+# their time waiting on their API servers (docs/measurements.md#why-the-settings-are-what-they-are).
 UNIT_P    ?= 4
 
 # Test binaries without DWARF (-w): debuggers need it, stack traces and pprof do not, and linking
-# a test binary takes about half the CPU without it (framework/provider/kube's: 10.9 against 6.0
-# CPU-s on the reference host, 2026-12-03). `make test TEST_LDFLAGS=` keeps it.
+# a test binary takes about half the CPU without it. `make test TEST_LDFLAGS=` keeps it.
 TEST_LDFLAGS ?= -ldflags=-w
 
 ## engine: a Docker engine for the kind provider: one that answers, else (Linux, root) the

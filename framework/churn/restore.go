@@ -8,10 +8,10 @@ import (
 
 // Restore puts the cluster's scale pods back as NewPods found them: each replacement deleted, each
 // pod it replaced created again under its name, address and node, and every pod's readiness as
-// it was. A later test then meets the cluster a run without churn would have left it: at 3
-// clusters a fresh istiod joined to churned remotes held 0.06 MB more live heap per remote cluster
-// than one joined to untouched ones (3.45 ± 0.00 against 3.38-3.39 ± 0.01 MB, 2026-12-03). It
-// returns how many pods it recreated.
+// it was. A later test then meets the cluster a run without churn would have left it: a fresh
+// istiod joined to churned remotes holds measurably more live heap per remote than one joined to
+// untouched ones (docs/measurements.md#why-the-settings-are-what-they-are). It returns how many
+// pods it recreated.
 func (p *Pods) Restore(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	found := map[string]Pod{}

@@ -96,10 +96,9 @@ func (i *Istiod) MemStats(ctx context.Context) (MemStats, error) {
 // GC and the read (small when idle) are included.
 //
 // Two, because one keeps every sync.Pool's contents alive: a collection moves each pool's objects
-// to its victim cache, and only the next frees them. gRPC's and the xDS encoders' buffer pools held
-// 0-4 MB, depending on what istiod had just pushed: after one collection the baseline of a fresh
-// istiod read 22.8-24.6 MB live heap across six starts (3 clusters, 2026-12-03), after two
-// 20.55-20.74.
+// to its victim cache, and only the next frees them; gRPC's and the xDS encoders' buffer pools
+// hold megabytes, depending on what istiod had just pushed
+// (docs/measurements.md#why-the-settings-are-what-they-are).
 func (i *Istiod) LiveHeapStats(ctx context.Context) (MemStats, error) {
 	for range 2 {
 		if err := i.ForceGC(ctx); err != nil {

@@ -9,19 +9,13 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// Memory model for preflight, from the setup sections of runs here (2 cores; API servers with
-// the slimmed CRDs and apiServerGC's settings): each cluster's API server and etcd share about
-// 260 MB plus 45 KB per pod at GOGC=35 (RSS, so with room: 226-253 MB unique at small scale, 430
-// MB at 4000 pods), 80 MB more with Go's default GC (the main command, 2026-12-03: 377 against
-// 299 MB unique per cluster, controller-manager included). Each istiod: about 300 MB, plus about
-// 25 KB for every pod of every cluster it watches (1.23 GB with 10 clusters of 4000 pods). The
-// test process and the page cache come on top. Each kube-controller-manager: 108 MB RSS at 100
-// pods, 151 MB at 4000 (GOGC=50), of which 75 MB are the binary's pages that every
-// controller-manager shares: so 35 MB plus 12 KB per pod of its own, and its API server about
-// 6 KB more per pod for the EndpointSlices and Endpoints it publishes (354 MB against 330 MB at
-// 4000 pods); the binary's pages once. File descriptors are per process; the shared etcd holds
-// the most, about 50 per cluster (497 with 10 clusters), since every API server opens several
-// clients to it.
+// Memory model for preflight, from the setup sections of runs here (API servers with the slimmed
+// CRDs and apiServerGC's settings; RSS, so with room): per cluster its API server and etcd share,
+// more with Go's default GC; per istiod a base and a share of every pod of every cluster it
+// watches; per kube-controller-manager its own part (the binary's pages once) and the
+// EndpointSlices its API server then holds. File descriptors are per process; the shared etcd
+// holds the most, since every API server opens several clients to it. The figures:
+// docs/measurements.md#why-the-settings-are-what-they-are.
 const (
 	apiServerMemory   = 260 << 20
 	defaultGCMemory   = 80 << 20
@@ -36,9 +30,8 @@ const (
 )
 
 // roomyGCMemory is what an API server at roomyGOGC takes beyond one at Go's default GC, and
-// roomyGOGC that setting: the main command (10 clusters, small scale, 2026-12-03) peaked at 9.21
-// GB of host memory against 6.06 GB, and took 222 s against 241.5 s (its clusters 20.8 s against
-// 28.0 s), the API servers' collector being a sixth of their CPU.
+// roomyGOGC that setting: where the host has the memory, a rarely collecting API server saves
+// the CPU its collector would spend (docs/measurements.md#why-the-settings-are-what-they-are).
 const (
 	roomyGCMemory = 315 << 20
 	roomyGOGC     = 400

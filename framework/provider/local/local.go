@@ -50,9 +50,8 @@ type Options struct {
 }
 
 // SmallClustersGOGC is the API servers' GOGC for clusters that hold a few objects, as tests'
-// clusters do: their heaps stay small at any setting, and make test is CPU-bound. On 2 cores
-// (2026-12-03) make test's 35 API servers took 112 CPU-s with it against 172 at Go's default 100
-// (docs/measurements.md).
+// clusters do: their heaps stay small at any setting, and make test is CPU-bound
+// (docs/measurements.md#why-the-settings-are-what-they-are).
 const SmallClustersGOGC = 400
 
 // The optional capabilities the local provider offers (framework/cluster/seam.go).

@@ -202,20 +202,12 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 }
 
 // apiServerGC returns the Go GC settings for a run of that many API servers, each to hold pods pods.
-// Go's default lets a heap grow to twice its live size; an API server with the slimmed CRDs lives
-// on about 100 MB, plus about 18 KB per pod (171 MB live at 4000 pods). Measured at 10 clusters
-// with seeded, slimmed CRDs (2 cores; API server plus etcd share per cluster, binary pages counted
-// once; every CRD Established after): default 298 MB, 15 s; GOGC=50 224 MB, 19 s; GOGC=35 205 MB,
-// 22.5 s; GOMEMLIMIT=150MiB 180 MB but 36 s, as the collector runs all through startup. The main
-// command (10 clusters, small scale, 2026-12-03) with the default against GOGC=35: 7.2 against
-// 11.3 CPU seconds per API server through setup, setup 52 s against 73 s, host peak 5.6 against
-// 4.8 GB. So up to maxDefaultGCClusters the default runs; beyond, where memory is what runs out,
-// GOGC=35 keeps the heap at 1.35 times the live one for some GC CPU. From 2000 pods per cluster a
-// soft limit above the live heap also returns what creating the workloads left behind (at 1000
-// pods its 163 MiB is too close to the live heap while the API server starts, which then keeps
-// the CPUs busy collecting). At published scale (10 clusters, 4000 pods): API server RSS 720 MB
-// by default, 470 MB with GOGC=50, 380 MB with the limit as well; workloads are created at 530,
-// 396 and 372 pods/s.
+// Go's default lets a heap grow to twice its live size, which is fastest while memory lasts: so up
+// to maxDefaultGCClusters the default runs; beyond, where memory is what runs out, GOGC=35 keeps
+// the heap near the live one for some GC CPU, and from memoryBoundPods a soft limit above the live
+// heap also returns what creating the workloads left behind (below that it sits too close to the
+// live heap while the API server starts). The measurements behind each threshold:
+// docs/measurements.md#why-the-settings-are-what-they-are.
 func apiServerGC(clusters, pods int) []string {
 	if defaultGC(clusters, pods) {
 		return []string{"GOGC=100"} // explicit: a GOGC the test process runs with does not leak in

@@ -93,10 +93,8 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 // leaves its clusters twice; the rotation check rotates 2n+1 times, reading the live heap after
 // each), then the isolated rest at once, as long as the longest (four mid-sync deletions on fresh
 // istiods, or the slowed sync), then the data-plane two (traffic through n rotations, then
-// through an istiod restart). Calibrated at 10 clusters, small scale, n=2 (the main command,
-// 2026-12-03, a 2-core machine of the reference kind): memory 17.8-17.9 s and, beside it,
-// rotation 33.8-38.6 s (25.7 s alone); mid-sync 20.5-23.3 s (attempt 0, then the other three at
-// once), slowed sync 18.8-18.9 s, traffic through rotations 11.5-11.6 s, restart 5.7-6.4 s.
+// through an istiod restart). Calibrated on the main command at 10 clusters, small scale, n=2
+// (docs/measurements.md#why-the-settings-are-what-they-are).
 func (o *Options) checksItem(remotes int, pods, dataPlane float64) plan.Item {
 	c := o.Checks.Clusters
 	if c == 0 || c > remotes {
