@@ -112,8 +112,9 @@ type PlanInput struct {
 	Scale    workload.Scale
 	Flags    Flags
 	Provider string
-	// DataPlane is what the provider declares carries traffic: "emulated" (processes on this
-	// host, the figures' reference) or "ztunnel" (real clusters, slower to install and join).
+	// DataPlane is what the provider declares carries traffic (report.DataPlane*): emulated
+	// (processes on this host, the figures' reference), ztunnel (real clusters, slower to install
+	// and join) or none (istiod only).
 	DataPlane string
 	// Istiods is how many istiods the run starts.
 	Istiods int

@@ -51,7 +51,8 @@ const (
 type Report struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	Provider      string `json:"provider"`
-	// DataPlane is what the provider declares carries traffic: "emulated" or "ztunnel".
+	// DataPlane is what the provider declares carries traffic: DataPlaneEmulated, DataPlaneZtunnel
+	// or DataPlaneNone.
 	DataPlane    string        `json:"dataPlane,omitempty"`
 	Istio        string        `json:"istio,omitempty"`
 	Istiod       *Istiod       `json:"istiod,omitempty"`

@@ -18,6 +18,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -129,7 +130,7 @@ func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
 }
 
 func (p *Provider) Name() string      { return Name }
-func (p *Provider) DataPlane() string { return "emulated" }
+func (p *Provider) DataPlane() string { return report.DataPlaneEmulated }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
 // capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
