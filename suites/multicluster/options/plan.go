@@ -103,7 +103,7 @@ func (o *Options) checksItem(remotes int, pods, dataPlane float64) plan.Item {
 	n := float64(o.Checks.Rotations)
 	memory := 5 + float64(c)*(5.5+pods/250)
 	rotation := 5 + pods/1000 + (2*n+1)*(5.8+pods/1000*4)
-	midSync := 2 * (10 + pods/1000)
+	midSync := 2 * (10 + pods/1000*21) // the slowed sync grows with the pods; the canaries wait out its rest
 	truth := 18.9
 	traffic := dataPlane + 2 + n*3.5
 	restart := 6 + pods/1000*2
