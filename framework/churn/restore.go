@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
 // Restore puts the cluster's scale pods back as NewPods found them: each replacement deleted, each
@@ -42,7 +44,7 @@ func (p *Pods) Restore(ctx context.Context) (int, error) {
 	// (docs/measurements.md), and this is cleanup, not measurement.
 	each := func(pods []*Pod, f func(context.Context, *Pod) error) error {
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(32)
+		g.SetLimit(workload.DefaultInFlight)
 		for _, pd := range pods {
 			g.Go(func() error { return f(gctx, pd) })
 		}

@@ -372,9 +372,9 @@ func checkMidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluste
 			fresh.add(t, canary)
 			within, why := controlCanaryWithin, "the control's bound"
 			if frac >= 0 {
-				// istiod's secret controller handles one secret at a time, and a deletion shuts
-				// the cluster's informers down, which waits for their lists in flight: the canary
-				// queues behind the rest of the deleted cluster's sync (docs/findings.md).
+				// istiod's secret controller handles one secret at a time, and the canary queues
+				// behind the rest of the deleted cluster's sync (measured; where istiod waits is
+				// not traced yet: docs/findings.md).
 				within = remaining + window.Duration()
 				why = fmt.Sprintf("window %.1fs: the deleted cluster's remaining sync %.1fs + %s", within.Seconds(), remaining.Seconds(), window)
 			}

@@ -54,8 +54,11 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 	at := workloadClustersAtOnce(len(e.Clusters))
 	e.Logf("workloads: %d clusters at a time, %d API requests in flight in each", at, inFlight)
 	cpuBefore, start := processCPU(), time.Now()
-	// The EndpointSlice waits hold no slot: the next cluster's pods go out meanwhile.
-	waits, wctx := errgroup.WithContext(ctx)
+	// The EndpointSlice waits hold no slot: the next cluster's pods go out meanwhile. A failed
+	// deployment stops them too (cancel), as a failed wait stops the deployments (wctx).
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waits, wctx := errgroup.WithContext(wctx)
 	g, gctx := errgroup.WithContext(wctx)
 	g.SetLimit(at)
 	done := func(cs report.ClusterSetup) {
@@ -91,6 +94,9 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 		})
 	}
 	err := g.Wait()
+	if err != nil {
+		cancel()
+	}
 	if werr := waits.Wait(); err == nil {
 		err = werr
 	}
