@@ -25,7 +25,7 @@ const saturated = 0.9
 const (
 	carriedCPU   = 0.7
 	carriedShare = 0.98
-	probeStep    = time.Second
+	probeStep    = 2 * time.Second
 )
 
 // carried is the share of the requested rate a run achieved, against what fortio achieves when

@@ -111,12 +111,12 @@ func (o *Options) checksItem(remotes int, pods, dataPlane float64) plan.Item {
 		Detail: fmt.Sprintf("at once: memory over %d remote clusters and 2 x %d rotations; then at once: 4 mid-sync deletions, a rejoin, an outage, a slowed sync; then traffic through rotations and a restart", c, o.Checks.Rotations)}
 }
 
-// latencyItem: the rate search (1 s steps), four runs and two harness-floor runs.
+// latencyItem: the rate search (2 s steps), four runs and two harness-floor runs.
 func (o *Options) latencyItem(dataPlane float64) plan.Item {
 	l := o.Latency
 	search := 0.0
 	if l.QPS == 0 {
-		search = 4 * 1.2 // typically four steps until one fails
+		search = 4 * 2.1 // typically four steps until one fails
 	}
 	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
 	return plan.Item{Name: "TestLatency", Expected: s(dataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
