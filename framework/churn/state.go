@@ -1,10 +1,14 @@
 package churn
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	"istio.io/istio/pkg/workloadapi"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
 // States a key can be in at the watcher, besides Absent.
@@ -77,4 +81,20 @@ func SplitHorizonKey(addrs map[string]*workloadapi.Address, network, service str
 		}
 	}
 	return "", false
+}
+
+// SplitHorizonKeys finds, for every scale service, the key of c's split-horizon workload in addrs
+// (what a ztunnel-like client holds).
+func SplitHorizonKeys(addrs map[string]*workloadapi.Address, c *cluster.Cluster, scale workload.Scale) (map[int]string, error) {
+	keys := map[int]string{}
+	for n := range scale.Services {
+		ns := scale.ServiceNamespace(n)
+		svc := ns + "/" + workload.ServiceName(n) + "." + ns + ".svc.cluster.local"
+		k, ok := SplitHorizonKey(addrs, c.Network, svc)
+		if !ok {
+			return nil, fmt.Errorf("the watcher holds no split-horizon workload of %s for %s", svc, c.Network)
+		}
+		keys[n] = k
+	}
+	return keys, nil
 }

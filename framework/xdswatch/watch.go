@@ -6,6 +6,7 @@ package xdswatch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -121,3 +122,11 @@ func (w *Watcher) Close() {
 
 // Done is closed when the watcher has stopped (Close); a broken stream is re-established.
 func (w *Watcher) Done() <-chan struct{} { return w.done }
+
+// Holding is a watcher of cluster's ztunnel with no stream that holds addrs (by resource name)
+// and never changes: for tests of what is judged from a watcher's state.
+func Holding(cluster string, addrs map[string]*workloadapi.Address) *Watcher {
+	done := make(chan struct{})
+	close(done)
+	return &Watcher{cfg: Config{Cluster: cluster}, cancel: func() {}, addrs: maps.Clone(addrs), changed: make(chan struct{}), done: done}
+}

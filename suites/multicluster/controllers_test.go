@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/subtest"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -28,9 +29,9 @@ import (
 // does not grow with the cluster count.
 func TestClustersRunControllers(t *testing.T) {
 	ctx := mc.Context(t)
-	var perCluster []subtest
+	var perCluster []subtest.Case
 	for _, c := range mc.Clusters {
-		perCluster = append(perCluster, subtest{c.Name, func(t *testing.T) {
+		perCluster = append(perCluster, subtest.Case{Name: c.Name, Run: func(t *testing.T) {
 			if c.WithoutControllers {
 				t.Skip("-local.controllers=false: no kube-controller-manager runs")
 			}
@@ -51,7 +52,7 @@ func TestClustersRunControllers(t *testing.T) {
 			})
 		}})
 	}
-	runConcurrently(t, perCluster...)
+	subtest.Concurrently(t, perCluster...)
 }
 
 // slicesHoldPods waits until the scale services' EndpointSlices hold exactly their pods'

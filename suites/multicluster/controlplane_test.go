@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
@@ -88,28 +89,29 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 	obs := mc.observed()
 	istiod, measured := istiodFor(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
 	w := startWatcher(t, ctx, obs, istiod)
-	clients := xdsClients()
+	clients := join.XDSClients(mc.opts.Join.XDSClients, mc.scale.Pods)
 	for n := 1; n < clients; n++ {
 		// Extra clients only add istiod's push work; the first one is what the joins wait for.
 		startWatcher(t, ctx, obs, istiod)
 	}
-	s := newSettler(istiod)
+	s := join.NewSettler(istiod, joinOptions(), mc.scale.Pods)
 	src := istiod.Sampler().CPUSource()
 	if first {
 		cp.XDSClients = clients
 		cp.CPUSource, cp.CPUResolutionSeconds = src.Name(), report.F(src.Resolution())
-		cp.SteadyWindowSeconds = report.F(s.steadyWindow().Seconds())
-		if s.fixed {
-			cp.SettleSeconds = report.F(s.settle.Seconds())
+		cp.SteadyWindowSeconds = report.F(s.SteadyWindow().Seconds())
+		if s.Fixed {
+			cp.SettleSeconds = report.F(s.Settle.Seconds())
 		}
 	}
-	mc.Logf("%s: baseline of istiod %s (steady window %s, CPU from %s)", tag, obs.Name, s.steadyWindow(), src.Name())
-	base := s.baseline(ctx, t, istiod)
+	mc.Logf("%s: baseline of istiod %s (steady window %s, CPU from %s)", tag, obs.Name, s.SteadyWindow(), src.Name())
+	base, err := s.Baseline(ctx)
+	require.NoError(t, err)
 	seq := report.JoinSequence{MeasuredIstiod: measured, Baseline: report.MemorySample(base.Settled)}
-	seq.Baseline.SetCPU(base.blended, base.steady)
+	seq.Baseline.SetCPU(base.Blended, base.Steady)
 	mc.Logf("%s: baseline: istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB", tag, base.RSSBytes/1e6, base.HeapInuseBytes/1e6, base.LiveHeapBytes/1e6)
 	if first {
-		cp.SettleRule = s.rule()
+		cp.SettleRule = s.Rule()
 		mc.Logf("join: settle rule: %s", cp.SettleRule)
 		mc.Profile(istiod, "baseline")
 	}
@@ -126,10 +128,11 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, ctx, istiod, w, c)
 		mc.Logf("%s %d/%d: %s converged in %.2fs (remote synced %.2fs, xDS %.2fs, %s)", tag, k+1, len(others), name,
-			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds(), criterion(obs, c))
+			conv.Total.Seconds(), conv.Sync.Seconds(), conv.XDS.Seconds(), join.Criterion(obs, c))
 		// Memory only once the CPU profile has ended: while it runs, istiod's profiler holds about
 		// 1.2 MB of buffers (runtime's profBuf and pprof's builder), which the live heap would count.
-		st := s.after(ctx, t, istiod, before, joinedAt.Add(conv.Total), cpuProfile)
+		st, err := s.After(ctx, before, joinedAt.Add(conv.Total), cpuProfile)
+		require.NoError(t, err)
 		var hostBusy *float64
 		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
 			hostBusy = report.F(hostAfter.BusySince(hostBefore))
@@ -137,25 +140,25 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		j := report.Join{
 			Cluster:            name,
 			RemoteClusters:     k + 1,
-			Criterion:          criterion(obs, c),
+			Criterion:          join.Criterion(obs, c),
 			SyncSeconds:        report.F(conv.Sync.Seconds()),
 			XDSSeconds:         report.F(conv.XDS.Seconds()),
 			ConvergenceSeconds: report.F(conv.Total.Seconds()),
-			SettleSeconds:      report.F(st.settledAfter.Seconds()),
-			SettleCapped:       st.capped,
-			JoinCPUSeconds:     report.F(st.blended.CPUSeconds),
+			SettleSeconds:      report.F(st.SettledAfter.Seconds()),
+			SettleCapped:       st.Capped,
+			JoinCPUSeconds:     report.F(st.Blended.CPUSeconds),
 			Sample:             report.MemorySample(st.Settled),
 
-			JoinCPUSecondsResolution: report.F(st.blended.Resolution),
+			JoinCPUSecondsResolution: report.F(st.Blended.Resolution),
 			HostCPUBusy:              hostBusy,
 		}
-		j.SetCPU(st.blended, st.steady)
+		j.SetCPU(st.Blended, st.Steady)
 		seq.Joins = append(seq.Joins, j)
 		if last {
 			mc.Profile(istiod, "after-join-"+name)
 		}
 		mc.Logf("%s %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB, join CPU %.3fs, steady %.4f cores",
-			tag, k+1, len(others), name, st.settledAfter.Seconds(), cappedNote(st.capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
+			tag, k+1, len(others), name, st.SettledAfter.Seconds(), cappedNote(st.Capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
 	}
 
@@ -206,10 +209,10 @@ func TestControlPlaneLeave(t *testing.T) {
 		c := mc.Cluster(name)
 		start := time.Now()
 		require.NoError(t, mc.mesh.Leave(ctx, name))
-		require.NoError(t, waitLeft(ctx, istiod, w, c, mc.opts.Join.Timeout))
+		require.NoError(t, expect().WaitLeft(ctx, istiod, w, c, mc.opts.Join.Timeout))
 		elapsed := time.Since(start)
 		// One sample and the live heap: a leave's memory is what stayed, not a slope to fit.
-		settled, err := istiod.Sampler().Settled(ctx, 1, sampleInterval)
+		settled, err := istiod.Sampler().Settled(ctx, 1, join.SampleInterval)
 		require.NoError(t, err)
 		after := scrape(t, ctx, istiod)
 		remaining := len(mc.mesh.Joined()) - 1

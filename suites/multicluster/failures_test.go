@@ -12,10 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/istiodcheck"
+	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
+	"github.com/ambientmc/ambientmc/framework/subtest"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -25,29 +28,29 @@ import (
 func TestJoinFailurePaths(t *testing.T) {
 	ctx := mc.Context(t)
 	obs := mc.observed()
-	runConcurrently(t,
-		subtest{"unreachable remote", func(t *testing.T) { failUnreachableRemote(t, ctx, obs) }},
-		subtest{"join timeout", func(t *testing.T) { failJoinTimeout(t, ctx, obs) }},
-		subtest{"istiod killed", func(t *testing.T) { failIstiodKilled(t, ctx, obs) }},
+	subtest.Concurrently(t,
+		subtest.Case{Name: "unreachable remote", Run: func(t *testing.T) { failUnreachableRemote(t, ctx, obs) }},
+		subtest.Case{Name: "join timeout", Run: func(t *testing.T) { failJoinTimeout(t, ctx, obs) }},
+		subtest.Case{Name: "istiod killed", Run: func(t *testing.T) { failIstiodKilled(t, ctx, obs) }},
 	)
 }
 
 func failUnreachableRemote(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	// A fresh istiod for the observed cluster reads remote secrets from its own namespace
-	// (newIsolated), so the suite's own istiod never manages the broken cluster. Its remote
+	// (istiodcheck.Isolated), so the suite's own istiod never manages the broken cluster. Its remote
 	// sync timeout is short, so that istiod itself says it gave up on the cluster.
-	isolated := newIsolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
+	isolated := checks().Isolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 	// A kubeconfig for an API server that is not there: nothing listens on the port.
 	ports, err := proc.FreePorts(1)
 	require.NoError(t, err)
 	data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.mesh.Root.CertPEM, "no-token"))
 	require.NoError(t, err)
 	secret := mesh.SecretFor("ghost", data)
-	secret.Namespace = isolated.ns
-	isolated.add(t, secret)
+	secret.Namespace = isolated.Namespace()
+	isolated.Add(t, secret)
 	ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
-	_, err = waitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
+	_, err = expect().WaitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "join of ghost")
 	assert.Contains(t, err.Error(), "-join.timeout="+ghostWait.String())
@@ -67,21 +70,21 @@ func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	// A fresh istiod reads the other cluster through a delaying proxy, so its sync takes
 	// seconds; a limit inside that delay must give up while istiod still reports syncing.
 	// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
-	other := otherCluster(obs)
-	fresh := newIsolated(t, ctx, obs)
-	slow, _ := fresh.slow(t, other, other.Name, slowSync)
-	fresh.add(t, slow)
+	other := istiodcheck.OtherCluster(mc.Clusters, obs)
+	fresh := checks().Isolated(t, ctx, obs)
+	slow, _ := fresh.Slow(t, other, other.Name, istiodcheck.SlowSync)
+	fresh.Add(t, slow)
 	// The limit counts from istiod's taking up the secret.
-	_, _, err := waitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
+	_, _, err := join.WaitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
 	require.NoError(t, err)
 	start := time.Now()
-	_, err = waitJoined(ctx, fresh, nil, other, start, joinLimit)
+	_, err = expect().WaitJoined(ctx, fresh, nil, other, start, joinLimit)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "join of "+other.Name)
 	assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
 	assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
 	// The limit was inside the delay, not a join that could never finish.
-	conv, err := waitJoined(ctx, fresh, nil, other, start, mc.opts.Join.Timeout)
+	conv, err := expect().WaitJoined(ctx, fresh, nil, other, start, mc.opts.Join.Timeout)
 	require.NoError(t, err)
 	assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
 }
@@ -91,7 +94,7 @@ func failIstiodKilled(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	require.NoError(t, doomed.Kill())
 
 	start := time.Now()
-	_, err := waitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
+	_, err := expect().WaitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 30*time.Second, "a dead istiod fails the wait at once, not at the timeout")
 	assert.Contains(t, err.Error(), "istiod "+obs.Name+" exited")

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
-// Membership is the state every test shares, so it is stated, never assumed: a test asks for the
-// members it needs, and what it leaves behind is the next test's to change. Nothing is put back at
-// a test's end: a full-mesh rejoin of every cluster costs each istiod every other cluster's join,
-// and the next test would as likely change it again.
+// Membership is the state every test shares (join.Members). Nothing is put back at a test's end:
+// a full-mesh rejoin of every cluster costs each istiod every other cluster's join, and the next
+// test would as likely change it again.
 
 // needMembers makes the mesh's members exactly names (the observed cluster first among them, so
 // that joining it forms a mesh of one), joining and leaving what differs and waiting until the
@@ -55,76 +55,9 @@ func everyCluster() []string {
 	return names
 }
 
-// setMembers leaves, newest first, the members not in want, then joins what want lacks in its
-// order, waiting on the observed istiod (when it runs and watch is set) for each change. Changes
-// go out together and are waited on after: istiods take a batch of them up at once, where one at
-// a time would wait for every istiod's work on each in turn.
+// setMembers makes the mesh's members exactly want (join.Members.Set).
 func setMembers(ctx context.Context, want []string, watch bool) error {
-	obs := mc.observed()
-	i := mc.mesh.Istiods[obs.Name]
-	if !watch {
-		i = nil
-	}
-	observing := func(name string) bool {
-		return i != nil && name != obs.Name && slices.Contains(mc.mesh.Joined(), obs.Name)
-	}
-	gone := func(c *cluster.Cluster) error { return waitLeft(ctx, i, nil, c, mc.opts.Join.Timeout) }
-	var left []*cluster.Cluster
-	joined := mc.mesh.Joined()
-	for k := len(joined) - 1; k >= 0; k-- {
-		name := joined[k]
-		if slices.Contains(want, name) {
-			continue
-		}
-		if name == obs.Name && len(left) > 0 { // its istiod must see the others go first
-			if err := waitAll(left, gone); err != nil {
-				return err
-			}
-			left = nil
-		}
-		observed := observing(name)
-		if err := mc.mesh.Leave(ctx, name); err != nil {
-			return err
-		}
-		if observed {
-			left = append(left, mc.Cluster(name))
-		}
-	}
-	if err := waitAll(left, gone); err != nil {
-		return err
-	}
-	// The observed cluster first: joining it alone forms a mesh of one.
-	order := slices.Clone(want)
-	if k := slices.Index(order, obs.Name); k > 0 {
-		order = append([]string{obs.Name}, slices.Delete(order, k, k+1)...)
-	}
-	var added []*cluster.Cluster
-	start := time.Now()
-	for _, name := range order {
-		if slices.Contains(mc.mesh.Joined(), name) {
-			continue
-		}
-		if err := mc.mesh.Join(ctx, name); err != nil {
-			return err
-		}
-		if observing(name) {
-			added = append(added, mc.Cluster(name))
-		}
-	}
-	return waitAll(added, func(c *cluster.Cluster) error {
-		_, err := waitJoined(ctx, i, nil, c, start, mc.opts.Join.Timeout)
-		return err
-	})
-}
-
-// waitAll runs wait for each cluster in turn, stopping at the first error.
-func waitAll(cs []*cluster.Cluster, wait func(*cluster.Cluster) error) error {
-	for _, c := range cs {
-		if err := wait(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return join.Members{Mesh: mc.mesh, Observed: mc.observed(), Expect: expect(), Timeout: mc.opts.Join.Timeout}.Set(ctx, want, watch)
 }
 
 // istiodFor gives a test that measures the observed istiod one whose whole history is joining

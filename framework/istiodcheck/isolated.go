@@ -1,4 +1,4 @@
-package multicluster
+package istiodcheck
 
 import (
 	"context"
@@ -17,41 +17,44 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/faults"
+	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
-// isolated is an istiod of one check's own: a fresh process for cluster c whose POD_NAMESPACE
+// Isolated is an istiod of one check's own: a fresh process for cluster c whose POD_NAMESPACE
 // is a namespace only that check writes remote secrets into. POD_NAMESPACE is istiod's --namespace
 // default (pilot/cmd/pilot-discovery/app/cmd.go) and the namespace its secret controller watches
 // (pilot/pkg/bootstrap/server.go initMulticluster: SystemNamespace: args.Namespace), so the
 // suite's istiods (istio-system), its membership and the other checks never see them: checks on
 // isolated istiods run in parallel. It stops when the test ends.
-type isolated struct {
+type Isolated struct {
 	cluster.Istiod
-	c  *cluster.Cluster
-	ns string
+	c   *cluster.Cluster
+	ns  string
+	run *Run
+	// expect is what its clients hold: only the remote clusters the check gave it.
+	expect join.Expect
 }
 
-// newIsolated starts an isolated istiod for c, with extra environment env.
-func newIsolated(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *isolated {
+// Isolated starts an isolated istiod for c, with extra environment env.
+func (r *Run) Isolated(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *Isolated {
 	t.Helper()
-	ns := checkNamespaceOf(t.Name())
+	ns := NamespaceOf(t.Name())
 	// istiod reads each cluster's network from its own namespace's label there.
-	for _, o := range mc.Clusters {
+	for _, o := range r.Clusters {
 		require.NoError(t, mesh.EnsureNetworkNamespace(ctx, o, ns))
 		// Left behind, the namespace and what the isolated istiod writes there would come with
-		// every later join: the join suite measured 6.2 MB of live heap per remote after the
-		// checks against 4.1 before them (3 clusters).
+		// every later join (docs/measurements.md#why-the-settings-are-what-they-are).
 		t.Cleanup(func() {
 			_ = o.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 		})
 	}
-	i := extraIstiod(t, ctx, c, append([]string{"POD_NAMESPACE=" + ns}, env...)...)
-	return &isolated{Istiod: i, c: c, ns: ns}
+	i := r.ExtraIstiod(t, ctx, c, append([]string{"POD_NAMESPACE=" + ns}, env...)...)
+	return &Isolated{Istiod: i, c: c, ns: ns, run: r, expect: r.Expect.Isolated()}
 }
 
-// checkNamespaceOf names a check's namespace after its test: a DNS label of at most 63 characters.
-func checkNamespaceOf(test string) string {
+// NamespaceOf names a check's namespace after its test: a DNS label of at most 63 characters.
+func NamespaceOf(test string) string {
 	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(test), "-"), "-")
 	ns := "amc-" + slug
 	if len(ns) > 63 {
@@ -62,30 +65,33 @@ func checkNamespaceOf(test string) string {
 	return ns
 }
 
-// secrets is the client of the check's secrets.
-func (s *isolated) secrets() interface {
+// Namespace is where the istiod reads remote secrets.
+func (s *Isolated) Namespace() string { return s.ns }
+
+// Secrets is the client of the check's secrets.
+func (s *Isolated) Secrets() interface {
 	Create(context.Context, *corev1.Secret, metav1.CreateOptions) (*corev1.Secret, error)
 	Update(context.Context, *corev1.Secret, metav1.UpdateOptions) (*corev1.Secret, error)
 } {
 	return s.c.Client.CoreV1().Secrets(s.ns)
 }
 
-// direct is a remote secret for remote under cluster ID id, with a fresh token.
-func (s *isolated) direct(t *testing.T, remote *cluster.Cluster, id string) *corev1.Secret {
+// Direct is a remote secret for remote under cluster ID id, with a fresh token.
+func (s *Isolated) Direct(t *testing.T, remote *cluster.Cluster, id string) *corev1.Secret {
 	t.Helper()
-	sec, err := mesh.RemoteSecret(mc.RunContext(), remote)
+	sec, err := mesh.RemoteSecret(s.run.RunContext(), remote)
 	require.NoError(t, err)
 	out := mesh.SecretFor(id, sec.Data[remote.Name])
 	out.Namespace = s.ns
 	return out
 }
 
-// slow is a remote secret for remote (as cluster ID id) that reaches its API server through a
+// Slow is a remote secret for remote (as cluster ID id) that reaches its API server through a
 // delaying proxy on 127.0.0.1, and the proxy, which closes when the test ends. The secret names
 // the API server's own address as the TLS server name, so its certificate still verifies.
-func (s *isolated) slow(t *testing.T, remote *cluster.Cluster, id string, d faults.Delay) (*corev1.Secret, *faults.Proxy) {
+func (s *Isolated) Slow(t *testing.T, remote *cluster.Cluster, id string, d faults.Delay) (*corev1.Secret, *faults.Proxy) {
 	t.Helper()
-	sec, err := mesh.RemoteSecret(mc.RunContext(), remote)
+	sec, err := mesh.RemoteSecret(s.run.RunContext(), remote)
 	require.NoError(t, err)
 	cfg, err := clientcmd.Load(sec.Data[remote.Name])
 	require.NoError(t, err)
@@ -102,10 +108,10 @@ func (s *isolated) slow(t *testing.T, remote *cluster.Cluster, id string, d faul
 	return out, p
 }
 
-// through is a remote secret for remote under cluster ID id, with a fresh token, whose server is
+// Through is a remote secret for remote under cluster ID id, with a fresh token, whose server is
 // the proxy p (a rotation of a secret slow made).
-func (s *isolated) through(remote *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
-	sec, err := mesh.RemoteSecret(mc.RunContext(), remote)
+func (s *Isolated) Through(remote *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
+	sec, err := mesh.RemoteSecret(s.run.RunContext(), remote)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +119,7 @@ func (s *isolated) through(remote *cluster.Cluster, id string, p *faults.Proxy) 
 }
 
 // throughProxy rewrites remote's secret sec to reach it through p, under cluster ID id.
-func (s *isolated) throughProxy(sec *corev1.Secret, remote *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
+func (s *Isolated) throughProxy(sec *corev1.Secret, remote *cluster.Cluster, id string, p *faults.Proxy) (*corev1.Secret, error) {
 	cfg, err := clientcmd.Load(sec.Data[remote.Name])
 	if err != nil {
 		return nil, err
@@ -138,16 +144,16 @@ func (s *isolated) throughProxy(sec *corev1.Secret, remote *cluster.Cluster, id 
 	return out, nil
 }
 
-// add writes a secret for the istiod to read; it is removed when the test ends.
-func (s *isolated) add(t *testing.T, sec *corev1.Secret) {
+// Add writes a secret for the istiod to read; it is removed when the test ends.
+func (s *Isolated) Add(t *testing.T, sec *corev1.Secret) {
 	t.Helper()
-	_, err := s.c.Client.CoreV1().Secrets(sec.Namespace).Create(mc.RunContext(), sec, metav1.CreateOptions{})
+	_, err := s.c.Client.CoreV1().Secrets(sec.Namespace).Create(s.run.RunContext(), sec, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.remove(sec) })
+	t.Cleanup(func() { _ = s.Remove(sec) })
 }
 
-// remove deletes a secret (gone already is fine).
-func (s *isolated) remove(sec *corev1.Secret) error {
+// Remove deletes a secret (gone already is fine).
+func (s *Isolated) Remove(sec *corev1.Secret) error {
 	err := s.c.Client.CoreV1().Secrets(sec.Namespace).Delete(context.Background(), sec.Name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

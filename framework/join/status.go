@@ -1,4 +1,4 @@
-package multicluster
+package join
 
 import (
 	"context"
@@ -15,10 +15,14 @@ import (
 // statusPoll spaces the status samples.
 const statusPoll = 200 * time.Millisecond
 
-// statusWatch samples what istiod says of one remote cluster's sync, through its metric and its
-// /debug/clusterz, beside what the framework knows it must be (expect), until stopped. A stretch
+// StatusGone is the status of a cluster istiod no longer lists; the others are istiod's own
+// spelling (measure.Status*).
+const StatusGone = "gone"
+
+// StatusWatch samples what istiod says of one remote cluster's sync, through its metric and its
+// /debug/clusterz, beside what the framework knows it must be (Expect), until stopped. A stretch
 // where istiod said otherwise for longer than allowed (one sync period) is a disagreement.
-type statusWatch struct {
+type StatusWatch struct {
 	i       cluster.Istiod
 	id      string
 	start   time.Time
@@ -39,16 +43,10 @@ type statusSample struct {
 	why              string
 }
 
-// Statuses as istiod spells them (pkg/kube/multicluster: SyncStatus*), and "gone" for a cluster
-// istiod no longer lists.
-const (
-	statusGone = "gone"
-)
-
-// watchStatus starts sampling istiod i's status of cluster id; allowed is how long a disagreement
-// may last (one sync period). It expects nothing until expect is called.
-func watchStatus(ctx context.Context, i cluster.Istiod, id string, allowed time.Duration) *statusWatch {
-	w := &statusWatch{i: i, id: id, start: time.Now(), allowed: allowed, stopped: make(chan struct{}), done: make(chan struct{})}
+// WatchStatus starts sampling istiod i's status of cluster id; allowed is how long a disagreement
+// may last (one sync period). It expects nothing until Expect is called.
+func WatchStatus(ctx context.Context, i cluster.Istiod, id string, allowed time.Duration) *StatusWatch {
+	w := newStatusWatch(i, id, allowed)
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(statusPoll)
@@ -67,48 +65,60 @@ func watchStatus(ctx context.Context, i cluster.Istiod, id string, allowed time.
 	return w
 }
 
-// expect says which statuses are true from now on, and why (what the framework knows); no
+func newStatusWatch(i cluster.Istiod, id string, allowed time.Duration) *StatusWatch {
+	return &StatusWatch{i: i, id: id, start: time.Now(), allowed: allowed, stopped: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Expect says which statuses are true from now on, and why (what the framework knows); no
 // statuses means a change is under way.
-func (w *statusWatch) expect(why string, statuses ...string) {
+func (w *StatusWatch) Expect(why string, statuses ...string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.want, w.why = statuses, why
 }
 
-func (w *statusWatch) sample(ctx context.Context) {
+func (w *StatusWatch) sample(ctx context.Context) {
 	m, err := w.i.Sampler().Scrape(ctx)
 	if err != nil {
 		return // istiod away (a restart): nothing said, nothing to compare
 	}
 	metric := m.RemoteStatus[w.id]
 	if metric == "" {
-		metric = statusGone
+		metric = StatusGone
 	}
 	clusterz := "unread"
 	if cs, err := w.i.Sampler().Clusterz(ctx); err == nil {
-		clusterz = statusGone
+		clusterz = StatusGone
 		for _, c := range cs {
 			if c.ID == w.id {
 				clusterz = c.SyncStatus
 			}
 		}
 	}
+	w.record(metric, clusterz)
+}
+
+func (w *StatusWatch) record(metric, clusterz string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.samples = append(w.samples, statusSample{at: time.Since(w.start), metric: metric, clusterz: clusterz, want: w.want, why: w.why})
 }
 
-// saw says whether istiod's metric said status in any sample so far.
-func (w *statusWatch) saw(status string) bool {
+// Saw says whether istiod's metric said status in any sample so far.
+func (w *StatusWatch) Saw(status string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.ContainsFunc(w.samples, func(s statusSample) bool { return s.metric == status })
 }
 
-// stop ends the sampling and judges it.
-func (w *statusWatch) stop() *report.StatusFigures {
+// Stop ends the sampling and judges it.
+func (w *StatusWatch) Stop() *report.StatusFigures {
 	close(w.stopped)
 	<-w.done
+	return w.judge()
+}
+
+func (w *StatusWatch) judge() *report.StatusFigures {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := &report.StatusFigures{Samples: len(w.samples), AllowedSeconds: w.allowed.Seconds()}
@@ -137,6 +147,14 @@ func (w *statusWatch) stop() *report.StatusFigures {
 	return out
 }
 
-// syncPeriod is how long a disagreement may last: the remote's own sync time as measured, at
+// StatusText sums up a status watch for a check's detail.
+func StatusText(s *report.StatusFigures) string {
+	if len(s.Disagreements) == 0 {
+		return fmt.Sprintf("sync status agreed with what the framework knew in all %d samples", s.Samples)
+	}
+	return fmt.Sprintf("sync status disagreed for longer than %.1fs: %s", s.AllowedSeconds, strings.Join(s.Disagreements, "; "))
+}
+
+// SyncPeriod is how long a disagreement may last: the remote's own sync time as measured, at
 // least a second (two status polls and istiod's debounce).
-func syncPeriod(measured time.Duration) time.Duration { return max(time.Second, measured) }
+func SyncPeriod(measured time.Duration) time.Duration { return max(time.Second, measured) }

@@ -1,0 +1,92 @@
+package istiodcheck
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/churn"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/faults"
+	"github.com/ambientmc/ambientmc/framework/join"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// outageLength is how long the remote API server stays unreachable; changeWithin bounds how soon a
+// change made meanwhile must reach the clients after it is back (client-go's reflectors back off
+// up to 30 s between relists).
+const (
+	outageLength = 4 * time.Second
+	changeWithin = 30 * time.Second
+)
+
+// RemoteOutage takes a remote API server away from an isolated istiod (every connection to
+// it refused, as when it is down) and brings it back: istiod must keep serving the remote's last
+// state, say "synced" throughout (it had listed the remote), and show a change made during the
+// outage soon after the API server is back.
+func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+	iso := r.Isolated(t, ctx, obs)
+	w := r.watch(t, ctx, obs, iso)
+	secret, proxy := iso.Slow(t, remote, remote.Name, faults.Delay{})
+	start := time.Now()
+	iso.Add(t, secret)
+	_, _, err := join.WaitStatus(ctx, iso, remote.Name, measure.StatusSynced, r.Join.Timeout)
+	require.NoError(t, err)
+	sw := join.WatchStatus(ctx, iso, remote.Name, join.SyncPeriod(time.Since(start)))
+	sw.Expect("the remote was listed", measure.StatusSynced)
+	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
+	defer cancel()
+	require.NoError(t, w.WaitFor(wctx, iso.expect.Covers(remote)))
+
+	pods, err := churn.NewPods(ctx, remote, r.Scale, nil, changeWithin)
+	require.NoError(t, err)
+	// What the client holds of service 0's endpoints in remote: the capacity of its split-horizon
+	// workload on another network, its pod workloads on the client's own.
+	capacity := func() string {
+		if iso.expect.RelationTo(w, remote) == topology.SameNetwork {
+			return fmt.Sprintf("%d pod workloads", w.PodWorkloads(remote.Name, join.IsScaleService))
+		}
+		keys, err := churn.SplitHorizonKeys(w.Addresses(), remote, r.Scale)
+		require.NoError(t, err)
+		key := keys[0]
+		return churn.StateOf(key, w.Addresses()[key])
+	}
+	was := capacity()
+
+	proxy.SetDown(true)
+	down := time.Now()
+	pd, err := pods.AddPod(ctx, 0) // the API server itself is up: the change is made, istiod cannot see it
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pods.RemovePod(context.Background(), pd) })
+	join.SleepUntil(ctx, down.Add(outageLength))
+	kept, during := w.SplitHorizonFor(remote.Network), capacity()
+	keptState := iso.expect.Covers(remote)(w) && during == was
+	proxy.SetDown(false)
+	up := time.Now()
+	want := churn.Capacity(pods.Count(0))
+	if iso.expect.RelationTo(w, remote) == topology.SameNetwork {
+		want = fmt.Sprintf("%d pod workloads", r.Scale.Pods+1)
+	}
+	seenErr := join.WaitUntil(ctx, changeWithin, func() bool { return capacity() == want })
+	seen := time.Since(up)
+	status := sw.Stop()
+
+	passed := keptState && seenErr == nil && len(status.Disagreements) == 0
+	detail := fmt.Sprintf("%s unreachable from istiod for %s: istiod kept serving it (%s at the end of the outage, %s before; %d split-horizon workloads), ",
+		remote.Name, outageLength, during, was, kept.Workloads)
+	if seenErr == nil {
+		detail += fmt.Sprintf("and a pod added during the outage reached the client %.1fs after the API server was back; ", seen.Seconds())
+	} else {
+		detail += fmt.Sprintf("but a pod added during the outage had not reached the client %s after it was back (still %s); ", changeWithin, capacity())
+	}
+	row := report.IstiodCheck{Name: RemoteOutage, Detail: detail + join.StatusText(status), Status: status}
+	if seenErr == nil {
+		row.ChangeSeenSeconds = report.F(seen.Seconds())
+	}
+	r.verdict(t, row, passed)
+}

@@ -1,0 +1,112 @@
+package istiodcheck
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/framework/xdswatch"
+)
+
+// rejoinWithin bounds how long a rejoined cluster's split-horizon workloads may take to reach a
+// stream: a join converges in ~2 s even at published scale.
+const rejoinWithin = 30 * time.Second
+
+// RejoinLongLived lets a remote cluster leave an isolated istiod and join it again, and checks
+// that a stream opened before the leave gets it back as fast as a fresh one.
+func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+	istiod := r.Isolated(t, ctx, obs)
+	old := r.watch(t, ctx, obs, istiod)
+	secret := istiod.Direct(t, remote, remote.Name)
+	istiod.Add(t, secret)
+	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
+	defer cancel()
+	require.NoError(t, old.WaitFor(wctx, istiod.expect.Covers(remote)), "the stream gets %s before the leave", remote.Name)
+	require.NoError(t, istiod.Remove(secret))
+	_, err := istiod.Sampler().WaitRemoteGone(wctx, remote.Name, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, old.WaitFor(wctx, istiod.expect.Lacks(remote)), "the stream loses %s after the leave", remote.Name)
+
+	start := time.Now()
+	istiod.Add(t, istiod.Direct(t, remote, remote.Name))
+	_, err = istiod.Sampler().WaitRemoteSynced(wctx, remote.Name, 50*time.Millisecond)
+	require.NoError(t, err)
+	fresh := r.watch(t, ctx, obs, istiod)
+
+	wctx, cancel = context.WithTimeout(ctx, rejoinWithin)
+	defer cancel()
+	freshErr := fresh.WaitFor(wctx, istiod.expect.Covers(remote))
+	freshAt := time.Since(start)
+	oldErr := old.WaitFor(wctx, istiod.expect.SameAs(fresh, remote))
+	oldAt := time.Since(start)
+	if freshErr != nil {
+		r.broken(t, RejoinLongLived, fmt.Sprintf("a stream opened after the rejoin did not get %s within %s either (%v): not a long-lived stream's fault", remote.Name, rejoinWithin, freshErr))
+	}
+	// The diagnostic for a failure, run every time so that it is known to work: a local pod added
+	// now must reach the fresh stream; whether it reaches the old one tells a dropped event from a
+	// stalled stream.
+	reached := r.localPodReaches(t, ctx, obs, fresh, old)
+	if !reached[0] {
+		r.broken(t, RejoinLongLived, "a local pod did not reach a fresh stream within 10 s: the diagnostic cannot tell anything")
+	}
+	if oldErr == nil {
+		r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs)",
+			remote.Name, old.SplitHorizonFor(remote.Network).Workloads, oldAt.Seconds(), freshAt.Seconds())}, true)
+		return
+	}
+	sh, want := old.SplitHorizonFor(remote.Network), fresh.SplitHorizonFor(remote.Network)
+	why := "istiod dropped the rejoin's event for this stream (it still gets local changes)"
+	switch {
+	case old.Reconnects() > 0:
+		why = fmt.Sprintf("the stream broke and was re-established %d times", old.Reconnects())
+	case !reached[1]:
+		why = "the stream stalled (it gets no local change either)"
+	}
+	r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin, a fresh stream all of them in %.1fs: %s",
+		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, rejoinWithin, freshAt.Seconds(), why)}, false)
+}
+
+// localPodReaches adds a ready pod of a global service in c and says, per watcher, whether it
+// received the pod's workload within 10 s; the pod is removed afterwards.
+func (r *Run) localPodReaches(t *testing.T, ctx context.Context, c *cluster.Cluster, ws ...*xdswatch.Watcher) []bool {
+	t.Helper()
+	ns, name := r.Scale.ServiceNamespace(0), "istiod-check-probe"
+	// An address on node-0 past its scale pods (and past churn's first), taken as they were.
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, workload.NodeName(0), metav1.GetOptions{})
+	require.NoError(t, err)
+	ip, err := workload.PodIP(c, node, 0, (r.Scale.Pods+r.Scale.Nodes-1)/r.Scale.Nodes+1, r.Scale.Nodes)
+	require.NoError(t, err)
+	host, err := workload.InternalIP(ctx, c, node.Name)
+	require.NoError(t, err)
+	pods := c.Client.CoreV1().Pods(ns)
+	p, err := pods.Create(ctx, workload.NewPod(ns, name, workload.ServiceName(0), workload.ServiceName(0), workload.NodeName(0)), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	require.NoError(t, workload.PatchPodStatus(ctx, c, p, workload.RunningStatus(ip, host, true)))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	suffix := "/Pod/" + ns + "/" + name
+	has := func(w *xdswatch.Watcher) bool {
+		for k := range w.Addresses() {
+			if strings.HasSuffix(k, suffix) {
+				return true
+			}
+		}
+		return false
+	}
+	out := make([]bool, len(ws))
+	for k, w := range ws {
+		out[k] = w.WaitFor(wctx, has) == nil
+	}
+	return out
+}

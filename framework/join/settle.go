@@ -1,0 +1,218 @@
+package join
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
+)
+
+// Options are the join flags the method reads.
+type Options struct {
+	// Settle and Steady choose the fixed rule when either is set (-join.settle, -join.steady).
+	Settle, Steady time.Duration
+	// Samples is how many memory samples a step takes (-join.samples).
+	Samples int
+	// Timeout bounds each join and leave (-join.timeout).
+	Timeout time.Duration
+}
+
+// SampleInterval spaces the memory samples of one step.
+const SampleInterval = 250 * time.Millisecond
+
+// SettleCap is the longest a step waits after convergence before it samples istiod: bigger
+// clusters (pods per cluster) keep istiod busy for longer.
+func SettleCap(pods int) time.Duration {
+	switch {
+	case pods <= 500:
+		return 6 * time.Second
+	case pods <= 2000:
+		return 20 * time.Second
+	default:
+		return 30 * time.Second
+	}
+}
+
+// The adaptive settle: istiod's CPU read in QuietTick ticks; a step has settled when a steady
+// window's worth of ticks in a row stayed in the idle band. The steady window is as long as the
+// CPU source's resolution needs to resolve steadyTarget cores (at least minSteady).
+const (
+	QuietTick    = 250 * time.Millisecond
+	steadyTarget = 0.001
+	minSteady    = 2 * time.Second
+	// provisionalLimit is the quiet limit before the idle band is known (the baseline waits for
+	// istiod's own start-up work to end under it).
+	provisionalLimit = 0.03
+)
+
+// Settler is how a step (the baseline, a join) waits before it samples istiod and reads its steady
+// CPU: after fixed windows (-join.settle, -join.steady), or until istiod's CPU is back in its band.
+type Settler struct {
+	i              cluster.Istiod
+	samples        int
+	max            time.Duration // SettleCap
+	Fixed          bool
+	Settle, steady time.Duration // fixed
+	band           measure.CPUBand
+	ticks          int // adaptive: quiet ticks in a row, the steady window
+	limit          time.Duration
+}
+
+// NewSettler is the settle rule o chooses for istiod i in clusters of pods pods.
+func NewSettler(i cluster.Istiod, o Options, pods int) *Settler {
+	longest := SettleCap(pods)
+	if o.Settle > 0 || o.Steady > 0 {
+		s := &Settler{i: i, samples: o.Samples, max: longest, Fixed: true, Settle: longest, steady: min(4*time.Second, longest)}
+		if o.Settle > 0 {
+			s.Settle = o.Settle
+		}
+		if o.Steady > 0 {
+			s.steady = o.Steady
+		}
+		s.steady = min(s.steady, s.Settle)
+		return s
+	}
+	res := i.Sampler().CPUSource().Resolution()
+	window := measure.SteadyWindow(res, steadyTarget, minSteady)
+	ticks := int(math.Ceil(float64(window) / float64(QuietTick)))
+	// As the idle band's, the provisional limit stays above what one tick resolves: an in-cluster
+	// istiod's process_cpu_seconds_total counts in 10 ms, 0.04 cores over one tick.
+	limit := max(provisionalLimit, 2*res/QuietTick.Seconds())
+	return &Settler{i: i, samples: o.Samples, max: longest, ticks: ticks, limit: longest + window, band: measure.CPUBand{Tick: QuietTick, Limit: limit}}
+}
+
+// Rule says in the report how steps settled.
+func (s *Settler) Rule() string {
+	if s.Fixed {
+		return fmt.Sprintf("fixed: %s after convergence, steady CPU over the %s before that (-join.settle, -join.steady)", s.Settle, s.steady)
+	}
+	return fmt.Sprintf("until istiod's CPU stayed under %.4f cores (its idle maximum + %.2f) for %d ticks of %s in a row, the steady window; at most %s",
+		s.band.Limit, s.band.Limit-s.band.Max, s.ticks, QuietTick, s.limit)
+}
+
+// SteadyWindow is the length of the steady-CPU window.
+func (s *Settler) SteadyWindow() time.Duration {
+	if s.Fixed {
+		return s.steady
+	}
+	return time.Duration(s.ticks) * QuietTick
+}
+
+// Sample is what one step (baseline or join) measured.
+type Sample struct {
+	measure.Settled
+	Blended, Steady measure.CPUSpan
+	SettledAfter    time.Duration
+	Capped          bool
+}
+
+// Baseline waits for the idle istiod to be quiet, learns its idle band from the steady window
+// (adaptive), then samples it.
+func (s *Settler) Baseline(ctx context.Context) (Sample, error) {
+	from, err := ReadCPU(ctx, s.i)
+	if err != nil {
+		return Sample{}, err
+	}
+	if s.Fixed {
+		return s.sampleAfter(ctx, from, time.Now(), nil)
+	}
+	q, err := s.i.Sampler().WaitQuiet(ctx, s.band, s.ticks, 3*s.limit)
+	if err != nil {
+		return Sample{}, err
+	}
+	if q.Capped {
+		return Sample{}, fmt.Errorf("istiod %s stayed above %.2f cores for %s after its start: it is not idle (rates %v)", s.i.Cluster(), s.band.Limit, 3*s.limit, q.Rates)
+	}
+	if s.band, err = s.i.Sampler().IdleBand(ctx, QuietTick, s.ticks); err != nil {
+		return Sample{}, err
+	}
+	return s.sample(ctx, from, Sample{Steady: s.spanOf(s.band.Mean, s.ticks)}, nil)
+}
+
+// After waits until the step that began at from and converged at convergedAt has settled, then
+// samples istiod; beforeMemory, when set, runs between the CPU reading and the memory samples.
+func (s *Settler) After(ctx context.Context, from measure.CPUReading, convergedAt time.Time, beforeMemory func()) (Sample, error) {
+	if s.Fixed {
+		return s.sampleAfter(ctx, from, convergedAt, beforeMemory)
+	}
+	q, err := s.i.Sampler().WaitQuiet(ctx, s.band, s.ticks, s.limit)
+	if err != nil {
+		return Sample{}, err
+	}
+	last := q.Rates[max(0, len(q.Rates)-s.ticks):]
+	var sum float64
+	for _, r := range last {
+		sum += r
+	}
+	st := Sample{Steady: s.spanOf(sum/float64(len(last)), len(last)), SettledAfter: time.Since(convergedAt), Capped: q.Capped}
+	return s.sample(ctx, from, st, beforeMemory)
+}
+
+// WaitQuiet waits until istiod's CPU stayed under the provisional limit for a second, at most
+// SettleCap: what a check waits for after a change instead of a fixed sleep (the fixed rule's
+// settle time under -join.settle).
+func (s *Settler) WaitQuiet(ctx context.Context) error {
+	if s.Fixed {
+		SleepUntil(ctx, time.Now().Add(s.Settle))
+		return nil
+	}
+	_, err := s.i.Sampler().WaitQuiet(ctx, s.band, int(time.Second/QuietTick), s.max)
+	return err
+}
+
+// spanOf is a steady window of n ticks at rate cores, with the source's resolution.
+func (s *Settler) spanOf(rate float64, n int) measure.CPUSpan {
+	wall := float64(n) * QuietTick.Seconds()
+	return measure.CPUSpan{CPUSeconds: rate * wall, WallSeconds: wall, Resolution: s.i.Sampler().CPUSource().Resolution()}
+}
+
+// sampleAfter is the fixed rule: the steady window ends settle after convergedAt.
+func (s *Settler) sampleAfter(ctx context.Context, from measure.CPUReading, convergedAt time.Time, beforeMemory func()) (Sample, error) {
+	settleAt := convergedAt.Add(s.Settle)
+	SleepUntil(ctx, settleAt.Add(-s.steady))
+	steadyStart, err := ReadCPU(ctx, s.i)
+	if err != nil {
+		return Sample{}, err
+	}
+	SleepUntil(ctx, settleAt)
+	end, err := ReadCPU(ctx, s.i)
+	if err != nil {
+		return Sample{}, err
+	}
+	steady, err := measure.SpanBetween(steadyStart, end)
+	if err != nil {
+		return Sample{}, fmt.Errorf("istiod %s steady CPU: %w", s.i.Cluster(), err)
+	}
+	return s.sample(ctx, from, Sample{Steady: steady, SettledAfter: time.Since(convergedAt)}, beforeMemory)
+}
+
+// sample reads the blended CPU from `from` to now, runs beforeMemory (if set), then takes the
+// memory samples.
+func (s *Settler) sample(ctx context.Context, from measure.CPUReading, st Sample, beforeMemory func()) (Sample, error) {
+	end, err := ReadCPU(ctx, s.i)
+	if err != nil {
+		return st, err
+	}
+	if st.Blended, err = measure.SpanBetween(from, end); err != nil {
+		return st, fmt.Errorf("istiod %s CPU: %w", s.i.Cluster(), err)
+	}
+	if beforeMemory != nil {
+		beforeMemory()
+	}
+	if st.Settled, err = s.i.Sampler().Settled(ctx, s.samples, SampleInterval); err != nil {
+		return st, fmt.Errorf("sampling istiod %s: %w", s.i.Cluster(), err)
+	}
+	return st, nil
+}
+
+// ReadCPU reads istiod's CPU time from its CPU source, naming the istiod on failure.
+func ReadCPU(ctx context.Context, i cluster.Istiod) (measure.CPUReading, error) {
+	r, err := i.Sampler().ReadCPU(ctx)
+	if err != nil {
+		return r, fmt.Errorf("reading istiod %s CPU: %w", i.Cluster(), err)
+	}
+	return r, nil
+}
