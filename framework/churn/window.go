@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
@@ -38,9 +38,9 @@ type Measured struct {
 }
 
 // MeasureWindow changes targets' pods as s says, tracks when each change reaches the watcher w,
-// and measures what it cost istiod, until every change showed (at most limit after the window).
+// and measures what it cost the istiod sampler reads, until every change showed (at most limit after the window).
 // The rate is shared among the targets: the window does the same work however many there are.
-func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, istiod cluster.Istiod, limit time.Duration, s Spec, targets []*Pods) (*Measured, error) {
+func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, sampler *measure.Istiod, limit time.Duration, s Spec, targets []*Pods) (*Measured, error) {
 	tr := NewTracker(nil)
 	snap, unsubscribe := w.Subscribe(func(u xdswatch.Update) { tr.Observe(u.Name, StateOf(u.Name, u.Address), u.At) })
 	defer unsubscribe()
@@ -52,14 +52,13 @@ func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, istiod cluster.Isti
 	}
 	// The cost window runs until every change showed: istiod's debounced pushes for the last
 	// changes belong to this window.
-	sampler := istiod.Sampler()
 	before, err := sampler.Scrape(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("scraping istiod %s: %w", istiod.Cluster(), err)
+		return nil, fmt.Errorf("scraping istiod %s: %w", sampler.Name, err)
 	}
 	cpuBefore, err := sampler.ReadCPU(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading istiod %s CPU: %w", istiod.Cluster(), err)
+		return nil, fmt.Errorf("reading istiod %s CPU: %w", sampler.Name, err)
 	}
 	churned, err := Run(ctx, tr, win, targets...)
 	if err != nil {
@@ -68,11 +67,11 @@ func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, istiod cluster.Isti
 	drained := Drain(ctx, tr, limit)
 	cpuAfter, err := sampler.ReadCPU(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading istiod %s CPU: %w", istiod.Cluster(), err)
+		return nil, fmt.Errorf("reading istiod %s CPU: %w", sampler.Name, err)
 	}
 	after, err := sampler.Scrape(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("scraping istiod %s: %w", istiod.Cluster(), err)
+		return nil, fmt.Errorf("scraping istiod %s: %w", sampler.Name, err)
 	}
 
 	truth, err := truthOf(ctx, targets)

@@ -8,11 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
-	"github.com/ambientmc/ambientmc/framework/measure"
-	"github.com/ambientmc/ambientmc/framework/pki"
-	"github.com/ambientmc/ambientmc/framework/plan"
-	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -29,7 +24,7 @@ type ControlPlane interface {
 // IstiodOptions configure one istiod.
 type IstiodOptions struct {
 	// CA is the cluster's plugged-in intermediate (the cacerts secret).
-	CA *pki.Intermediate
+	CA CACerts
 	// Binary is the pilot-discovery to run, for providers that run istiod as a process.
 	Binary string
 	// Name is "" for the cluster's own istiod; any other name starts an additional istiod for
@@ -42,12 +37,21 @@ type IstiodOptions struct {
 	Dir string
 }
 
+// CACerts is a cluster's plugged-in intermediate CA as Istio's cacerts secret holds it: ca-cert.pem,
+// ca-key.pem, cert-chain.pem (the intermediate, then the root) and root-cert.pem.
+type CACerts struct {
+	CertPEM, KeyPEM, ChainPEM, RootPEM []byte
+}
+
+// Empty says no CA was given.
+func (c CACerts) Empty() bool { return len(c.CertPEM) == 0 }
+
 // Istiod is one running istiod as the framework reaches it.
 type Istiod interface {
 	// Cluster is the name of the cluster this istiod serves.
 	Cluster() string
-	// Sampler reads istiod's /metrics and ControlZ (loopback ports, or a port-forward).
-	Sampler() *measure.Istiod
+	// Endpoints are where the framework reads istiod's metrics, ControlZ and debug handlers.
+	Endpoints() IstiodEndpoints
 	// XDSAddress is istiod's secure xDS port (15012) as the test process reaches it.
 	XDSAddress() string
 	// LogFile is where istiod's log is kept (for failure messages).
@@ -62,6 +66,19 @@ type Istiod interface {
 	Kill() error
 	// Stop ends istiod and waits for it.
 	Stop() error
+}
+
+// IstiodEndpoints are where the test process reads one istiod (loopback ports, or a
+// port-forward's), and its process where it runs on this host.
+type IstiodEndpoints struct {
+	// Name identifies the istiod in errors (cluster/pod or cluster/istiod-name).
+	Name string
+	// MetricsURL is istiod's Prometheus endpoint (http://127.0.0.1:P/metrics), CtrlzURL its
+	// ControlZ base (http://127.0.0.1:P), DebugURL the base of its /debug handlers.
+	MetricsURL, CtrlzURL, DebugURL string
+	// PID is istiod's process ID on this host, which a restart in place changes; nil where istiod
+	// runs elsewhere (a pod).
+	PID func() int
 }
 
 // Gateways give each cluster's east-west gateway the address other clusters' istiods use.
@@ -87,7 +104,7 @@ type ProbeSetup struct {
 	// on the client's own network (nil when it has none), reached directly.
 	Local, Remote, Peer *Cluster
 	Istiods             map[string]Istiod // by cluster
-	CAs                 map[string]*pki.Intermediate
+	CAs                 map[string]CACerts
 	Roots               *x509.CertPool
 	Dir                 string
 	Logf                func(format string, args ...any)
@@ -233,8 +250,9 @@ func (errUnsupported) Error() string { return "not supported by this provider" }
 // -istiod.version or -istiod.binary choose it, the environment builds it into the binary cache
 // (framework/bins) and StartIstiod gets it as IstiodOptions.Binary. The others run istiod images.
 type IstiodBinary interface {
-	// ClusterBinaries are what the clusters run besides pilot-discovery, from the same cache.
-	ClusterBinaries() []bins.Binary
+	// ClusterBinaries name what the clusters run besides pilot-discovery, from the same cache
+	// (framework/bins names them).
+	ClusterBinaries() []string
 }
 
 // IstiodImageBuild is offered by providers that run istiod images this machine built from a known
@@ -277,7 +295,7 @@ type Hops struct {
 	RemoteHost     string         // echo-remote's service hostname:port, the authority at the gateway
 	GatewayID      string         // the gateway's SPIFFE identity
 	EchoID         string         // echo-remote's SPIFFE identity
-	ClientCA       *pki.Intermediate
+	ClientCA       CACerts
 	Roots          *x509.CertPool
 	ProbeNamespace string
 }
@@ -309,7 +327,14 @@ type Image struct {
 // "clusters" and "crds", so the report can set what they took beside them).
 type SetupPlanner interface {
 	// PlanSetup estimates Create and the CRDs for t with podsPerCluster pods in each cluster.
-	PlanSetup(t *topology.Topology, podsPerCluster int) []plan.Item
+	PlanSetup(t *topology.Topology, podsPerCluster int) []SetupEstimate
+}
+
+// SetupEstimate is how long one setup step is expected to take, and what the figure is made of.
+type SetupEstimate struct {
+	Step     string
+	Expected time.Duration
+	Detail   string
 }
 
 // CRDPreloader is offered by providers that can start clusters with the CRDs already stored (the
@@ -348,14 +373,24 @@ type Platformer interface {
 // for the report's RSS and CPU figures.
 type ProcessLister interface {
 	// Processes are the running processes of each cluster, by cluster name.
-	Processes() map[string][]*proc.Process
+	Processes() map[string][]Process
+}
+
+// Process is one running process of a cluster on this host, as the report reads it.
+type Process interface {
+	Name() string
+	Pid() int
+	RSSBytes() (uint64, error)
+	// RSSFileBytes is the part of RSS that is file pages (the binary's, shared between processes).
+	RSSFileBytes() (uint64, error)
+	CPUSeconds() (float64, error)
 }
 
 // SharedProcessLister is offered by providers that run processes serving every cluster (the local
 // provider's one etcd): the report lists each once and gives every cluster its share.
 type SharedProcessLister interface {
 	// SharedProcesses are the running processes every cluster shares.
-	SharedProcesses() []*proc.Process
+	SharedProcesses() []Process
 	// DatabaseBytes is the shared etcd's database size.
 	DatabaseBytes(ctx context.Context) (int64, error)
 }

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/baseline"
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/gates"
 	"github.com/ambientmc/ambientmc/framework/junit"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/profiles"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/bench"
@@ -203,8 +203,14 @@ func (e *Env) startCI() error {
 	return nil
 }
 
+// Sampled is an istiod with its sampler (a mesh.Istiod).
+type Sampled interface {
+	Cluster() string
+	Sampler() *measure.Istiod
+}
+
 // RecordMetrics keeps every scrape of i in the report's metrics.csv.
-func (e *Env) RecordMetrics(i cluster.Istiod) {
+func (e *Env) RecordMetrics(i Sampled) {
 	if e.ci != nil && e.ci.timeline != nil {
 		e.ci.timeline.Follow(i.Cluster(), i.Sampler())
 	}
@@ -213,7 +219,7 @@ func (e *Env) RecordMetrics(i cluster.Istiod) {
 // Profile keeps i's heap and goroutine profiles, named for when (e.g. "baseline",
 // "after-join-cluster-3"), and returns their files relative to the report directory. A profile
 // that cannot be had is a warning, not a failure.
-func (e *Env) Profile(i cluster.Istiod, when string) []string {
+func (e *Env) Profile(i Sampled, when string) []string {
 	if e.ci == nil {
 		return nil
 	}
@@ -226,7 +232,7 @@ func (e *Env) Profile(i cluster.Istiod, when string) []string {
 
 // ProfileCPU starts a 5 s CPU profile of i in the background (a join's convergence and settle fit
 // in it; istiod idles after); wait returns once it is kept.
-func (e *Env) ProfileCPU(i cluster.Istiod, when string) (wait func()) {
+func (e *Env) ProfileCPU(i Sampled, when string) (wait func()) {
 	if e.ci == nil {
 		return func() {}
 	}

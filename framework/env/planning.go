@@ -67,7 +67,11 @@ func (e *Env) binariesItems() []plan.Item {
 	if err != nil {
 		return nil // preflight says so
 	}
-	missing, err := cache.Missing(ib.ClusterBinaries()...)
+	var need []bins.Binary
+	for _, name := range ib.ClusterBinaries() {
+		need = append(need, bins.Binary(name))
+	}
+	missing, err := cache.Missing(need...)
 	if err != nil {
 		return nil
 	}
@@ -88,7 +92,11 @@ func (e *Env) binariesItems() []plan.Item {
 // clusterItems plans Create and the CRDs: the provider's own estimate where it offers one.
 func (e *Env) clusterItems() []plan.Item {
 	if sp, ok := e.Provider.(cluster.SetupPlanner); ok {
-		return sp.PlanSetup(e.Topology, e.Scale.Pods)
+		var items []plan.Item
+		for _, s := range sp.PlanSetup(e.Topology, e.Scale.Pods) {
+			items = append(items, plan.Item{Name: s.Step, Expected: s.Expected, Detail: s.Detail})
+		}
+		return items
 	}
 	return []plan.Item{{Name: "clusters", Expected: 2 * time.Minute, Detail: "no estimate from the provider"}}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/render"
 	"github.com/ambientmc/ambientmc/topology"
@@ -63,7 +62,7 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 	if !t.created.IsZero() && !t.crdsEstablished.IsZero() {
 		s.CRDsEstablishedSeconds = report.F(t.crdsEstablished.Sub(t.created).Seconds())
 	}
-	var procs map[string][]*proc.Process
+	var procs map[string][]cluster.Process
 	if pl, ok := e.Provider.(cluster.ProcessLister); ok {
 		procs = pl.Processes()
 	}

@@ -9,11 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
 )
@@ -37,9 +37,11 @@ serviceScopeConfigs:
 type Istiod struct {
 	cluster string
 	Dir     string
-	Proc    *proc.Process
 	Ports   IstiodPorts
-	sampler *measure.Istiod
+	name    string // for errors: cluster/istiod-name
+
+	mu   sync.Mutex
+	proc *proc.Process // replaced by a restart in place
 	// launch starts the process again on the same ports (Restart).
 	launch   func(ctx context.Context, ports IstiodPorts) (*Istiod, error)
 	restarts int
@@ -55,15 +57,36 @@ var (
 	_ cluster.IstiodRestarter = (*Istiod)(nil)
 )
 
-func (i *Istiod) Cluster() string          { return i.cluster }
-func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
-func (i *Istiod) LogFile() string          { return i.Proc.LogFile() }
-func (i *Istiod) Tail(n int) string        { return i.Proc.Tail(n) }
-func (i *Istiod) Done() <-chan struct{}    { return i.Proc.Done() }
-func (i *Istiod) ExitErr() error           { return i.Proc.ExitErr() }
-func (i *Istiod) Kill() error              { return syscall.Kill(i.Proc.Pid(), syscall.SIGKILL) }
-func (i *Istiod) Stop() error              { return i.Proc.Stop(10 * time.Second) }
-func (i *Istiod) XDSAddress() string       { return "127.0.0.1:" + strconv.Itoa(i.Ports.SecureXDS) }
+func (i *Istiod) Cluster() string       { return i.cluster }
+func (i *Istiod) LogFile() string       { return i.Proc().LogFile() }
+func (i *Istiod) Tail(n int) string     { return i.Proc().Tail(n) }
+func (i *Istiod) Done() <-chan struct{} { return i.Proc().Done() }
+func (i *Istiod) ExitErr() error        { return i.Proc().ExitErr() }
+func (i *Istiod) Kill() error           { return syscall.Kill(i.Proc().Pid(), syscall.SIGKILL) }
+func (i *Istiod) Stop() error           { return i.Proc().Stop(10 * time.Second) }
+func (i *Istiod) XDSAddress() string    { return addr(i.Ports.SecureXDS) }
+
+// Proc is the running pilot-discovery process.
+func (i *Istiod) Proc() *proc.Process {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.proc
+}
+
+// Endpoints are istiod's loopback ports and its process, whose scheduler counters are finer than
+// process_cpu_seconds_total's 10 ms ticks.
+func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
+	return cluster.IstiodEndpoints{
+		Name:       i.name,
+		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
+		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
+		DebugURL:   "http://" + addr(i.Ports.HTTP),
+		PID:        func() int { return i.Proc().Pid() },
+	}
+}
+
+// addr is a loopback port's address.
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
 // istiodReadyTimeout bounds a cold istiod start (it lists every object of its cluster first).
 const istiodReadyTimeout = 3 * time.Minute
@@ -74,14 +97,15 @@ func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*I
 	if o.Binary == "" {
 		return nil, fmt.Errorf("istiod %s: no pilot-discovery binary given (the environment resolves -istiod.version / -istiod.binary)", c.Name)
 	}
-	if o.CA == nil {
-		return nil, fmt.Errorf("istiod %s: no CA given", c.Name)
-	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	caDir := filepath.Join(o.Dir, "cacerts")
-	if err := o.CA.WriteCACerts(caDir); err != nil {
+	ca, err := mesh.IntermediateOf(c.Name, o.CA)
+	if err != nil {
+		return nil, fmt.Errorf("istiod %s: %w", c.Name, err)
+	}
+	if err := ca.WriteCACerts(caDir); err != nil {
 		return nil, fmt.Errorf("istiod %s: writing cacerts: %w", c.Name, err)
 	}
 	meshFile := filepath.Join(o.Dir, "mesh.yaml")
@@ -104,7 +128,7 @@ func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*I
 		}
 		lastErr = err
 		// Another process may have taken one of the picked ports before istiod bound it.
-		if i == nil || !i.Proc.LogContains("address already in use") {
+		if i == nil || !i.Proc().LogContains("address already in use") {
 			break
 		}
 	}
@@ -115,22 +139,24 @@ func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*I
 // process's log is kept beside the new one as istiod.log.<n>. The new process has held nothing yet.
 func (i *Istiod) Restart(ctx context.Context) error {
 	select {
-	case <-i.Proc.Done(): // already gone (killed): nothing to stop
+	case <-i.Done(): // already gone (killed): nothing to stop
 	default:
 		if err := i.Stop(); err != nil {
 			return fmt.Errorf("istiod %s: restart: stopping: %w", i.cluster, err)
 		}
 	}
 	i.restarts++
-	if err := os.Rename(i.Proc.LogFile(), fmt.Sprintf("%s.%d", i.Proc.LogFile(), i.restarts)); err != nil {
+	if err := os.Rename(i.LogFile(), fmt.Sprintf("%s.%d", i.LogFile(), i.restarts)); err != nil {
 		return fmt.Errorf("istiod %s: restart: keeping the old log: %w", i.cluster, err)
 	}
 	fresh, err := i.launch(ctx, i.Ports)
 	if err != nil {
 		return fmt.Errorf("istiod %s: restart on the same ports: %w", i.cluster, err)
 	}
-	// The same ports: the sampler (and what hooks into it) stays, reading the new process's CPU.
-	i.Proc, i.sampler.CPU = fresh.Proc, fresh.sampler.CPU
+	// The same ports: samplers (and what hooks into them) stay; the CPU is the new process's.
+	i.mu.Lock()
+	i.proc = fresh.proc
+	i.mu.Unlock()
 	return nil
 }
 
@@ -139,8 +165,7 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	if o.Name != "" {
 		name = "istiod-" + o.Name
 	}
-	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: ports}
-	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: ports, name: c.Name + "/" + name}
 	env := append([]string{
 		"POD_NAMESPACE=" + mesh.SystemNamespace,
 		"POD_NAME=" + name + "-" + c.Name,
@@ -180,15 +205,7 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	if err != nil {
 		return nil, fmt.Errorf("starting istiod for %s: %w", c.Name, err)
 	}
-	i.Proc = p
-	i.sampler = &measure.Istiod{
-		// The scheduler's nanosecond counters instead of process_cpu_seconds_total's 10 ms ticks.
-		CPU:        measure.NewSchedstat(p.Pid()),
-		Name:       c.Name + "/" + name,
-		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
-		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
-		DebugURL:   "http://" + addr(i.Ports.HTTP),
-	}
+	i.proc = p
 	readyCtx, cancel := context.WithTimeout(ctx, istiodReadyTimeout)
 	defer cancel()
 	err = p.WaitReady(readyCtx, 200*time.Millisecond, proc.HTTPProbe("http://"+addr(i.Ports.HTTP)+"/ready", ""))

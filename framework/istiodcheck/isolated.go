@@ -28,7 +28,7 @@ import (
 // suite's istiods (istio-system), its membership and the other checks never see them: checks on
 // isolated istiods run in parallel. It stops when the test ends.
 type Isolated struct {
-	cluster.Istiod
+	*mesh.Istiod
 	c   *cluster.Cluster
 	ns  string
 	run *Run

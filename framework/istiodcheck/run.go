@@ -13,6 +13,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -39,12 +40,12 @@ type Run struct {
 	CAs map[string]*pki.Intermediate
 	// ExtraIstiod starts a second istiod for c with extra environment, stopped when t ends (t is
 	// skipped where the provider cannot run one).
-	ExtraIstiod func(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) cluster.Istiod
+	ExtraIstiod func(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *mesh.Istiod
 	// RunContext outlives every test: secrets are written with it.
 	RunContext func() context.Context
 	Logf       func(format string, args ...any)
 	// Profile keeps istiod's profiles now and returns their paths.
-	Profile func(i cluster.Istiod, when string) []string
+	Profile func(i join.Istiod, when string) []string
 
 	mu   sync.Mutex
 	rows []report.IstiodCheck
@@ -97,7 +98,7 @@ func (r *Run) broken(t *testing.T, name, detail string) {
 }
 
 // watch connects a ztunnel-like client to istiod i as one of c's ztunnels; it closes when t ends.
-func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i cluster.Istiod) *xdswatch.Watcher {
+func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i join.Istiod) *xdswatch.Watcher {
 	t.Helper()
 	w, err := join.StartWatcher(ctx, c, i, r.CAs[c.Name], t.TempDir())
 	require.NoError(t, err)
@@ -106,7 +107,7 @@ func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i clu
 }
 
 // waitQuiet waits until istiod's CPU is quiet after a change (join.Settler.WaitQuiet).
-func (r *Run) waitQuiet(t *testing.T, ctx context.Context, i cluster.Istiod) {
+func (r *Run) waitQuiet(t *testing.T, ctx context.Context, i join.Istiod) {
 	t.Helper()
 	require.NoError(t, join.NewSettler(i, r.Join, r.Scale.Pods).WaitQuiet(ctx))
 }
@@ -131,7 +132,7 @@ func OtherCluster(cs []*cluster.Cluster, c *cluster.Cluster) *cluster.Cluster {
 // liveHeap estimates istiod's live heap from n readings (LiveHeapStats), half a second apart:
 // HeapAlloc right after the GCs is the live heap plus whatever was allocated since, so the noise
 // only adds and the least reading is the estimate. It also returns the readings' spread (max - min).
-func liveHeap(t *testing.T, ctx context.Context, i cluster.Istiod, n int) (least, spread float64) {
+func liveHeap(t *testing.T, ctx context.Context, i join.Istiod, n int) (least, spread float64) {
 	t.Helper()
 	var got []float64
 	for k := range n {
@@ -149,7 +150,7 @@ func liveHeap(t *testing.T, ctx context.Context, i cluster.Istiod, n int) (least
 // on istiod's side: the pinned istiod answers 500 when one collection does not marshal (seen:
 // "json: unsupported type: map[types.NamespacedName]map[v1.SectionName]v1.ListenerConditionReason",
 // and "MeshNetworksResource: Marshal called with nil" without a meshNetworks source).
-func krtCollections(ctx context.Context, i cluster.Istiod) (int, map[string]int, error) {
+func krtCollections(ctx context.Context, i join.Istiod) (int, map[string]int, error) {
 	names, err := i.Sampler().KrtCollections(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -162,7 +163,7 @@ func krtCollections(ctx context.Context, i cluster.Istiod) (int, map[string]int,
 }
 
 // scrape reads istiod's metrics or fails the test naming it.
-func scrape(t *testing.T, ctx context.Context, i cluster.Istiod) *measure.Metrics {
+func scrape(t *testing.T, ctx context.Context, i join.Istiod) *measure.Metrics {
 	t.Helper()
 	m, err := i.Sampler().Scrape(ctx)
 	require.NoError(t, err, "scraping istiod %s", i.Cluster())
@@ -170,7 +171,7 @@ func scrape(t *testing.T, ctx context.Context, i cluster.Istiod) *measure.Metric
 }
 
 // secretEvents is the count of remote-secret events istiod's secret controller has handled.
-func secretEvents(t *testing.T, ctx context.Context, i cluster.Istiod) float64 {
+func secretEvents(t *testing.T, ctx context.Context, i join.Istiod) float64 {
 	t.Helper()
 	var n float64
 	for _, s := range scrape(t, ctx, i).Families["remote_cluster_secret_events_total"].GetMetric() {
@@ -180,7 +181,7 @@ func secretEvents(t *testing.T, ctx context.Context, i cluster.Istiod) float64 {
 }
 
 // goroutines is istiod's goroutine count (go_goroutines).
-func goroutines(t *testing.T, ctx context.Context, i cluster.Istiod) float64 {
+func goroutines(t *testing.T, ctx context.Context, i join.Istiod) float64 {
 	t.Helper()
 	fam := scrape(t, ctx, i).Families["go_goroutines"]
 	require.NotNil(t, fam, "istiod %s exports no go_goroutines", i.Cluster())
@@ -188,7 +189,7 @@ func goroutines(t *testing.T, ctx context.Context, i cluster.Istiod) float64 {
 }
 
 // clusterzStatus is what /debug/clusterz says of cluster, or why it could not be read.
-func clusterzStatus(ctx context.Context, i cluster.Istiod, name string) string {
+func clusterzStatus(ctx context.Context, i join.Istiod, name string) string {
 	cs, err := i.Sampler().Clusterz(ctx)
 	if err != nil {
 		return "unreadable: " + err.Error()

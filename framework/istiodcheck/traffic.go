@@ -11,6 +11,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/join"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
@@ -21,7 +22,7 @@ import (
 type DataPath struct {
 	Probes cluster.ProbeEnv
 	Local  *cluster.Cluster
-	Istiod cluster.Istiod
+	Istiod *mesh.Istiod
 	Target *cluster.Cluster
 	App    string
 	// RotateSecret writes a fresh token into Target's remote secret in Local, in place.

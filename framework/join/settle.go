@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
 )
 
@@ -51,7 +50,7 @@ const (
 // Settler is how a step (the baseline, a join) waits before it samples istiod and reads its steady
 // CPU: after fixed windows (-join.settle, -join.steady), or until istiod's CPU is back in its band.
 type Settler struct {
-	i              cluster.Istiod
+	i              Istiod
 	samples        int
 	max            time.Duration // SettleCap
 	Fixed          bool
@@ -62,7 +61,7 @@ type Settler struct {
 }
 
 // NewSettler is the settle rule o chooses for istiod i in clusters of pods pods.
-func NewSettler(i cluster.Istiod, o Options, pods int) *Settler {
+func NewSettler(i Istiod, o Options, pods int) *Settler {
 	longest := SettleCap(pods)
 	if o.Settle > 0 || o.Steady > 0 {
 		s := &Settler{i: i, samples: o.Samples, max: longest, Fixed: true, Settle: longest, steady: min(4*time.Second, longest)}
@@ -209,7 +208,7 @@ func (s *Settler) sample(ctx context.Context, from measure.CPUReading, st Sample
 }
 
 // ReadCPU reads istiod's CPU time from its CPU source, naming the istiod on failure.
-func ReadCPU(ctx context.Context, i cluster.Istiod) (measure.CPUReading, error) {
+func ReadCPU(ctx context.Context, i Istiod) (measure.CPUReading, error) {
 	r, err := i.Sampler().ReadCPU(ctx)
 	if err != nil {
 		return r, fmt.Errorf("reading istiod %s CPU: %w", i.Cluster(), err)

@@ -15,7 +15,7 @@ import (
 
 // StartWatcher connects a ztunnel-like xDS client to istiod i, authenticated with a ztunnel
 // certificate from c's own CA (written under dir), as if it ran on c's first node.
-func StartWatcher(ctx context.Context, c *cluster.Cluster, i cluster.Istiod, ca *pki.Intermediate, dir string) (*xdswatch.Watcher, error) {
+func StartWatcher(ctx context.Context, c *cluster.Cluster, i Istiod, ca *pki.Intermediate, dir string) (*xdswatch.Watcher, error) {
 	cert, err := ca.Issue(mesh.SystemNamespace, "ztunnel", 0)
 	if err != nil {
 		return nil, err

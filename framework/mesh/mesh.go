@@ -27,7 +27,7 @@ import (
 type Mesh struct {
 	Root          *pki.Root
 	Intermediates map[string]*pki.Intermediate
-	Istiods       map[string]cluster.Istiod
+	Istiods       map[string]*Istiod
 	Clusters      []*cluster.Cluster
 	provider      cluster.Provider
 
@@ -65,7 +65,7 @@ func Install(ctx context.Context, p cluster.Provider, clusters []*cluster.Cluste
 		return nil, err
 	}
 	m := &Mesh{Root: root, Clusters: clusters, Intermediates: map[string]*pki.Intermediate{}, provider: p,
-		Istiods: map[string]cluster.Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{},
+		Istiods: map[string]*Istiod{}, secrets: map[string]*corev1.Secret{}, gateways: map[string]string{},
 		held: map[string]map[string]bool{}, dropped: map[string]map[string]bool{}}
 	for _, c := range clusters {
 		if m.Intermediates[c.Name], err = root.NewIntermediate(c.Name); err != nil {
@@ -120,13 +120,13 @@ func (m *Mesh) StartIstiods(ctx context.Context, o Options) error {
 				i, err := m.provider.ControlPlane().StartIstiod(gctx, c, cluster.IstiodOptions{
 					Binary: o.IstiodBinary,
 					Dir:    filepath.Join(o.Dir, c.Name),
-					CA:     m.Intermediates[c.Name],
+					CA:     CACertsOf(m.Intermediates[c.Name]),
 				})
 				if err != nil {
 					return err
 				}
 				m.mu.Lock()
-				m.Istiods[c.Name] = i
+				m.Istiods[c.Name] = Observe(i)
 				m.mu.Unlock()
 				fmt.Fprintf(o.Log, "ambientmc: %s: istiod ready in %.1fs\n", c.Name, time.Since(start).Seconds())
 			}
@@ -274,8 +274,11 @@ func (m *Mesh) RestartIstiod(ctx context.Context, primary string) error {
 	m.mu.Lock()
 	i := m.Istiods[primary]
 	m.mu.Unlock()
-	r, ok := i.(cluster.IstiodRestarter)
-	if i == nil || !ok {
+	if i == nil {
+		return fmt.Errorf("istiod %s: %w", primary, cluster.ErrUnsupported)
+	}
+	r, ok := i.Istiod.(cluster.IstiodRestarter)
+	if !ok {
 		return fmt.Errorf("istiod %s: %w", primary, cluster.ErrUnsupported)
 	}
 	if err := r.Restart(ctx); err != nil {
@@ -356,5 +359,5 @@ func (m *Mesh) Stop() {
 	m.mu.Lock()
 	istiods := m.Istiods
 	m.mu.Unlock()
-	proc.StopParallel(slices.Collect(maps.Values(istiods)), func(i cluster.Istiod) { _ = i.Stop() })
+	proc.StopParallel(slices.Collect(maps.Values(istiods)), func(i *Istiod) { _ = i.Stop() })
 }

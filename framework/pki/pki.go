@@ -161,6 +161,20 @@ func (r *Root) NewIntermediate(cluster string) (*Intermediate, error) {
 	}, nil
 }
 
+// LoadIntermediate is cluster's intermediate from its PEM files, as Istio's cacerts holds them
+// (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem).
+func LoadIntermediate(cluster string, certPEM, keyPEM, chainPEM, rootPEM []byte) (*Intermediate, error) {
+	cert, key, err := parsePair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("pki: intermediate %s: %w", cluster, err)
+	}
+	if !cert.IsCA {
+		return nil, fmt.Errorf("pki: intermediate %s: the certificate is not a CA", cluster)
+	}
+	return &Intermediate{Cluster: cluster, CertPEM: clone(certPEM), KeyPEM: clone(keyPEM), ChainPEM: clone(chainPEM),
+		RootPEM: clone(rootPEM), Cert: cert, key: key}, nil
+}
+
 // WriteCACerts writes istiod's plugged-in CA files into dir (created 0700):
 // ca-cert.pem, ca-key.pem (0600), cert-chain.pem and root-cert.pem.
 func (i *Intermediate) WriteCACerts(dir string) error {

@@ -363,3 +363,23 @@ func TestCertWriteDir(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, m.root.CertPEM, root)
 }
+
+// An intermediate loaded from its cacerts files signs what the original would: a workload
+// certificate that verifies against the root.
+func TestLoadIntermediateFromCACerts(t *testing.T) {
+	root, err := NewRoot()
+	require.NoError(t, err)
+	orig, err := root.NewIntermediate("cluster-1")
+	require.NoError(t, err)
+	loaded, err := LoadIntermediate("cluster-1", orig.CertPEM, orig.KeyPEM, orig.ChainPEM, orig.RootPEM)
+	require.NoError(t, err)
+	c, err := loaded.Issue("ns", "sa", 0)
+	require.NoError(t, err)
+	inter := x509.NewCertPool()
+	inter.AddCert(orig.Cert)
+	_, err = c.TLS.Leaf.Verify(x509.VerifyOptions{Roots: root.Pool(), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	require.NoError(t, err)
+
+	_, err = LoadIntermediate("cluster-1", c.ChainPEM, c.KeyPEM, nil, orig.RootPEM)
+	require.ErrorContains(t, err, "not a CA")
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/churn"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/topology"
@@ -144,8 +145,8 @@ func TestChurn(t *testing.T) {
 
 // churnWindow measures one window and returns its report row; it fails the test when a change was
 // lost.
-func churnWindow(t *testing.T, ctx context.Context, w *xdswatch.Watcher, istiod cluster.Istiod, limit time.Duration, s churn.Spec, targets []*churn.Pods) report.ChurnRun {
-	m, err := churn.MeasureWindow(ctx, w, istiod, limit, s, targets)
+func churnWindow(t *testing.T, ctx context.Context, w *xdswatch.Watcher, istiod join.Istiod, limit time.Duration, s churn.Spec, targets []*churn.Pods) report.ChurnRun {
+	m, err := churn.MeasureWindow(ctx, w, istiod.Sampler(), limit, s, targets)
 	require.NoError(t, err)
 	mc.Logf("churn: %s", m)
 	sum := m.Summary

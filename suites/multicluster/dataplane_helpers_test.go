@@ -85,7 +85,7 @@ func probesInPlace(t *testing.T) {
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
 	local := mc.observed()
 	s := cluster.ProbeSetup{Clusters: mc.Clusters, Local: local,
-		Istiods: mc.mesh.Istiods, CAs: mc.mesh.Intermediates, Roots: mc.mesh.Root.Pool(),
+		Istiods: mc.mesh.Handles(), CAs: mc.mesh.CAs(), Roots: mc.mesh.Root.Pool(),
 		Dir: filepath.Join(mc.RunDir, "dataplane"), Logf: mc.Logf}
 	// The first primary with an istiod of each relation serves the probes.
 	for _, c := range mc.Clusters {

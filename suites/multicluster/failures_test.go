@@ -133,15 +133,15 @@ func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
 
 // extraIstiod starts a second istiod for cluster c (the suite's own keeps running) and stops it
 // when the test ends; providers that cannot run one skip the test.
-func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) cluster.Istiod {
+func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *mesh.Istiod {
 	t.Helper()
 	i, err := mc.Provider.ControlPlane().StartIstiod(ctx, c, cluster.IstiodOptions{
-		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: mc.mesh.Intermediates[c.Name], Env: env,
+		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.mesh.Intermediates[c.Name]), Env: env,
 	})
 	if errors.Is(err, cluster.ErrUnsupported) {
 		t.Skipf("provider %s cannot run a second istiod: %v", mc.Provider.Name(), err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = i.Stop() })
-	return i
+	return mesh.Observe(i)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
+	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/subtest"
 )
 
@@ -59,7 +60,8 @@ func checks() *istiodcheck.Run {
 	return &istiodcheck.Run{
 		Clusters: mc.Clusters, Scale: mc.scale, Expect: expect(), Join: joinOptions(),
 		Rotations: mc.opts.Checks.Rotations, Remotes: mc.opts.Checks.Clusters, IstiodVersion: version,
-		CAs: mc.mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf, Profile: mc.Profile,
+		CAs: mc.mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf,
+		Profile: func(i join.Istiod, when string) []string { return mc.Profile(i, when) },
 	}
 }
 

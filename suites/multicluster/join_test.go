@@ -28,7 +28,7 @@ func joinOptions() join.Options {
 
 // startWatcher connects a ztunnel-like xDS client to istiod as one of c's ztunnels; it closes when
 // the test ends.
-func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i cluster.Istiod) *xdswatch.Watcher {
+func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i join.Istiod) *xdswatch.Watcher {
 	t.Helper()
 	w, err := join.StartWatcher(ctx, c, i, mc.mesh.Intermediates[c.Name], t.TempDir())
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func waitHolds(t *testing.T, ctx context.Context, w *xdswatch.Watcher, names ...
 }
 
 // joinAndWait joins c to the mesh and waits for the observed istiod to converge on it.
-func joinAndWait(t *testing.T, ctx context.Context, i cluster.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (join.Convergence, time.Time) {
+func joinAndWait(t *testing.T, ctx context.Context, i join.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (join.Convergence, time.Time) {
 	t.Helper()
 	start := time.Now()
 	require.NoError(t, mc.mesh.Join(ctx, c.Name))
@@ -57,7 +57,7 @@ func joinAndWait(t *testing.T, ctx context.Context, i cluster.Istiod, w *xdswatc
 }
 
 // readCPU reads istiod's CPU time or fails the test naming it.
-func readCPU(t *testing.T, ctx context.Context, i cluster.Istiod) measure.CPUReading {
+func readCPU(t *testing.T, ctx context.Context, i join.Istiod) measure.CPUReading {
 	t.Helper()
 	r, err := join.ReadCPU(ctx, i)
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func readCPU(t *testing.T, ctx context.Context, i cluster.Istiod) measure.CPURea
 }
 
 // scrape reads istiod's metrics or fails the test naming it.
-func scrape(t *testing.T, ctx context.Context, i cluster.Istiod) *measure.Metrics {
+func scrape(t *testing.T, ctx context.Context, i join.Istiod) *measure.Metrics {
 	t.Helper()
 	m, err := i.Sampler().Scrape(ctx)
 	require.NoError(t, err, "scraping istiod %s", i.Cluster())

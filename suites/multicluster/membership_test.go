@@ -12,6 +12,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/join"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -66,7 +67,7 @@ func setMembers(ctx context.Context, want []string, watch bool) error {
 // go or rebuilt it since (a leave, a rotated secret), is restarted in place first with nothing
 // joined; one that held only members and dropped none is kept: it is in the state a fresh istiod
 // joined to them would be. It returns the istiod and what the report says of it.
-func istiodFor(t *testing.T, ctx context.Context, members ...string) (cluster.Istiod, *report.MeasuredIstiod) {
+func istiodFor(t *testing.T, ctx context.Context, members ...string) (*mesh.Istiod, *report.MeasuredIstiod) {
 	t.Helper()
 	obs := mc.observed()
 	i := mc.mesh.Istiods[obs.Name]
@@ -116,7 +117,7 @@ func restartFresh(t *testing.T, ctx context.Context, obs *cluster.Cluster, held 
 }
 
 // observedIstiod returns the measured cluster and its istiod, whatever it held before.
-func observedIstiod(t *testing.T) (*cluster.Cluster, cluster.Istiod) {
+func observedIstiod(t *testing.T) (*cluster.Cluster, *mesh.Istiod) {
 	t.Helper()
 	c := mc.observed()
 	i := mc.mesh.Istiods[c.Name]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
@@ -31,7 +32,9 @@ func TestDataPlaneSecurity(t *testing.T) {
 	ztunnelAddr, gatewayAddr := hops.RemoteZtunnel.String(), hops.RemoteGateway.String()
 	echoAuthority, remoteHost := hops.EchoAuthority, hops.RemoteHost
 
-	legit, err := hops.ClientCA.Issue(hops.ProbeNamespace, "client", 0)
+	clientCA, err := mesh.IntermediateOf(mc.observed().Name, hops.ClientCA)
+	require.NoError(t, err)
+	legit, err := clientCA.Issue(hops.ProbeNamespace, "client", 0)
 	require.NoError(t, err)
 	roots := hops.Roots
 

@@ -135,7 +135,7 @@ func TestStartIstiodFailureIsTornDown(t *testing.T) {
 	require.NoError(t, err)
 	inter, err := root.NewIntermediate(c.Name)
 	require.NoError(t, err)
-	_, err = p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: inter})
+	_, err = p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "component istiod not ready")
 	require.NotEmpty(t, p.members[c.Name].installs)
@@ -143,7 +143,7 @@ func TestStartIstiodFailureIsTornDown(t *testing.T) {
 
 	// The probes too: every object accepted, nothing ever ready without a kubelet.
 	_, err = p.DeployProbes(ctx, cluster.ProbeSetup{Clusters: kcs, Local: c, Remote: &cluster.Cluster{},
-		CAs: map[string]*pki.Intermediate{c.Name: inter}})
+		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "component probes not ready")
 	_, err = c.Client.AppsV1().Deployments(workload.ProbeNamespace).Get(ctx, "fortio-client", metav1.GetOptions{})

@@ -16,7 +16,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/images"
-	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -47,8 +46,9 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	if o.Name != "" {
 		return p.startHostIstiod(ctx, c, o)
 	}
-	if o.CA == nil {
-		return nil, fmt.Errorf("istiod %s: no CA given", c.Name)
+	ca, err := mesh.IntermediateOf(c.Name, o.CA)
+	if err != nil {
+		return nil, fmt.Errorf("istiod %s: %w", c.Name, err)
 	}
 	m, err := p.member(c.Name)
 	if err != nil {
@@ -57,7 +57,7 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	if m.istiod != nil {
 		return nil, fmt.Errorf("istiod %s: already installed by this run", c.Name)
 	}
-	mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: o.CA, Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
+	mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: ca, Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,6 @@ func (p *Provider) applyWith(ctx context.Context, m *member, wait bool, names ..
 type Istiod struct {
 	cluster string
 	c       *cluster.Cluster
-	sampler *measure.Istiod
 	logFile string
 	log     io.Writer // port-forward errors
 
@@ -172,11 +171,10 @@ var (
 	_ cluster.IstiodRestarter = (*Istiod)(nil)
 )
 
-func (i *Istiod) Cluster() string          { return i.cluster }
-func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
-func (i *Istiod) XDSAddress() string       { return i.handle().fwd.addr(istiodXDSPort) }
-func (i *Istiod) LogFile() string          { return i.logFile }
-func (i *Istiod) Done() <-chan struct{}    { return i.handle().done }
+func (i *Istiod) Cluster() string       { return i.cluster }
+func (i *Istiod) XDSAddress() string    { return i.handle().fwd.addr(istiodXDSPort) }
+func (i *Istiod) LogFile() string       { return i.logFile }
+func (i *Istiod) Done() <-chan struct{} { return i.handle().done }
 
 // ExitErr says why Done closed: the pod was deleted, replaced or restarted.
 func (i *Istiod) ExitErr() error {

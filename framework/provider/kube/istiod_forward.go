@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
@@ -36,16 +35,21 @@ func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.W
 		i.closeLocal()
 		return nil, err
 	}
-	i.sampler = &measure.Istiod{
-		Name:       c.Name + "/" + pod.Name,
-		MetricsURL: "http://" + i.handle().fwd.addr(istiodMetricsPort) + "/metrics",
-		CtrlzURL:   "http://" + i.handle().fwd.addr(istiodCtrlzPort),
-		// istiod registers /debug (pprof, clusterz, krtz) on the monitoring mux as well
-		// (pilot/pkg/bootstrap/server.go:680, InitDebug(s.monitoringMux, ...)); through the
-		// port-forward the request comes from the pod's loopback, which istiod serves unauthenticated.
-		DebugURL: "http://" + i.handle().fwd.addr(istiodMetricsPort),
-	}
 	return i, nil
+}
+
+// Endpoints are the current pod's metrics and ControlZ ports as forwarded here. istiod registers
+// /debug (pprof, clusterz, krtz) on the monitoring mux as well (pilot/pkg/bootstrap/server.go:680,
+// InitDebug(s.monitoringMux, ...)); through the port-forward the request comes from the pod's
+// loopback, which istiod serves unauthenticated.
+func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
+	h := i.handle()
+	return cluster.IstiodEndpoints{
+		Name:       i.cluster + "/" + h.pod,
+		MetricsURL: "http://" + h.fwd.addr(istiodMetricsPort) + "/metrics",
+		CtrlzURL:   "http://" + h.fwd.addr(istiodCtrlzPort),
+		DebugURL:   "http://" + h.fwd.addr(istiodMetricsPort),
+	}
 }
 
 // reach forwards the current pod's ports (on local, when given) and streams its log.

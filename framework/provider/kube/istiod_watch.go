@@ -52,7 +52,7 @@ const istiodRestartTimeout = 5 * time.Minute
 
 // Restart deletes istiod's pod (unless it is gone already, e.g. after Kill), waits until its
 // Deployment's next pod is Ready and points the handle at it: port-forwards on the same local
-// ports, so the sampler and xDS clients reconnect where they were, the log stream (appended to
+// ports, so samplers and xDS clients reconnect where they were, the log stream (appended to
 // the same file) and the watch.
 func (i *Istiod) Restart(ctx context.Context) error {
 	old := i.handle()
@@ -83,9 +83,6 @@ func (i *Istiod) Restart(ctx context.Context) error {
 	i.mu.Lock()
 	i.h = i.watchPod(pod)
 	i.mu.Unlock()
-	if i.sampler != nil {
-		i.sampler.Name = i.cluster + "/" + pod.Name
-	}
 	return i.reach(local)
 }
 

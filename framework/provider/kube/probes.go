@@ -58,7 +58,11 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		if err != nil {
 			return nil, err
 		}
-		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: s.CAs[c.Name], Probes: plan[c.Name],
+		ca, err := mesh.IntermediateOf(c.Name, s.CAs[c.Name])
+		if err != nil {
+			return nil, err
+		}
+		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: ca, Probes: plan[c.Name],
 			Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
 		if err != nil {
 			return nil, err

@@ -138,7 +138,13 @@ var capabilities = topology.Capabilities{Provider: Name, MaxClusters: topology.M
 	MaxClustersReason: "its loopback address plan has room for 50"}
 
 // ClusterBinaries: the local provider runs pilot-discovery as a process (cluster.IstiodBinary).
-func (p *Provider) ClusterBinaries() []bins.Binary { return bins.ClusterBinaries }
+func (p *Provider) ClusterBinaries() []string {
+	var names []string
+	for _, b := range bins.ClusterBinaries {
+		names = append(names, string(b))
+	}
+	return names
+}
 
 // Preflight validates the topology for this provider, checks host resources and makes sure the
 // binaries are built (building them if missing).
@@ -284,10 +290,10 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 
 // Processes lists the running processes per cluster name (for RSS and CPU sampling); the shared
 // etcd is in SharedProcesses.
-func (p *Provider) Processes() map[string][]*proc.Process {
+func (p *Provider) Processes() map[string][]cluster.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string][]*proc.Process{}
+	out := map[string][]cluster.Process{}
 	for _, m := range p.members {
 		m.mu.Lock()
 		for _, pr := range []*proc.Process{m.apiserver, m.kcm} {
@@ -301,14 +307,14 @@ func (p *Provider) Processes() map[string][]*proc.Process {
 }
 
 // SharedProcesses lists the processes every cluster shares: the etcd.
-func (p *Provider) SharedProcesses() []*proc.Process {
+func (p *Provider) SharedProcesses() []cluster.Process {
 	p.mu.Lock()
 	e := p.etcd
 	p.mu.Unlock()
 	if e == nil || e.process() == nil {
 		return nil
 	}
-	return []*proc.Process{e.process()}
+	return []cluster.Process{e.process()}
 }
 
 // Destroy stops every process. The run directory is left for the caller to keep or remove.

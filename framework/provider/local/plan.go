@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -15,7 +15,7 @@ import (
 // 10 clusters in 37 s (waves of 11, 16 and 9 s); 50 clusters in 224 s (waves of 8 to 22 s);
 // 3 clusters in one wave of ~10 s. Without controller-managers a wave takes about two thirds as
 // long.
-func (p *Provider) PlanSetup(t *topology.Topology, _ int) []plan.Item {
+func (p *Provider) PlanSetup(t *topology.Topology, _ int) []cluster.SetupEstimate {
 	n := len(t.Clusters)
 	size := p.waveSize()
 	perCluster, fixed := 2.0, 4.0
@@ -29,8 +29,8 @@ func (p *Provider) PlanSetup(t *topology.Topology, _ int) []plan.Item {
 	}
 	c := float64(n)
 	crds := 1.5 + 0.25*c + 0.012*c*c
-	return []plan.Item{
-		{Name: "clusters", Expected: time.Duration(ready * float64(time.Second)), Detail: fmt.Sprintf("%d API servers on one etcd, in waves of %d", n, size)},
-		{Name: "crds", Expected: time.Duration(crds * float64(time.Second)), Detail: "Istio and Gateway API CRDs from the seed, Established in every cluster"},
+	return []cluster.SetupEstimate{
+		{Step: "clusters", Expected: time.Duration(ready * float64(time.Second)), Detail: fmt.Sprintf("%d API servers on one etcd, in waves of %d", n, size)},
+		{Step: "crds", Expected: time.Duration(crds * float64(time.Second)), Detail: "Istio and Gateway API CRDs from the seed, Established in every cluster"},
 	}
 }

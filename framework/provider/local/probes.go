@@ -23,6 +23,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
@@ -33,6 +35,7 @@ import (
 // ztunnels of their nodes and the clusters' east-west gateways.
 type probeEnv struct {
 	setup    cluster.ProbeSetup
+	cas      map[string]*pki.Intermediate // every cluster's, to sign the emulator's certificates
 	probes   *workload.Probes
 	echoes   map[string]*workload.Echo // "cluster/app"
 	serverZ  map[string]*dataplane.Ztunnel
@@ -57,8 +60,13 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			return nil, fmt.Errorf("the emulated data plane of %s needs its istiod", c.Name)
 		}
 	}
-	e := &probeEnv{setup: s, echoes: map[string]*workload.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
+	e := &probeEnv{setup: s, cas: map[string]*pki.Intermediate{}, echoes: map[string]*workload.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
 		gateways: map[string]*dataplane.Gateway{}, vips: map[string]netip.Addr{}}
+	for name, ca := range s.CAs {
+		if e.cas[name], err = mesh.IntermediateOf(name, ca); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			_ = e.Close()
@@ -105,7 +113,7 @@ func (e *probeEnv) node(c *cluster.Cluster, name string) dataplane.Node {
 	return dataplane.Node{
 		Cluster: c.Name, Network: c.Network, Name: name, IP: ip,
 		XDSAddress: e.setup.Istiods[c.Name].XDSAddress(),
-		CA:         e.setup.CAs[c.Name], Roots: e.setup.Roots,
+		CA:         e.cas[c.Name], Roots: e.setup.Roots,
 		Dir: filepath.Join(e.setup.Dir, c.Name), Logf: e.setup.Logf,
 	}
 }
@@ -198,7 +206,7 @@ func (e *probeEnv) istiodOf(app string) string {
 	i := e.setup.Istiods[e.setup.Local.Name]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dump, err := i.Sampler().Ambientz(ctx)
+	dump, err := measure.Observe(i.Endpoints()).Ambientz(ctx)
 	if err != nil {
 		return "istiod's index not read: " + err.Error()
 	}

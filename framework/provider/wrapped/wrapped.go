@@ -7,7 +7,6 @@ package wrapped
 import (
 	"fmt"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	_ "github.com/ambientmc/ambientmc/framework/provider/local" // registers the provider it wraps
@@ -60,4 +59,4 @@ func newProvider(e provider.Env) (cluster.Provider, error) {
 func (p *Provider) Name() string { return Name }
 
 // ClusterBinaries are the inner provider's (cluster.IstiodBinary).
-func (p *Provider) ClusterBinaries() []bins.Binary { return p.binaries.ClusterBinaries() }
+func (p *Provider) ClusterBinaries() []string { return p.binaries.ClusterBinaries() }
