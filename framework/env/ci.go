@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/baseline"
-	"github.com/ambientmc/ambientmc/framework/gates"
-	"github.com/ambientmc/ambientmc/framework/junit"
+	"github.com/ambientmc/ambientmc/framework/ci/baseline"
+	"github.com/ambientmc/ambientmc/framework/ci/gates"
+	"github.com/ambientmc/ambientmc/framework/ci/junit"
 	"github.com/ambientmc/ambientmc/framework/measure"
-	"github.com/ambientmc/ambientmc/framework/profiles"
+	"github.com/ambientmc/ambientmc/framework/ci/profiles"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/bench"
-	"github.com/ambientmc/ambientmc/framework/testrun"
-	"github.com/ambientmc/ambientmc/framework/timeline"
+	"github.com/ambientmc/ambientmc/framework/ci/testrun"
+	"github.com/ambientmc/ambientmc/framework/ci/timeline"
 )
 
 // CIFlags are what a CI job adds to a run: a verdict on the numbers, junit.xml, profiles.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/testrun"
+	"github.com/ambientmc/ambientmc/framework/ci/testrun"
 )
 
 // terminalPath is the controlling terminal; tests point it elsewhere.

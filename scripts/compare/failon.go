@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ambientmc/ambientmc/framework/baseline"
-	"github.com/ambientmc/ambientmc/framework/gates"
-	"github.com/ambientmc/ambientmc/framework/junit"
+	"github.com/ambientmc/ambientmc/framework/ci/baseline"
+	"github.com/ambientmc/ambientmc/framework/ci/gates"
+	"github.com/ambientmc/ambientmc/framework/ci/junit"
 	"github.com/ambientmc/ambientmc/framework/report"
 	reportmd "github.com/ambientmc/ambientmc/framework/report/markdown"
 )

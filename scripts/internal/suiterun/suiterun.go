@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/baseline"
+	"github.com/ambientmc/ambientmc/framework/ci/baseline"
 	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ambientmc/ambientmc/framework/junit"
+	"github.com/ambientmc/ambientmc/framework/ci/junit"
 )
 
 // display shows the user what go test would have: with -test.v=test2json the framed stream as it

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/junit"
+	"github.com/ambientmc/ambientmc/framework/ci/junit"
 )
 
 // This test binary plays three parts: the tests below run it as a parent (TESTRUN_PARENT=1),

@@ -15,7 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ambientmc/ambientmc/framework/baseline"
+	"github.com/ambientmc/ambientmc/framework/ci/baseline"
 )
 
 // File is a parsed -gates file.

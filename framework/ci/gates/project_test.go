@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ambientmc/ambientmc/framework/baseline"
+	"github.com/ambientmc/ambientmc/framework/ci/baseline"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
 	"github.com/ambientmc/ambientmc/framework/report/bench"

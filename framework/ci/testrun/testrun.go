@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/junit"
+	"github.com/ambientmc/ambientmc/framework/ci/junit"
 )
 
 // ChildEnv marks the re-executed test binary: it runs the tests, not another child.
