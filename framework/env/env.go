@@ -58,8 +58,8 @@ type Env struct {
 	crds crds.Set
 	// setupTimes are measured from the start of cluster creation (for the report's setup section).
 	setupTimes struct{ created, apiServersReady, crdsEstablished time.Time }
-	// ci holds the gates, profiles and metrics timeline (ci.go).
-	ci *ciRun
+	// ext is the suite's optional part of the lifecycle (CI's), nil without one.
+	ext Extension
 }
 
 type cleanup struct {
@@ -100,6 +100,8 @@ func (e *Env) Logf(format string, args ...any) {
 type Suite struct {
 	// Check validates the suite's own flags before anything starts.
 	Check func() error
+	// CI is the optional part CI adds to the run (framework/ci.New()); nil: none.
+	CI    Extension
 	Steps []Step
 	// Plan works out, before anything starts, what the suite's steps and each of its top-level
 	// tests will take (Run keeps the tests -run and -skip select). nil: only setup is planned.

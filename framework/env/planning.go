@@ -1,6 +1,7 @@
 package env
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -99,4 +100,12 @@ func (e *Env) clusterItems() []plan.Item {
 		return items
 	}
 	return []plan.Item{{Name: "clusters", Expected: 2 * time.Minute, Detail: "no estimate from the provider"}}
+}
+
+// flagValue is the value of a registered flag (go test's own among them), "" when none is.
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
 }

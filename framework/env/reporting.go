@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -186,3 +187,25 @@ func (e *Env) writeReport() error {
 	e.Statusf("report written to %s", e.ReportDir)
 	return nil
 }
+
+// ArtifactsEnv is prow's convention for where a job's files go.
+const ArtifactsEnv = "ARTIFACTS"
+
+// ReportDir is -report-dir, else $ARTIFACTS, else a new directory under the temp dir.
+func ReportDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if a := os.Getenv(ArtifactsEnv); a != "" {
+		return a, os.MkdirAll(a, 0o755)
+	}
+	// Unique per run: two runs started in the same second must not share a directory.
+	base := filepath.Join(os.TempDir(), "ambientmc-reports")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(base, time.Now().Format("20060102-150405")+"-")
+}
+
+// WriteReport writes the report's files into the report directory.
+func (e *Env) WriteReport() error { return e.writeReport() }

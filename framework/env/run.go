@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -39,12 +40,14 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		flag.Lookup("provider").Usage = provider.Usage()
 		flag.Parse()
 	}
-	if code, done := runAsParent(); done { // CI hook (ci.go): junit.xml from a child run
-		return code
+	if s.CI != nil {
+		if code, done := s.CI.Instead(); done { // junit.xml from a child run
+			return code
+		}
 	}
 	e := &Env{Log: os.Stderr, Flags: *flags, start: time.Now(), peakMemory: measure.WatchPeakMemory(time.Second),
-		run: newRunState(), setupTook: map[string]time.Duration{}}
-	if tty := openTerminal(); tty != nil {
+		run: newRunState(), setupTook: map[string]time.Duration{}, ext: s.CI}
+	if tty := openTerminal(s.CI != nil && s.CI.QuietParent()); tty != nil {
 		e.terminal = tty
 		defer tty.Close()
 	}
@@ -55,7 +58,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.cutRun(fmt.Sprintf("interrupted by %s", sig), e.plan)
 		e.Logf("%s: stopping everything", sig)
 		e.teardown()
-		e.collectArtifacts(1) // CI hook (artifacts.go)
+		e.finished(1)
 	})
 	defer release()
 	defer func() {
@@ -72,7 +75,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		e.Logf("setup failed: %v", err)
 		e.keepLogs()
 		e.teardown()
-		e.collectArtifacts(1) // CI hook (artifacts.go)
+		e.finished(1)
 		return e.checkLoopback(1)
 	}
 	e.setReady()
@@ -85,7 +88,9 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		code = 1
 	}
 	e.Report.Plan = e.planReport(e.plan)
-	code = e.judgeGates(code) // CI hook (ci.go): gates after every test
+	if e.ext != nil {
+		code = e.ext.Judge(e, code) // gates after every test
+	}
 	e.Statusf("tests finished (exit code %d); run took %s", code, time.Since(e.start).Round(100*time.Millisecond))
 	if err := e.writeReport(); err != nil {
 		e.Logf("writing the report: %v", err)
@@ -100,8 +105,32 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	}
 	e.teardown()
 	code = e.checkLoopback(code)
-	e.collectArtifacts(code) // CI hook (artifacts.go)
+	e.finished(code)
 	return code
+}
+
+// finished hands the ended run to the extension (CI's artifacts).
+func (e *Env) finished(code int) {
+	if e.ext != nil {
+		e.ext.Finished(e, code)
+	}
+}
+
+// KeepsRunDir says the run directory stays after the run (-keep, or a failure's logs).
+func (e *Env) KeepsRunDir() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.keepRunDir
+}
+
+// Warn adds a warning to the report once, and logs it.
+func (e *Env) Warn(w string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !slices.Contains(e.Report.Warnings, w) {
+		e.Report.Warnings = append(e.Report.Warnings, w)
+		e.Logf("%s", w)
+	}
 }
 
 // setReady marks setup done: from now on a cut-short run writes a partial report.

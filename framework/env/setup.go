@@ -69,8 +69,10 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if err := e.checkInput(suite); err != nil {
 		return err
 	}
-	if err := e.loadGates(); err != nil { // CI hook (ci.go): -gates, -baseline before anything starts
-		return err
+	if e.ext != nil {
+		if err := e.ext.Check(e); err != nil { // -gates, -baseline before anything starts
+			return err
+		}
 	}
 	if err := CheckIstiod(ctx, e.Flags.Istiod); err != nil {
 		return err
@@ -83,7 +85,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if e.Provider, err = provider.New(e.Flags.Provider, e.providerEnv(filepath.Join(e.RunDir, "clusters"))); err != nil {
 		return err
 	}
-	if e.ReportDir, err = reportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
+	if e.ReportDir, err = ReportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
 		return err
 	}
 	if err := e.planRun(suite); err != nil {
@@ -96,8 +98,10 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	defer e.armDeadline(e.plan, time.Time{}, setupDone)()
 	e.Report = newReport(e.Provider, e.Topology)
 	e.Report.Warnings = append(e.Report.Warnings, e.plan.Warnings...)
-	if err := e.startCI(); err != nil { // CI hook (ci.go): metrics.csv, profiles
-		return err
+	if e.ext != nil {
+		if err := e.ext.Started(e); err != nil { // metrics.csv, profiles
+			return err
+		}
 	}
 	if ni, ok := e.Provider.(cluster.NodeImager); ok {
 		e.Report.NodeImage = ni.NodeImage()

@@ -6,23 +6,18 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/ambientmc/ambientmc/framework/ci/testrun"
 )
 
 // terminalPath is the controlling terminal; tests point it elsewhere.
 var terminalPath = "/dev/tty"
 
-// quietParentEnv tells a child run (runAsParent) that the go test its parent runs under was not
-// verbose: the child itself always is.
-const quietParentEnv = "AMBIENTMC_QUIET_PARENT"
-
 // openTerminal returns the terminal of the person who typed go test, when go test would hide the
 // run from them: without -v, go test keeps a passing package's output to itself and prints one
 // "ok" line at the end. With -v (and -json, which implies it) the output already streams, and
 // without a controlling terminal (CI, a pipe from a script) there is no one watching: nil then.
-func openTerminal() io.WriteCloser {
-	if testing.Verbose() && !(testrun.IsChild() && os.Getenv(quietParentEnv) == "1") {
+// quietParent says this run is CI's child run of a go test without -v (always verbose itself).
+func openTerminal(quietParent bool) io.WriteCloser {
+	if testing.Verbose() && !quietParent {
 		return nil
 	}
 	f, err := os.OpenFile(terminalPath, os.O_WRONLY, 0)

@@ -37,7 +37,7 @@ func TestOpenTerminalOnlyWithoutVerbose(t *testing.T) {
 	t.Cleanup(func() { terminalPath = old })
 	terminalPath = filepath.Join(t.TempDir(), "tty")
 	require.NoError(t, os.WriteFile(terminalPath, nil, 0o600))
-	tty := openTerminal()
+	tty := openTerminal(false)
 	if testing.Verbose() {
 		assert.Nil(t, tty)
 		return
@@ -45,5 +45,5 @@ func TestOpenTerminalOnlyWithoutVerbose(t *testing.T) {
 	require.NotNil(t, tty)
 	require.NoError(t, tty.Close())
 	terminalPath = filepath.Join(t.TempDir(), "none")
-	assert.Nil(t, openTerminal(), "no terminal, nothing extra")
+	assert.Nil(t, openTerminal(false), "no terminal, nothing extra")
 }

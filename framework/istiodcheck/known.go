@@ -1,5 +1,6 @@
-// Package istiodcheck decides what an istiod property check's outcome means for the istiod that
-// ran: a pass, a failure, or an upstream fault this table already knows about.
+// Package istiodcheck holds the istiod property checks, one per file, each on an isolated istiod
+// of its own where it can (Isolated), and decides what a check's outcome means for the istiod that
+// ran: a pass, a failure, or an upstream fault this table already knows about (Table).
 package istiodcheck
 
 import (

@@ -78,7 +78,7 @@ type Report struct {
 	// (kind, kube).
 	IstioImages []IstioImage `json:"istioImages,omitempty"`
 
-	// CI verdicts and artifacts (ci.go): the -gates bounds as judged, the istiod profiles kept,
+	// CI verdicts and artifacts (framework/ci): the -gates bounds as judged, the istiod profiles kept,
 	// and where the run's other artifacts are.
 	Gates     []Gate     `json:"gates,omitempty"`
 	Profiles  []Profile  `json:"profiles,omitempty"`

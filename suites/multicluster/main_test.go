@@ -13,6 +13,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/ambientmc/ambientmc/framework/ci"
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -34,6 +35,7 @@ var mc = &suite{opts: options.Flags}
 func TestMain(m *testing.M) {
 	os.Exit(env.Run(m, &mc.Env, env.Suite{
 		Check: mc.opts.Validate,
+		CI:    ci.New(), // -gates, -baseline, junit.xml, profiles, metrics.csv, $ARTIFACTS
 		Steps: []env.Step{
 			{Name: "mesh", Run: installMesh},
 			{Name: "workloads", Run: deployWorkloads},

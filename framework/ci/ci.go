@@ -1,4 +1,8 @@
-package env
+// Package ci is what a CI job adds to a run, as one optional part of its lifecycle
+// (env.Extension): a verdict on the numbers (-gates, -baseline), junit.xml from plain go test,
+// istiod's profiles, the metrics timeline and the component logs in $ARTIFACTS. Its parts are the
+// packages under it.
+package ci
 
 import (
 	"context"
@@ -16,12 +20,12 @@ import (
 	"github.com/ambientmc/ambientmc/framework/ci/baseline"
 	"github.com/ambientmc/ambientmc/framework/ci/gates"
 	"github.com/ambientmc/ambientmc/framework/ci/junit"
-	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/ci/profiles"
-	"github.com/ambientmc/ambientmc/framework/report"
-	"github.com/ambientmc/ambientmc/framework/report/bench"
 	"github.com/ambientmc/ambientmc/framework/ci/testrun"
 	"github.com/ambientmc/ambientmc/framework/ci/timeline"
+	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
 // CIFlags are what a CI job adds to a run: a verdict on the numbers, junit.xml, profiles.
@@ -44,43 +48,30 @@ func registerCI(fs *flag.FlagSet) *CIFlags {
 	return f
 }
 
-// ArtifactsEnv is prow's convention for where a job's files go.
-const ArtifactsEnv = "ARTIFACTS"
-
 // LogsDir is where the run's component logs are copied inside $ARTIFACTS.
 const LogsDir = "logs"
 
-// ciRun is the run's CI state.
-type ciRun struct {
+// Steps are CI's parts of one run (env.Extension).
+type Steps struct {
 	gates    *gates.File
 	base     baseline.Samples
 	profiles *profiles.Set
 	timeline *timeline.Timeline
+	e        *env.Env
 }
 
-// reportDir is -report-dir, else $ARTIFACTS, else a new directory under the temp dir.
-func reportDir(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	if a := os.Getenv(ArtifactsEnv); a != "" {
-		return a, os.MkdirAll(a, 0o755)
-	}
-	// Unique per run: two runs started in the same second must not share a directory.
-	base := filepath.Join(os.TempDir(), "ambientmc-reports")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", err
-	}
-	return os.MkdirTemp(base, time.Now().Format("20060102-150405")+"-")
-}
+var _ env.Extension = (*Steps)(nil)
 
-// runAsParent runs the tests in a child that writes junit.xml (testrun) unless this process is
-// that child, -junit=false, or the binary only lists tests. done says the run happened there.
-func runAsParent() (code int, done bool) {
+// New is CI's part of a run, as the -gates, -baseline, -junit and -profiles flags ask.
+func New() *Steps { return &Steps{} }
+
+// Instead runs the tests in a child that writes junit.xml (testrun) unless this process is that
+// child, -junit=false, or the binary only lists tests. done says the run happened there.
+func (*Steps) Instead() (code int, done bool) {
 	if testrun.IsChild() || !ciFlags.JUnit || flagValue("test.list") != "" {
 		return 0, false
 	}
-	dir, err := reportDir(flags.ReportDir)
+	dir, err := env.ReportDir(flagValue("report-dir"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ambientmc: report directory: %v\n", err)
 		return 2, true
@@ -102,6 +93,13 @@ func runAsParent() (code int, done bool) {
 		Extra: func() []junit.Case { return gateCases(dir) },
 	}), true
 }
+
+// quietParentEnv tells a child run (Instead) that the go test its parent runs under was not
+// verbose: the child itself always is.
+const quietParentEnv = "AMBIENTMC_QUIET_PARENT"
+
+// QuietParent says this run is a child whose parent go test ran without -v.
+func (*Steps) QuietParent() bool { return testrun.IsChild() && os.Getenv(quietParentEnv) == "1" }
 
 func flagValue(name string) string {
 	if f := flag.Lookup(name); f != nil {
@@ -142,10 +140,9 @@ func gateCases(dir string) []junit.Case {
 	return out
 }
 
-// loadGates reads -gates and -baseline before anything starts: a path the report schema lacks,
-// a bad bound or a baseline that cannot be judged is one error naming the field and the fix.
-func (e *Env) loadGates() error {
-	e.ci = &ciRun{}
+// Check reads -gates and -baseline before anything starts: a path the report schema lacks, a bad
+// bound or a baseline that cannot be judged is one error naming the field and the fix.
+func (c *Steps) Check(e *env.Env) error {
 	if ciFlags.Gates == "" {
 		if ciFlags.Baseline != "" {
 			return fmt.Errorf("-baseline=%s needs -gates=FILE with a baseline: section saying which benchmarks may regress by how much (see gates/)", ciFlags.Baseline)
@@ -156,7 +153,7 @@ func (e *Env) loadGates() error {
 	if err != nil {
 		return err
 	}
-	e.ci.gates = f
+	c.gates = f
 	switch {
 	case ciFlags.Baseline == "" && len(f.Baseline) > 0:
 		e.Logf("gates: %d bounds; its %d baseline bounds are judged only with -baseline=DIR", len(f.Bounds), len(f.Baseline))
@@ -166,128 +163,112 @@ func (e *Env) loadGates() error {
 	case len(f.Baseline) == 0:
 		return fmt.Errorf("-baseline=%s: -gates=%s has no baseline: section; add one saying which benchmarks may regress by how much", ciFlags.Baseline, ciFlags.Gates)
 	}
-	if e.ci.base, _, err = baseline.Read(ciFlags.Baseline); err != nil {
+	if c.base, _, err = baseline.Read(ciFlags.Baseline); err != nil {
 		return fmt.Errorf("-baseline=%s: %w", ciFlags.Baseline, err)
 	}
 	var errs []error
 	for _, b := range f.Baseline {
-		if err := baseline.Check(e.ci.base, b, 1, f.Alpha); err != nil {
+		if err := baseline.Check(c.base, b, 1, f.Alpha); err != nil {
 			errs = append(errs, fmt.Errorf("-baseline=%s with -gates=%s: %w", ciFlags.Baseline, ciFlags.Gates, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// startCI opens the metrics timeline and the profile set in the report directory.
-func (e *Env) startCI() error {
-	if e.ci == nil {
-		e.ci = &ciRun{}
-	}
+// Started opens the metrics timeline and the profile set in the report directory.
+func (c *Steps) Started(e *env.Env) error {
+	c.e = e
 	if err := os.MkdirAll(e.ReportDir, 0o755); err != nil {
 		return err
 	}
-	e.Report.Artifacts = &report.Artifacts{Dir: os.Getenv(ArtifactsEnv), MetricsCSV: timeline.File}
+	e.Report.Artifacts = &report.Artifacts{Dir: os.Getenv(env.ArtifactsEnv), MetricsCSV: timeline.File}
 	if e.Report.Artifacts.Dir != "" {
 		e.Report.Artifacts.Logs = LogsDir
-		e.Cleanup("copy component logs to $"+ArtifactsEnv, e.copyLogsToArtifacts)
+		e.Cleanup("copy component logs to $"+env.ArtifactsEnv, func() error { return copyLogsToArtifacts(e) })
 	}
 	if testrun.IsChild() {
 		e.Report.Artifacts.JUnit, e.Report.Artifacts.TestOutput = testrun.JUnitFile, testrun.OutputFile
 	}
 	var err error
-	if e.ci.timeline, err = timeline.Open(filepath.Join(e.ReportDir, timeline.File)); err != nil {
+	if c.timeline, err = timeline.Open(filepath.Join(e.ReportDir, timeline.File)); err != nil {
 		return err
 	}
-	e.Cleanup("close "+timeline.File, e.ci.timeline.Close)
-	e.ci.profiles = profiles.New(e.ReportDir, ciFlags.Profiles)
+	e.Cleanup("close "+timeline.File, c.timeline.Close)
+	c.profiles = profiles.New(e.ReportDir, ciFlags.Profiles)
 	return nil
 }
 
-// Sampled is an istiod with its sampler (a mesh.Istiod).
-type Sampled interface {
-	Cluster() string
-	Sampler() *measure.Istiod
-}
-
 // RecordMetrics keeps every scrape of i in the report's metrics.csv.
-func (e *Env) RecordMetrics(i Sampled) {
-	if e.ci != nil && e.ci.timeline != nil {
-		e.ci.timeline.Follow(i.Cluster(), i.Sampler())
+func (c *Steps) RecordMetrics(i env.Sampled) {
+	if c.timeline != nil {
+		c.timeline.Follow(i.Cluster(), i.Sampler())
 	}
 }
 
 // Profile keeps i's heap and goroutine profiles, named for when (e.g. "baseline",
 // "after-join-cluster-3"), and returns their files relative to the report directory. A profile
 // that cannot be had is a warning, not a failure.
-func (e *Env) Profile(i Sampled, when string) []string {
-	if e.ci == nil {
+func (c *Steps) Profile(i env.Sampled, when string) []string {
+	if c.profiles == nil {
 		return nil
 	}
-	files, err := e.ci.profiles.Snapshot(context.Background(), i.Sampler(), i.Cluster(), when)
+	files, err := c.profiles.Snapshot(context.Background(), i.Sampler(), i.Cluster(), when)
 	if err != nil {
-		e.warnProfile(err)
+		c.e.Warn("profiles: " + err.Error())
 	}
 	return files
 }
 
 // ProfileCPU starts a 5 s CPU profile of i in the background (a join's convergence and settle fit
 // in it; istiod idles after); wait returns once it is kept.
-func (e *Env) ProfileCPU(i Sampled, when string) (wait func()) {
-	if e.ci == nil {
+func (c *Steps) ProfileCPU(i env.Sampled, when string) (wait func()) {
+	if c.profiles == nil {
 		return func() {}
 	}
-	w := e.ci.profiles.CPU(context.Background(), i.Sampler(), i.Cluster(), when, 5*time.Second)
+	w := c.profiles.CPU(context.Background(), i.Sampler(), i.Cluster(), when, 5*time.Second)
 	return func() {
 		if err := w(); err != nil {
-			e.warnProfile(err)
+			c.e.Warn("profiles: " + err.Error())
 		}
 	}
 }
 
 // ProfilesBearingOn names the kept profiles that bear on a report path (for failure messages).
-func (e *Env) ProfilesBearingOn(path string) []string {
-	if e.ci == nil {
+func (c *Steps) ProfilesBearingOn(path string) []string {
+	if c.profiles == nil {
 		return nil
 	}
-	return e.ci.profiles.BearingOn(path)
+	return c.profiles.BearingOn(path)
 }
 
-func (e *Env) warnProfile(err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	w := "profiles: " + err.Error()
-	if !slices.Contains(e.Report.Warnings, w) {
-		e.Report.Warnings = append(e.Report.Warnings, w)
-		e.Logf("%s", w)
-	}
-}
-
-// judgeGates judges every gate after the tests, prints one line each, puts them in the report
-// and fails the run if one broke. It also records the profiles taken.
-func (e *Env) judgeGates(code int) int {
-	if e.ci == nil || e.Report == nil {
+// Judge judges every gate after the tests, prints one line each, puts them in the report and fails
+// the run if one broke. It also records the profiles taken.
+func (c *Steps) Judge(e *env.Env, code int) int {
+	if e.Report == nil {
 		return code
 	}
-	e.Report.Profiles = e.ci.profiles.Taken()
-	if e.ci.gates == nil {
+	if c.profiles != nil {
+		e.Report.Profiles = c.profiles.Taken()
+	}
+	if c.gates == nil {
 		return code
 	}
 	js, err := report.JSON(e.Report)
 	var gs []report.Gate
 	if err == nil {
-		gs, err = e.ci.gates.Judge(js)
+		gs, err = c.gates.Judge(js)
 	}
 	if err != nil {
 		e.Logf("gates: %v", err)
 		return max(code, 1)
 	}
-	if e.ci.base != nil {
+	if c.base != nil {
 		cur := baseline.Samples{}
 		if err := cur.ReadBench("this run", bench.Render(e.Report)); err != nil {
 			e.Logf("gates: this run's bench lines: %v", err)
 			return max(code, 1)
 		}
-		gs = append(gs, baseline.Judge(e.ci.base, cur, e.ci.gates.Baseline, e.ci.gates.Alpha)...)
+		gs = append(gs, baseline.Judge(c.base, cur, c.gates.Baseline, c.gates.Alpha)...)
 	}
 	broken := 0
 	for i := range gs {
@@ -295,7 +276,7 @@ func (e *Env) judgeGates(code int) int {
 			continue
 		}
 		broken++
-		if ps := e.ci.profiles.BearingOn(gs[i].Path); len(ps) > 0 {
+		if ps := c.ProfilesBearingOn(gs[i].Path); len(ps) > 0 {
 			gs[i].Profiles = ps
 			gs[i].Message += "; profiles: " + strings.Join(ps, ", ")
 		}

@@ -1,4 +1,4 @@
-package env
+package ci
 
 import (
 	"errors"
@@ -7,13 +7,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/ambientmc/ambientmc/framework/env"
 )
 
 // copyLogsToArtifacts is a cleanup registered after the run directory's removal, so it runs
 // after every component stopped and before the directory goes: with $ARTIFACTS, every
 // component's log (and the providers' cluster dumps, which keepLogs had kind export into the run
 // directory while the clusters still ran) is copied to $ARTIFACTS/logs, on pass and failure.
-func (e *Env) copyLogsToArtifacts() error {
+func copyLogsToArtifacts(e *env.Env) error {
 	dst := filepath.Join(e.ReportDir, LogsDir)
 	if err := copyLogs(e.RunDir, dst); err != nil {
 		return err
@@ -22,17 +24,15 @@ func (e *Env) copyLogsToArtifacts() error {
 	return nil
 }
 
-// collectArtifacts runs after teardown: without $ARTIFACTS, a failed run's report names the run
-// directory it kept (with $ARTIFACTS it names the copy from the start).
-func (e *Env) collectArtifacts(code int) {
-	e.mu.Lock()
-	failed := code != 0 || e.keepRunDir
-	e.mu.Unlock()
+// Finished runs after teardown: without $ARTIFACTS, a failed run's report names the run directory
+// it kept (with $ARTIFACTS it names the copy from the start).
+func (c *Steps) Finished(e *env.Env, code int) {
+	failed := code != 0 || e.KeepsRunDir()
 	if !failed || e.RunDir == "" || e.Report == nil || e.Report.Artifacts == nil || e.Report.Artifacts.Logs != "" {
 		return
 	}
 	e.Report.Artifacts.Logs = e.RunDir
-	if err := e.writeReport(); err != nil {
+	if err := e.WriteReport(); err != nil {
 		e.Logf("writing the report: %v", err)
 	}
 }

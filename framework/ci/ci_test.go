@@ -1,6 +1,7 @@
-package env
+package ci
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/env"
 )
 
 // withCI sets the CI flags for one test.
@@ -18,10 +21,18 @@ func withCI(t *testing.T, f CIFlags) {
 	t.Cleanup(func() { *ciFlags = old })
 }
 
-// Bad gates and baselines are refused before any cluster, run directory or report exists.
-func TestSetupRejectsBadGatesBeforeStartingAnything(t *testing.T) {
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+// Bad gates and baselines are one error naming the flag and the fix (env runs Check before
+// anything starts).
+func TestCheckRejectsBadGates(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string { return writeFile(t, dir, name, content, 0o644) }
+	write := func(name, content string) string { return writeFile(t, dir, name, content) }
 	unknown := write("unknown.yaml", "gates:\n  controlPlane.perRemoteCluster.liveHeap: {max: 5e6}\n")
 	withBaseline := write("base.yaml", "gates:\n  churn.runs[*].lost: {max: 0}\nbaseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 10%}\n")
 	noBaseline := write("plain.yaml", "gates:\n  churn.runs[*].lost: {max: 0}\n")
@@ -45,37 +56,13 @@ func TestSetupRejectsBadGatesBeforeStartingAnything(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withCI(t, tc.ci)
-			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters = 2; f.ReportDir = filepath.Join(dir, "report-"+tc.name) }))
+			err := New().Check(&env.Env{Log: io.Discard})
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
-			_, statErr := os.Stat(filepath.Join(dir, "report-"+tc.name))
-			assert.True(t, os.IsNotExist(statErr), "no report directory for bad input")
 		})
 	}
-}
-
-func TestReportDirDefaults(t *testing.T) {
-	art := filepath.Join(t.TempDir(), "artifacts")
-	t.Setenv(ArtifactsEnv, art)
-	got, err := reportDir("")
-	require.NoError(t, err)
-	assert.Equal(t, art, got, "$ARTIFACTS is the default")
-	_, err = os.Stat(art)
-	assert.NoError(t, err, "and it is created")
-	got, err = reportDir("/explicit")
-	require.NoError(t, err)
-	assert.Equal(t, "/explicit", got, "-report-dir wins over $ARTIFACTS")
-	t.Setenv(ArtifactsEnv, "")
-	a, err := reportDir("")
-	require.NoError(t, err)
-	b, err := reportDir("")
-	require.NoError(t, err)
-	defer os.Remove(a)
-	defer os.Remove(b)
-	assert.NotEqual(t, a, b, "two runs never share a default directory")
-	assert.True(t, strings.HasPrefix(a, filepath.Join(os.TempDir(), "ambientmc-reports")+"/"), a)
 }
 
 // The logs a failed run leaves for CI: everything readable, no credential, no etcd database.

@@ -1,0 +1,102 @@
+// Package layout checks the house's import rules (docs/layout.md) on every go test ./...: the
+// contract imports nothing of the machinery behind it, the method knows no provider, the
+// lifecycle knows neither the method nor CI, and nothing below suites/ reaches up.
+package layout
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/ambientmc/ambientmc/"
+
+// imports maps every package of the module (by its path inside the module) to what its non-test
+// files import from the module.
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(strings.TrimPrefix(path, "../")))
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, module) {
+				out[pkg] = append(out[pkg], strings.TrimPrefix(p, module))
+			}
+		}
+		if _, ok := out[pkg]; !ok {
+			out[pkg] = nil
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+func under(pkg string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if pkg == p || strings.HasPrefix(pkg, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// method are the packages that hold how the experiment is done.
+var method = []string{"framework/join", "framework/istiodcheck", "framework/churn", "framework/traffic",
+	"framework/measure", "framework/xdswatch", "framework/faults", "framework/subtest"}
+
+// providers are the provider implementations (not the registry, framework/provider itself).
+func isProvider(pkg string) bool {
+	return strings.HasPrefix(pkg, "framework/provider/")
+}
+
+func TestImportRules(t *testing.T) {
+	all := imports(t)
+	require.Contains(t, all, "framework/cluster", "the walk found the module's packages")
+	for pkg, deps := range all {
+		for _, dep := range deps {
+			switch {
+			case pkg == "framework/cluster" && dep != "topology":
+				t.Errorf("the contract %s imports %s: it may import only topology of this module", pkg, dep)
+			case under(pkg, "framework", "topology") && under(dep, "suites", "scripts"):
+				t.Errorf("%s imports %s: nothing below suites/ and scripts/ reaches up", pkg, dep)
+			case under(pkg, method...) && (isProvider(dep) || under(dep, "framework/env", "framework/ci")):
+				t.Errorf("the method's %s imports %s: it may not know a provider, the lifecycle or CI", pkg, dep)
+			case under(pkg, "framework/env") && under(dep, append([]string{"framework/ci"}, method[:4]...)...):
+				t.Errorf("the lifecycle's %s imports %s: CI plugs in as an env.Extension, the method is the suites'", pkg, dep)
+			case isProvider(dep) && under(pkg, "framework") && !under(pkg, "framework/env", "framework/provider"):
+				t.Errorf("%s imports the provider %s: only framework/env/providers.go registers providers", pkg, dep)
+			case under(dep, "framework/ci") && under(pkg, "framework") && !under(pkg, "framework/ci"):
+				t.Errorf("%s imports CI's %s: CI's parts are the suites' and scripts' to use", pkg, dep)
+			}
+		}
+	}
+}
+
+// The rules above can fail: a walk that found no import would pass them all.
+func TestTheWalkSeesImports(t *testing.T) {
+	all := imports(t)
+	assert.Contains(t, all["framework/env"], "framework/cluster")
+	assert.Contains(t, all["framework/ci"], "framework/env")
+}
