@@ -52,4 +52,3 @@ func TestReportDirDefaults(t *testing.T) {
 	assert.NotEqual(t, a, b, "two runs never share a default directory")
 	assert.True(t, strings.HasPrefix(a, filepath.Join(os.TempDir(), "ambientmc-reports")+"/"), a)
 }
-
