@@ -110,6 +110,26 @@ type ProbeSetup struct {
 	Logf                func(format string, args ...any)
 }
 
+// ChooseServers sets Remote and Peer: the first primary of Clusters on another network, and the
+// first on the client's own, of those running an istiod.
+func (s *ProbeSetup) ChooseServers(runsIstiod func(*Cluster) bool) {
+	for _, c := range s.Clusters {
+		if c.Name == s.Local.Name || !c.IsPrimary() || !runsIstiod(c) {
+			continue
+		}
+		switch topology.RelationOf(s.Local.Cluster, c.Cluster) {
+		case topology.OtherNetwork:
+			if s.Remote == nil {
+				s.Remote = c
+			}
+		case topology.SameNetwork:
+			if s.Peer == nil {
+				s.Peer = c
+			}
+		}
+	}
+}
+
 // Failover is where echo-failover's second endpoint runs: the other network's cluster, else the
 // same network's.
 func (s ProbeSetup) Failover() *Cluster {

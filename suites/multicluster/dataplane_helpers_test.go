@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // probeEnv is the provider's data plane with its probe workloads: a client in the observed
@@ -87,22 +86,7 @@ func startDataPlane(ctx context.Context) (*probeEnv, error) {
 	s := cluster.ProbeSetup{Clusters: mc.Clusters, Local: local,
 		Istiods: mc.mesh.Handles(), CAs: mc.mesh.CAs(), Roots: mc.mesh.Root.Pool(),
 		Dir: filepath.Join(mc.RunDir, "dataplane"), Logf: mc.Logf}
-	// The first primary with an istiod of each relation serves the probes.
-	for _, c := range mc.Clusters {
-		if c.Name == local.Name || !c.IsPrimary() || mc.mesh.Istiods[c.Name] == nil {
-			continue
-		}
-		switch topology.RelationOf(local.Cluster, c.Cluster) {
-		case topology.OtherNetwork:
-			if s.Remote == nil {
-				s.Remote = c
-			}
-		case topology.SameNetwork:
-			if s.Peer == nil {
-				s.Peer = c
-			}
-		}
-	}
+	s.ChooseServers(func(c *cluster.Cluster) bool { return mc.mesh.Istiods[c.Name] != nil })
 	if mc.mesh.Istiods[local.Name] == nil || s.Failover() == nil {
 		return nil, errNoIstiods
 	}
