@@ -13,7 +13,7 @@ import (
 
 // The benchmath this package links is the one inside the benchstat make compare runs.
 func TestBenchstatPinMatchesGoMod(t *testing.T) {
-	data, err := os.ReadFile("../../go.mod")
+	data, err := os.ReadFile("../../../go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}

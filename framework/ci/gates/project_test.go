@@ -35,7 +35,7 @@ func joinedReport() *report.Report {
 // The project's own gates files load (every path is in the schema), and every baseline selector
 // names bench lines the report writes.
 func TestProjectGatesFiles(t *testing.T) {
-	files, err := filepath.Glob("../../gates/*.yaml")
+	files, err := filepath.Glob("../../../gates/*.yaml")
 	if err != nil || len(files) < 3 {
 		t.Fatalf("gates files: %v %v", files, err)
 	}
