@@ -79,6 +79,9 @@ type IstiodEndpoints struct {
 	// PID is istiod's process ID on this host, which a restart in place changes; nil where istiod
 	// runs elsewhere (a pod).
 	PID func() int
+	// MemoryCgroup is the directory of the memory cgroup that holds istiod alone, for its working
+	// set as kubelet computes a container's ("" where there is none); it changes with PID.
+	MemoryCgroup func() string
 }
 
 // Gateways give each cluster's east-west gateway the address other clusters' istiods use.

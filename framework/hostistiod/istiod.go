@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,8 +41,9 @@ type Istiod struct {
 	Ports   IstiodPorts
 	name    string // for errors: cluster/istiod-name
 
-	mu   sync.Mutex
-	proc *proc.Process // replaced by a restart in place
+	mu     sync.Mutex
+	proc   *proc.Process      // replaced by a restart in place
+	cgroup *proc.MemoryCgroup // istiod's own memory cgroup; nil where none could be made
 	// launch starts the process again on the same ports (Restart).
 	launch   func(ctx context.Context, ports IstiodPorts) (*Istiod, error)
 	restarts int
@@ -63,8 +65,23 @@ func (i *Istiod) Tail(n int) string     { return i.Proc().Tail(n) }
 func (i *Istiod) Done() <-chan struct{} { return i.Proc().Done() }
 func (i *Istiod) ExitErr() error        { return i.Proc().ExitErr() }
 func (i *Istiod) Kill() error           { return syscall.Kill(i.Proc().Pid(), syscall.SIGKILL) }
-func (i *Istiod) Stop() error           { return i.Proc().Stop(10 * time.Second) }
-func (i *Istiod) XDSAddress() string    { return addr(i.Ports.SecureXDS) }
+func (i *Istiod) Stop() error {
+	err := i.Proc().Stop(10 * time.Second)
+	i.removeCgroup()
+	return err
+}
+func (i *Istiod) XDSAddress() string { return addr(i.Ports.SecureXDS) }
+
+// removeCgroup deletes istiod's memory cgroup once its process has exited.
+func (i *Istiod) removeCgroup() {
+	i.mu.Lock()
+	cg := i.cgroup
+	i.cgroup = nil
+	i.mu.Unlock()
+	if cg != nil {
+		_ = cg.Remove()
+	}
+}
 
 // Proc is the running pilot-discovery process.
 func (i *Istiod) Proc() *proc.Process {
@@ -82,8 +99,19 @@ func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
 		CtrlzURL:   "http://" + addr(i.Ports.Ctrlz),
 		DebugURL:   "http://" + addr(i.Ports.HTTP),
 		PID:        func() int { return i.Proc().Pid() },
+		MemoryCgroup: func() string {
+			i.mu.Lock()
+			defer i.mu.Unlock()
+			if i.cgroup == nil {
+				return ""
+			}
+			return i.cgroup.Dir
+		},
 	}
 }
+
+// cgroups numbers the memory cgroups this process makes for istiods.
+var cgroups atomic.Int64
 
 // addr is a loopback port's address.
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -154,8 +182,9 @@ func (i *Istiod) Restart(ctx context.Context) error {
 		return fmt.Errorf("istiod %s: restart on the same ports: %w", i.cluster, err)
 	}
 	// The same ports: samplers (and what hooks into them) stay; the CPU is the new process's.
+	i.removeCgroup()
 	i.mu.Lock()
-	i.proc = fresh.proc
+	i.proc, i.cgroup = fresh.proc, fresh.cgroup
 	i.mu.Unlock()
 	return nil
 }
@@ -181,28 +210,30 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 		"INJECTION_WEBHOOK_CONFIG_NAME=",
 		"VALIDATION_WEBHOOK_CONFIG_NAME=",
 	}, o.Env...)
-	p, err := proc.Start(proc.Spec{
-		Name: c.Name + "/" + name,
-		Path: o.Binary,
-		Dir:  o.Dir,
-		Env:  env,
-		Args: []string{
-			"discovery",
-			"--kubeconfig=" + c.Kubeconfig,
-			"--clusterID=" + c.Name,
-			"--meshConfig=" + meshFile,
-			"--domain=cluster.local",
-			"--httpAddr=" + addr(i.Ports.HTTP),
-			"--httpsAddr=" + addr(i.Ports.Webhook),
-			"--grpcAddr=" + addr(i.Ports.XDS),
-			"--secureGRPCAddr=" + addr(i.Ports.SecureXDS),
-			"--monitoringAddr=" + addr(i.Ports.Monitoring),
-			"--ctrlz_address=127.0.0.1",
-			"--ctrlz_port=" + strconv.Itoa(i.Ports.Ctrlz),
-		},
-		LogFile: filepath.Join(o.Dir, "istiod.log"),
-	})
+	args := []string{
+		"discovery",
+		"--kubeconfig=" + c.Kubeconfig,
+		"--clusterID=" + c.Name,
+		"--meshConfig=" + meshFile,
+		"--domain=cluster.local",
+		"--httpAddr=" + addr(i.Ports.HTTP),
+		"--httpsAddr=" + addr(i.Ports.Webhook),
+		"--grpcAddr=" + addr(i.Ports.XDS),
+		"--secureGRPCAddr=" + addr(i.Ports.SecureXDS),
+		"--monitoringAddr=" + addr(i.Ports.Monitoring),
+		"--ctrlz_address=127.0.0.1",
+		"--ctrlz_port=" + strconv.Itoa(i.Ports.Ctrlz),
+	}
+	// In a memory cgroup of its own from its first page, so its working set reads as kubelet reads
+	// a container's; without one (not root, no memory controller to make cgroups under) none is read.
+	path := o.Binary
+	if cg, err := proc.NewMemoryCgroup(fmt.Sprintf("ambientmc-istiod-%d-%d", os.Getpid(), cgroups.Add(1))); err == nil {
+		i.cgroup = cg
+		path, args = cg.Command(path, args)
+	}
+	p, err := proc.Start(proc.Spec{Name: c.Name + "/" + name, Path: path, Dir: o.Dir, Env: env, Args: args, LogFile: filepath.Join(o.Dir, "istiod.log")})
 	if err != nil {
+		i.removeCgroup()
 		return nil, fmt.Errorf("starting istiod for %s: %w", c.Name, err)
 	}
 	i.proc = p
@@ -211,6 +242,7 @@ func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptio
 	err = p.WaitReady(readyCtx, 200*time.Millisecond, proc.HTTPProbe("http://"+addr(i.Ports.HTTP)+"/ready", ""))
 	if err != nil {
 		_ = p.Stop(5 * time.Second)
+		i.removeCgroup()
 		return i, fmt.Errorf("istiod for %s: %w", c.Name, err)
 	}
 	return i, nil

@@ -80,6 +80,10 @@ type Istiod struct {
 	// for a local process); nil means that metric (MetricCPU).
 	CPU CPUSource
 
+	// MemoryCgroup is the directory of the memory cgroup holding istiod alone, nil or "" where
+	// there is none: Settled then reads no working set.
+	MemoryCgroup func() string
+
 	// onScrape receives every successful scrape (the run's metrics timeline); see OnScrape.
 	onScrape atomic.Pointer[func(*Metrics)]
 }

@@ -14,6 +14,7 @@ func Observe(e cluster.IstiodEndpoints) *Istiod {
 	if e.PID != nil {
 		i.CPU = &hostProcess{pid: e.PID}
 	}
+	i.MemoryCgroup = e.MemoryCgroup
 	return i
 }
 

@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"fmt"
+	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/stats"
 	"time"
 )
@@ -21,6 +22,9 @@ type Settled struct {
 	// LiveHeapBytes is HeapAlloc right after two forced GCs (LiveHeapStats), taken once after the
 	// last sample.
 	LiveHeapBytes float64
+	// WorkingSetBytes is the median of istiod's memory cgroup's working set (usage minus inactive
+	// file pages, as kubelet reads a container's) over the samples; nil without a cgroup.
+	WorkingSetBytes *float64
 	// AfterGC is the full MemStats read with LiveHeapBytes.
 	AfterGC MemStats
 	// Samples are the scrapes, in order, without Families.
@@ -35,7 +39,11 @@ func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duratio
 		return Settled{}, fmt.Errorf("istiod %s: Settled needs at least one sample, got %d", i.Name, samples)
 	}
 	out := Settled{Samples: make([]*Metrics, 0, samples)}
-	rss := make([]float64, 0, samples)
+	rss, ws := make([]float64, 0, samples), make([]float64, 0, samples)
+	cgroup := ""
+	if i.MemoryCgroup != nil {
+		cgroup = i.MemoryCgroup()
+	}
 	t := time.NewTicker(max(interval, time.Millisecond))
 	defer t.Stop()
 	for n := range samples {
@@ -54,6 +62,17 @@ func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duratio
 		m.Families = nil
 		out.Samples = append(out.Samples, m)
 		rss = append(rss, m.ResidentMemoryBytes)
+		if cgroup != "" {
+			w, err := proc.WorkingSetBytes(cgroup)
+			if err != nil {
+				return Settled{}, fmt.Errorf("istiod %s: working set, sample %d of %d: %w", i.Name, n+1, samples, err)
+			}
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) > 0 {
+		w := stats.Median(ws)
+		out.WorkingSetBytes = &w
 	}
 	ms, err := i.LiveHeapStats(ctx)
 	if err != nil {

@@ -74,6 +74,9 @@ type Sample struct {
 	RSSBytes                 *float64 `json:"rssBytes,omitempty"`
 	HeapInuseBytes           *float64 `json:"heapInuseBytes,omitempty"`
 	LiveHeapBytes            *float64 `json:"liveHeapBytes,omitempty"`
+	// WorkingSetBytes is istiod's memory cgroup's usage minus its inactive file pages, as kubelet
+	// reads a container's (absent where istiod runs in no cgroup of its own).
+	WorkingSetBytes *float64 `json:"workingSetBytes,omitempty"`
 }
 
 // MeasuredIstiod says which istiod a section measured and what it had held before: a figure
@@ -170,6 +173,10 @@ type PerRemote struct {
 	HeapInuseBytesStdErr *float64 `json:"heapInuseBytesStdErr,omitempty"`
 	LiveHeapBytes        *float64 `json:"liveHeapBytes,omitempty"`
 	LiveHeapBytesStdErr  *float64 `json:"liveHeapBytesStdErr,omitempty"`
+	// WorkingSetBytes is the per-remote slope of istiod's working set as kubelet reads a
+	// container's (Sample.WorkingSetBytes).
+	WorkingSetBytes       *float64 `json:"workingSetBytes,omitempty"`
+	WorkingSetBytesStdErr *float64 `json:"workingSetBytesStdErr,omitempty"`
 }
 
 // Leave is one cluster leaving; RemoteClusters is the count of remote clusters after it left, and

@@ -84,13 +84,13 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 	wantKeys(t, cp, "controlPlane", "observedIstiod", "istiods", "baseline", "joins", "perRemoteCluster",
 		"leaves", "cpuSource", "cpuResolutionSeconds", "settleSeconds", "steadyWindowSeconds") // extras
 	sample := []string{"cpuCores", "steadyCPUCores", "rssBytes", "heapInuseBytes", "liveHeapBytes",
-		"cpuCoresResolution", "steadyCPUCoresResolution"} // extras
+		"cpuCoresResolution", "steadyCPUCoresResolution", "workingSetBytes"} // extras
 	wantKeys(t, cp["baseline"], "controlPlane.baseline", sample...)
 	wantKeys(t, cp["joins"].([]any)[0], "controlPlane.joins[0]", append([]string{
 		"cluster", "remoteClusters", "syncSeconds", "xdsSeconds", "convergenceSeconds", "joinCPUSeconds",
 		"deltaCPUCores", "deltaRSSBytes", "deltaHeapInuseBytes", "deltaLiveHeapBytes",
 		"joinCPUSecondsResolution"}, sample...)...) // the last an extra
-	perRemote := []string{"cpuCores", "steadyCPUCores", "joinCPUSeconds", "rssBytes", "heapInuseBytes", "liveHeapBytes"}
+	perRemote := []string{"cpuCores", "steadyCPUCores", "joinCPUSeconds", "rssBytes", "heapInuseBytes", "liveHeapBytes", "workingSetBytes"}
 	for _, k := range perRemote {
 		perRemote = append(perRemote, k+"StdErr")
 	}

@@ -74,6 +74,7 @@ func FitPerRemote(cp *report.ControlPlane) error {
 	level(noRes(func(s report.Sample) *float64 { return s.RSSBytes }), &pr.RSSBytes, &pr.RSSBytesStdErr, nil)
 	level(noRes(func(s report.Sample) *float64 { return s.HeapInuseBytes }), &pr.HeapInuseBytes, &pr.HeapInuseBytesStdErr, nil)
 	level(noRes(func(s report.Sample) *float64 { return s.LiveHeapBytes }), &pr.LiveHeapBytes, &pr.LiveHeapBytesStdErr, nil)
+	level(noRes(func(s report.Sample) *float64 { return s.WorkingSetBytes }), &pr.WorkingSetBytes, &pr.WorkingSetBytesStdErr, nil)
 
 	xs, costs := []float64{0}, []float64{0}
 	var joinRes *float64

@@ -67,6 +67,7 @@ func CombineSequences(cp *report.ControlPlane) error {
 	combine(func(k int) *float64 { return per(k).RSSBytes }, &pr.RSSBytes, &pr.RSSBytesStdErr)
 	combine(func(k int) *float64 { return per(k).HeapInuseBytes }, &pr.HeapInuseBytes, &pr.HeapInuseBytesStdErr)
 	combine(func(k int) *float64 { return per(k).LiveHeapBytes }, &pr.LiveHeapBytes, &pr.LiveHeapBytesStdErr)
+	combine(func(k int) *float64 { return per(k).WorkingSetBytes }, &pr.WorkingSetBytes, &pr.WorkingSetBytesStdErr)
 	pr.CPUCoresResolution = coarsest(func(k int) *float64 { return per(k).CPUCoresResolution })
 	pr.SteadyCPUCoresResolution = coarsest(func(k int) *float64 { return per(k).SteadyCPUCoresResolution })
 	pr.JoinCPUSecondsResolution = coarsest(func(k int) *float64 { return per(k).JoinCPUSecondsResolution })
@@ -78,6 +79,7 @@ func CombineSequences(cp *report.ControlPlane) error {
 	combine(func(k int) *float64 { return base(k).RSSBytes }, &mean.RSSBytes, &se.RSSBytes)
 	combine(func(k int) *float64 { return base(k).HeapInuseBytes }, &mean.HeapInuseBytes, &se.HeapInuseBytes)
 	combine(func(k int) *float64 { return base(k).LiveHeapBytes }, &mean.LiveHeapBytes, &se.LiveHeapBytes)
+	combine(func(k int) *float64 { return base(k).WorkingSetBytes }, &mean.WorkingSetBytes, &se.WorkingSetBytes)
 	mean.CPUCoresResolution = coarsest(func(k int) *float64 { return base(k).CPUCoresResolution })
 	mean.SteadyCPUCoresResolution = coarsest(func(k int) *float64 { return base(k).SteadyCPUCoresResolution })
 

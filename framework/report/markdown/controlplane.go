@@ -3,6 +3,7 @@ package markdown
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
@@ -99,7 +100,9 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 			cpuSlope(pr.CPUCores, pr.CPUCoresStdErr, pr.CPUCoresResolution, 4), m)
 		p("| RSS (MB) | %s | %s |\n", slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), pubMem)
 		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 2), m)
-		p("| Live heap (MB) | %s | %s |\n\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 2), m)
+		p("| Live heap (MB) | %s | %s |\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 2), m)
+		p("| Working set (MB, as kubelet reads a container) | %s | %s |\n\n", slope(pr.WorkingSetBytes, pr.WorkingSetBytesStdErr, bytesPerMB, 1), m)
+		p("%s\n\n", closestText(cp, ref.PerRemoteClusterMemoryBytes))
 		sequences(b, cp)
 	}
 	if g := cp.JoinGrowth; g != nil {
@@ -228,4 +231,36 @@ func endpointSlicesText(cp *report.ControlPlane, setup *report.Setup) string {
 		return fmt.Sprintf("EndpointSlices present: the %d joined clusters held %d EndpointSlices with %d endpoints (%d per cluster), which istiod reads in every remote.",
 			counted, slices, endpoints, endpoints/counted)
 	}
+}
+
+// closestText says which per-remote memory measure comes closest to the published figure, with
+// how many ztunnel-like clients the istiod served: the published page does not say how it
+// measured memory.
+func closestText(cp *report.ControlPlane, published float64) string {
+	pr := cp.PerRemoteCluster
+	measures := []struct {
+		name string
+		v    *float64
+	}{{"RSS", pr.RSSBytes}, {"the working set", pr.WorkingSetBytes}, {"heap in use", pr.HeapInuseBytes}, {"live heap", pr.LiveHeapBytes}}
+	best, bestDist := -1, 0.0
+	var absent []string
+	for k, m := range measures {
+		if m.v == nil {
+			absent = append(absent, m.name)
+			continue
+		}
+		if d := math.Abs(*m.v - published); best < 0 || d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best < 0 {
+		return "No memory measure per remote cluster to set beside the published one."
+	}
+	m := measures[best]
+	out := fmt.Sprintf("Of the memory measures per remote cluster, %s comes closest to the published %s MB: %s MB (%s%% of it), with %d ztunnel-like xDS clients on the measured istiod (`-join.xds-clients`).",
+		m.name, num(published/bytesPerMB, 0), num(*m.v/bytesPerMB, 1), num(100**m.v/published, 0), cp.XDSClients)
+	if len(absent) > 0 {
+		out += " Not measured: " + strings.Join(absent, ", ") + " (the working set needs an istiod in a memory cgroup of its own: the local provider's, run as root)."
+	}
+	return out
 }

@@ -31,7 +31,7 @@ func Full() *report.Report {
 	// schedstat (1 ns) over a 62 s blended and a 30 s steady window.
 	sample := func(cpu, steady, rss, heap, live float64) report.Sample {
 		return report.Sample{CPUCores: report.F(cpu), CPUCoresResolution: report.F(1e-9 / 62), SteadyCPUCores: report.F(steady), SteadyCPUCoresResolution: report.F(1e-9 / 30),
-			RSSBytes: report.F(rss), HeapInuseBytes: report.F(heap), LiveHeapBytes: report.F(live)}
+			RSSBytes: report.F(rss), HeapInuseBytes: report.F(heap), LiveHeapBytes: report.F(live), WorkingSetBytes: report.F(0.9 * rss)}
 	}
 	r.ControlPlane = &report.ControlPlane{
 		ObservedIstiod:       "cluster-1",
