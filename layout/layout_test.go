@@ -64,7 +64,7 @@ func under(pkg string, prefixes ...string) bool {
 
 // method are the packages that hold how the experiment is done.
 var method = []string{"framework/join", "framework/istiodcheck", "framework/churn", "framework/traffic",
-	"framework/measure", "framework/xdswatch", "framework/faults", "framework/subtest"}
+	"framework/latency", "framework/measure", "framework/xdswatch", "framework/faults", "framework/subtest"}
 
 // providers are the provider implementations (not the registry, framework/provider itself).
 func isProvider(pkg string) bool {
@@ -83,7 +83,7 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s: nothing below suites/ and scripts/ reaches up", pkg, dep)
 			case under(pkg, method...) && (isProvider(dep) || under(dep, "framework/env", "framework/ci")):
 				t.Errorf("the method's %s imports %s: it may not know a provider, the lifecycle or CI", pkg, dep)
-			case under(pkg, "framework/env") && under(dep, append([]string{"framework/ci"}, method[:4]...)...):
+			case under(pkg, "framework/env") && under(dep, append([]string{"framework/ci"}, method[:5]...)...):
 				t.Errorf("the lifecycle's %s imports %s: CI plugs in as an env.Extension, the method is the suites'", pkg, dep)
 			case isProvider(dep) && under(pkg, "framework") && !under(pkg, "framework/env", "framework/provider"):
 				t.Errorf("%s imports the provider %s: only framework/env/providers.go registers providers", pkg, dep)

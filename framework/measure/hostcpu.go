@@ -10,6 +10,10 @@ import (
 // HostCPU is a reading of the machine-wide CPU counters in /proc/stat.
 type HostCPU struct{ busy, total uint64 }
 
+// HostSaturated is the share of host CPU in use above which a figure measured meanwhile says more
+// about the machine than the mesh (a latency, a join's convergence and CPU include waiting for a CPU).
+const HostSaturated = 0.9
+
 // ReadHostCPU reads /proc/stat's aggregate cpu line.
 func ReadHostCPU() (HostCPU, error) {
 	data, err := os.ReadFile("/proc/stat")

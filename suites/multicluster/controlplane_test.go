@@ -240,13 +240,13 @@ func warnSaturatedJoins(cp *report.ControlPlane) {
 	}
 	var ks []string
 	for _, j := range joins {
-		if j.HostCPUBusy != nil && *j.HostCPUBusy > saturated {
+		if j.HostCPUBusy != nil && *j.HostCPUBusy > measure.HostSaturated {
 			ks = append(ks, strconv.Itoa(j.RemoteClusters))
 		}
 	}
 	if len(ks) > 0 {
 		mc.Report.Warnings = append(mc.Report.Warnings, fmt.Sprintf(
 			"host CPU was above %.0f%% busy during %d of %d joins (remote clusters %s): their convergence and join CPU include waiting for a CPU",
-			100*saturated, len(ks), len(joins), strings.Join(ks, ", ")))
+			100*measure.HostSaturated, len(ks), len(joins), strings.Join(ks, ", ")))
 	}
 }

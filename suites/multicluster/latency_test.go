@@ -3,102 +3,42 @@ package multicluster
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/latency"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
-// saturated is the host CPU share above which latencies say more about the machine than the mesh.
-const saturated = 0.9
-
-// The rate search: probe steps at rising rates of the most demanding path (cross-cluster, a new
-// connection per request), keeping the highest rate at which host CPU stayed under carriedCPU
-// and at least carriedShare of the requested rate got through.
-const (
-	carriedCPU   = 0.7
-	carriedShare = 0.98
-	probeStep    = 2 * time.Second
-)
-
-// carried is the share of the requested rate a run achieved, against what fortio achieves when
-// nothing holds it back. With n connections fortio plans k = floor(rate·d/n) calls per connection
-// (dropping the remainder), spaced so the k-th starts at k/(rate/n), and with its uniform schedule
-// starts connection j (n-1-j)/n of a spacing late; so an unhindered run takes (k + (n-1)/n)·n/rate
-// and reaches rate·k/(k + (n-1)/n). Measured on an idle host: 43.2 QPS at 50 QPS, 2 s, 16
-// connections, exactly that.
-func carried(achieved, rate float64, d time.Duration) float64 {
-	n := float64(mc.opts.Latency.Connections)
-	k := math.Floor(rate * d.Seconds() / n)
-	if k < 1 {
-		return 0
-	}
-	return achieved / (rate * k / (k + (n-1)/n))
+// latencyOptions are the latency flags as framework/latency reads them.
+func latencyOptions() latency.Options {
+	l := mc.opts.Latency
+	return latency.Options{Duration: l.Duration, FloorDuration: l.FloorDuration, Connections: l.Connections, Payload: l.Payload}
 }
 
-// probeRates are the rates tried, up to Istio's benchmark default of 1000 QPS.
-var probeRates = []float64{50, 100, 200, 400, 700, 1000}
-
 // latencyQPS returns the request rate of the latency runs: -latency.qps when given, else the
-// highest rate this host carries.
+// highest rate this host carries (latency.Search).
 func latencyQPS(t *testing.T, ctx context.Context, p *probeEnv, hardest latencyPath) *report.RateSearch {
 	t.Helper()
 	if mc.opts.Latency.QPS > 0 {
 		return &report.RateSearch{QPS: mc.opts.Latency.QPS, Forced: true}
 	}
-	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections; accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
-		probeStep, hardest.name, 100*carriedCPU, 100*carriedShare)}
-	for _, rate := range probeRates {
-		res, err := p.Load(ctx, cluster.Load{App: hardest.app, NewConnections: true, QPS: rate,
-			Duration: probeStep, Connections: mc.opts.Latency.Connections, Payload: mc.opts.Latency.Payload})
-		require.NoError(t, err, "rate probe at %g QPS", rate)
-		st := report.RateStep{QPS: rate, AchievedQPS: res.QPS, HostCPUBusy: max(res.HostCPUBusy, 0), Accepted: true}
-		switch {
-		case res.OK < res.Requests:
-			st.Accepted, st.Reason = false, fmt.Sprintf("%d of %d requests failed", res.Requests-res.OK, res.Requests)
-		case carried(res.QPS, rate, probeStep) < carriedShare:
-			st.Accepted, st.Reason = false, fmt.Sprintf("only %.0f%% of the rate got through", 100*carried(res.QPS, rate, probeStep))
-		case res.HostCPUBusy >= carriedCPU:
-			st.Accepted, st.Reason = false, fmt.Sprintf("host CPU %.0f%% busy", 100*res.HostCPUBusy)
-		}
-		rs.Steps = append(rs.Steps, st)
-		mc.Logf("latency: rate probe %4.0f QPS: achieved %.1f, host CPU %.0f%%, accepted %t %s", rate, res.QPS, 100*st.HostCPUBusy, st.Accepted, st.Reason)
-		if !st.Accepted {
-			break
-		}
-		rs.QPS = rate
-	}
-	if rs.QPS == 0 {
-		// Not even the lowest rate was carried: run at it, and the runs will say they were saturated.
-		rs.QPS = probeRates[0]
-	}
+	rs, err := latency.Search(ctx, p, hardest.app, hardest.name, latencyOptions(), mc.Logf)
+	require.NoError(t, err)
 	return rs
 }
 
 // fortioRun drives fortio through the provider's probe client and turns its result into a report row.
 func fortioRun(t *testing.T, ctx context.Context, p *probeEnv, rate float64, l cluster.Load, path, conns string) report.LatencyRun {
 	t.Helper()
-	l.Duration, l.Connections, l.Payload = mc.opts.Latency.Duration, mc.opts.Latency.Connections, mc.opts.Latency.Payload
-	if l.Direct {
-		l.Duration = mc.opts.Latency.FloorDuration
-	}
-	l.NewConnections, l.QPS = conns == report.ConnNew, rate
-	res, err := p.Load(ctx, l)
-	require.NoError(t, err, "fortio %s %s", path, conns)
-	ms := func(s float64) float64 { return s * 1e3 }
-	run := report.LatencyRun{
-		Path: path, Connections: conns, QPS: res.QPS, DurationSeconds: res.DurationSeconds,
-		Requests: res.Requests, Errors: res.Requests - res.OK,
-		AvgMs: ms(res.AvgSeconds), P50Ms: ms(res.Percentiles[50]), P90Ms: ms(res.Percentiles[90]), P99Ms: ms(res.Percentiles[99]),
-		HostCPUBusy: max(res.HostCPUBusy, 0), // 0: not measured (absent)
-	}
+	run, err := latency.Run(ctx, p, rate, l, path, conns, latencyOptions())
+	require.NoError(t, err)
 	mc.Logf("latency: %-13s %-6s %6d requests, %d errors, avg %.3f ms, p50 %.3f, p90 %.3f, p99 %.3f ms, host CPU %.0f%%",
 		path, conns, run.Requests, run.Errors, run.AvgMs, run.P50Ms, run.P90Ms, run.P99Ms, 100*run.HostCPUBusy)
 	return run
@@ -206,14 +146,14 @@ func TestLatency(t *testing.T) {
 	lat.SameNetworkOverhead = analysis.ComputeOverheadOf(lat.Runs, report.PathSameNetwork)
 	lat.MedianOverhead = analysis.ComputeMedianOverhead(lat.Runs)
 	for _, r := range append(append([]report.LatencyRun{}, lat.Runs...), lat.HarnessFloor...) {
-		if r.HostCPUBusy > saturated || carried(r.QPS, rate, time.Duration(r.DurationSeconds*float64(time.Second))) < carriedShare {
+		if latency.Starved(r, rate, mc.opts.Latency.Connections) {
 			lat.HostCPUSaturated = true
 		}
 	}
 	if lat.HostCPUSaturated {
 		mc.Report.Warnings = append(mc.Report.Warnings, fmt.Sprintf(
 			"host CPU was above %.0f%% busy, or a run fell short of %.0f QPS: these latencies measure a saturated %d-core machine, not the mesh, and are not set beside the published figures; lower -latency.qps or leave it unset",
-			100*saturated, rate, mc.Report.Host.CPUs))
+			100*measure.HostSaturated, rate, mc.Report.Host.CPUs))
 	}
 	if w := tailWarning(lat.Runs); w != "" {
 		mc.Logf("latency: %s", w)

@@ -1,0 +1,113 @@
+// Package latency is how the latency suite loads the probe path: the highest request rate this
+// host carries (Search), and one fortio run turned into a report row (Run).
+package latency
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/report"
+)
+
+// Loader runs fortio from the probe client (cluster.ProbeEnv).
+type Loader interface {
+	Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error)
+}
+
+// Options are the latency flags a run reads.
+type Options struct {
+	// Duration is each run's, FloorDuration the harness-floor runs' (fortio straight at the server).
+	Duration, FloorDuration time.Duration
+	Connections, Payload    int
+}
+
+// The rate search: probe steps at rising rates of the most demanding path (cross-cluster, a new
+// connection per request), keeping the highest rate at which host CPU stayed under carriedCPU
+// and at least carriedShare of the requested rate got through.
+const (
+	carriedCPU   = 0.7
+	carriedShare = 0.98
+	probeStep    = 2 * time.Second
+)
+
+// Rates are the rates the search tries, up to Istio's benchmark default of 1000 QPS.
+var Rates = []float64{50, 100, 200, 400, 700, 1000}
+
+// Carried is the share of the requested rate a run achieved, against what fortio achieves when
+// nothing holds it back. With n connections fortio plans k = floor(rate·d/n) calls per connection
+// (dropping the remainder), spaced so the k-th starts at k/(rate/n), and with its uniform schedule
+// starts connection j (n-1-j)/n of a spacing late; so an unhindered run takes (k + (n-1)/n)·n/rate
+// and reaches rate·k/(k + (n-1)/n) (docs/measurements.md#why-the-settings-are-what-they-are).
+func Carried(achieved, rate float64, d time.Duration, connections int) float64 {
+	n := float64(connections)
+	k := math.Floor(rate * d.Seconds() / n)
+	if k < 1 {
+		return 0
+	}
+	return achieved / (rate * k / (k + (n-1)/n))
+}
+
+// Search finds the highest rate of Rates this host carries on app's path (named path), new
+// connections: each step is accepted while no request failed, the rate got through (Carried) and
+// host CPU stayed under carriedCPU. logf receives one line per step.
+func Search(ctx context.Context, l Loader, app, path string, o Options, logf func(string, ...any)) (*report.RateSearch, error) {
+	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections; accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
+		probeStep, path, 100*carriedCPU, 100*carriedShare)}
+	for _, rate := range Rates {
+		res, err := l.Load(ctx, cluster.Load{App: app, NewConnections: true, QPS: rate, Duration: probeStep, Connections: o.Connections, Payload: o.Payload})
+		if err != nil {
+			return nil, fmt.Errorf("rate probe at %g QPS: %w", rate, err)
+		}
+		st := report.RateStep{QPS: rate, AchievedQPS: res.QPS, HostCPUBusy: max(res.HostCPUBusy, 0), Accepted: true}
+		switch {
+		case res.OK < res.Requests:
+			st.Accepted, st.Reason = false, fmt.Sprintf("%d of %d requests failed", res.Requests-res.OK, res.Requests)
+		case Carried(res.QPS, rate, probeStep, o.Connections) < carriedShare:
+			st.Accepted, st.Reason = false, fmt.Sprintf("only %.0f%% of the rate got through", 100*Carried(res.QPS, rate, probeStep, o.Connections))
+		case res.HostCPUBusy >= carriedCPU:
+			st.Accepted, st.Reason = false, fmt.Sprintf("host CPU %.0f%% busy", 100*res.HostCPUBusy)
+		}
+		rs.Steps = append(rs.Steps, st)
+		logf("latency: rate probe %4.0f QPS: achieved %.1f, host CPU %.0f%%, accepted %t %s", rate, res.QPS, 100*st.HostCPUBusy, st.Accepted, st.Reason)
+		if !st.Accepted {
+			break
+		}
+		rs.QPS = rate
+	}
+	if rs.QPS == 0 {
+		// Not even the lowest rate was carried: run at it, and the runs will say they were saturated.
+		rs.QPS = Rates[0]
+	}
+	return rs, nil
+}
+
+// Run drives one fortio run of load at rate (new connections when conns says so) and turns its
+// result into a report row for path.
+func Run(ctx context.Context, l Loader, rate float64, load cluster.Load, path, conns string, o Options) (report.LatencyRun, error) {
+	load.Duration, load.Connections, load.Payload = o.Duration, o.Connections, o.Payload
+	if load.Direct {
+		load.Duration = o.FloorDuration
+	}
+	load.NewConnections, load.QPS = conns == report.ConnNew, rate
+	res, err := l.Load(ctx, load)
+	if err != nil {
+		return report.LatencyRun{}, fmt.Errorf("fortio %s %s: %w", path, conns, err)
+	}
+	ms := func(s float64) float64 { return s * 1e3 }
+	return report.LatencyRun{
+		Path: path, Connections: conns, QPS: res.QPS, DurationSeconds: res.DurationSeconds,
+		Requests: res.Requests, Errors: res.Requests - res.OK,
+		AvgMs: ms(res.AvgSeconds), P50Ms: ms(res.Percentiles[50]), P90Ms: ms(res.Percentiles[90]), P99Ms: ms(res.Percentiles[99]),
+		HostCPUBusy: max(res.HostCPUBusy, 0), // 0: not measured (absent)
+	}, nil
+}
+
+// Starved says a run at rate measured a saturated host rather than the mesh: the host was above
+// measure.HostSaturated busy, or the run fell short of the rate (Carried).
+func Starved(r report.LatencyRun, rate float64, connections int) bool {
+	return r.HostCPUBusy > measure.HostSaturated || Carried(r.QPS, rate, time.Duration(r.DurationSeconds*float64(time.Second)), connections) < carriedShare
+}
