@@ -69,8 +69,12 @@ func TestControlPlaneJoin(t *testing.T) {
 	if repeats > 1 {
 		over = fmt.Sprintf("mean of %d sequences ± its standard error", repeats)
 	}
-	mc.Logf("join: per remote cluster (%s): rss %.1f±%.1f MB, live heap %.2f±%.2f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
-		over, *pr.RSSBytes/1e6, deref(pr.RSSBytesStdErr)/1e6, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6, deref(pr.JoinCPUSeconds), deref(pr.SteadyCPUCores))
+	ws := "not measured"
+	if pr.WorkingSetBytes != nil {
+		ws = fmt.Sprintf("%.1f±%.1f MB", *pr.WorkingSetBytes/1e6, deref(pr.WorkingSetBytesStdErr)/1e6)
+	}
+	mc.Logf("join: per remote cluster (%s): rss %.1f±%.1f MB, working set %s, live heap %.2f±%.2f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
+		over, *pr.RSSBytes/1e6, deref(pr.RSSBytesStdErr)/1e6, ws, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6, deref(pr.JoinCPUSeconds), deref(pr.SteadyCPUCores))
 	// Sane bounds, not targets: a remote cluster must cost istiod some memory, and not gigabytes.
 	assert.Greater(t, *pr.LiveHeapBytes, 0.0, "each remote cluster adds live heap")
 	assert.Less(t, *pr.LiveHeapBytes, 2e9, "per-remote live heap")

@@ -47,11 +47,11 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 
 	p("### Joins\n\n")
 	p("Convergence: the remote synced, and a ztunnel-like client holding the cluster's pods: as one split-horizon workload per global service through its east-west gateway (**split-horizon**, another network), or every pod as a workload of its own (**pod-workloads**, the same network).\n\n")
-	p("| Remote clusters | Cluster | Criterion | Sync s | xDS s | Convergence s | Settle s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| Remote clusters | Cluster | Criterion | Sync s | xDS s | Convergence s | Settle s | Join CPU-s | Blended CPU cores | Steady CPU cores | RSS MB | Working set MB | Heap in use MB | Live heap MB | ΔBlended CPU cores | ΔRSS MB | ΔHeap in use MB | ΔLive heap MB | Host CPU busy |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	sampleCells := func(s report.Sample) string {
 		return strings.Join([]string{cpu(s.CPUCores, s.CPUCoresResolution, 4), cpu(s.SteadyCPUCores, s.SteadyCPUCoresResolution, 5),
-			opt(s.RSSBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
+			opt(s.RSSBytes, bytesPerMB, 1), opt(s.WorkingSetBytes, bytesPerMB, 1), opt(s.HeapInuseBytes, bytesPerMB, 1), opt(s.LiveHeapBytes, bytesPerMB, 1)}, " | ")
 	}
 	m := missingCellValue
 	p("| 0 | baseline | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, m, m, m, m, m, sampleCells(cp.Baseline), m, m, m, m, m)
