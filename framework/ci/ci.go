@@ -28,8 +28,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report/bench"
 )
 
-// CIFlags are what a CI job adds to a run: a verdict on the numbers, junit.xml, profiles.
-type CIFlags struct {
+// Flags are what a CI job adds to a run: a verdict on the numbers, junit.xml, profiles.
+type Flags struct {
 	Gates    string // -gates FILE
 	Baseline string // -baseline DIR
 	JUnit    bool
@@ -39,8 +39,8 @@ type CIFlags struct {
 // ciFlags holds the values of the registered CI flags.
 var ciFlags = registerCI(flag.CommandLine)
 
-func registerCI(fs *flag.FlagSet) *CIFlags {
-	f := &CIFlags{}
+func registerCI(fs *flag.FlagSet) *Flags {
+	f := &Flags{}
 	fs.StringVar(&f.Gates, "gates", "", "YAML file of bounds on report values by JSON path (see gates/); a broken bound fails the run")
 	fs.StringVar(&f.Baseline, "baseline", "", "an earlier run's report directory (or bench.txt files) to judge the -gates file's baseline: bounds against, with benchstat's significance")
 	fs.BoolVar(&f.JUnit, "junit", true, "write junit.xml (and test-output.txt, test-events.json) into the report directory; the test binary runs itself as a child through go tool test2json")

@@ -14,7 +14,7 @@ import (
 )
 
 // withCI sets the CI flags for one test.
-func withCI(t *testing.T, f CIFlags) {
+func withCI(t *testing.T, f Flags) {
 	t.Helper()
 	old := *ciFlags
 	*ciFlags = f
@@ -44,15 +44,15 @@ func TestCheckRejectsBadGates(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		ci   CIFlags
+		ci   Flags
 		want []string
 	}{
-		{"unknown path", CIFlags{Gates: unknown}, []string{"-gates=" + unknown, "line 2", `no key "liveHeap"`, "known keys: cpuCores"}},
-		{"missing file", CIFlags{Gates: filepath.Join(dir, "nope.yaml")}, []string{"-gates=", "nope.yaml", "no such file"}},
-		{"baseline without gates", CIFlags{Baseline: runs}, []string{"-baseline=" + runs, "needs -gates=FILE with a baseline: section"}},
-		{"gates without baseline section", CIFlags{Gates: noBaseline, Baseline: runs}, []string{"has no baseline: section"}},
-		{"missing baseline", CIFlags{Gates: withBaseline, Baseline: filepath.Join(dir, "gone")}, []string{"-baseline=", "gone", "no such file"}},
-		{"baseline too small to judge", CIFlags{Gates: withBaseline, Baseline: runs}, []string{"the baseline has 3 values", "needs 39 baseline runs at alpha 0.05", "make compare ROUNDS=4 FAIL_ON="}},
+		{"unknown path", Flags{Gates: unknown}, []string{"-gates=" + unknown, "line 2", `no key "liveHeap"`, "known keys: cpuCores"}},
+		{"missing file", Flags{Gates: filepath.Join(dir, "nope.yaml")}, []string{"-gates=", "nope.yaml", "no such file"}},
+		{"baseline without gates", Flags{Baseline: runs}, []string{"-baseline=" + runs, "needs -gates=FILE with a baseline: section"}},
+		{"gates without baseline section", Flags{Gates: noBaseline, Baseline: runs}, []string{"has no baseline: section"}},
+		{"missing baseline", Flags{Gates: withBaseline, Baseline: filepath.Join(dir, "gone")}, []string{"-baseline=", "gone", "no such file"}},
+		{"baseline too small to judge", Flags{Gates: withBaseline, Baseline: runs}, []string{"the baseline has 3 values", "needs 39 baseline runs at alpha 0.05", "make compare ROUNDS=4 FAIL_ON="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withCI(t, tc.ci)
