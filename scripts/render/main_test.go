@@ -19,10 +19,7 @@ import (
 
 func decode(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	objs, err := apply.Decode(f, path)
+	objs, err := apply.DecodeFile(path)
 	require.NoError(t, err)
 	return objs
 }

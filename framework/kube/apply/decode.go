@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -26,4 +27,14 @@ func Decode(r io.Reader, source string) ([]*unstructured.Unstructured, error) {
 			out = append(out, obj)
 		}
 	}
+}
+
+// DecodeFile is Decode of the file at path.
+func DecodeFile(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Decode(f, path)
 }

@@ -451,10 +451,7 @@ func containerImages(t *testing.T, c Component) []string {
 
 func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	objs, err := apply.Decode(f, path)
+	objs, err := apply.DecodeFile(path)
 	require.NoError(t, err)
 	return objs
 }
