@@ -21,15 +21,9 @@ import (
 
 // Memory bound. After every remote cluster left, the live heap must be back at its baseline up to
 // measurement noise, which the check measures on each run: two live-heap estimates of the idle
-// baseline istiod, 5 s apart (istiod allocates ~0.3 MB/s while idle, mostly metric scrapes). The
-// bound is the larger of memorySlackBytes and noiseFactor times that noise. Measured on 3 clusters
-// at small scale (pinned istiod, baseline 22.8-23.0 MB): raw post-GC readings of one estimate
-// spread by up to 2.1 MB, their least reading is what the estimate uses; two joined remote
-// clusters add 5.1-5.2 MB, and 3.4-3.5 MB of it stayed after they left in each of five cycles,
-// growing by that much again on every further cycle (26.3, 29.7, 33.0 MB); the release-1.30 istiod
-// kept +0.1 MB. The baseline noise of the least-of-5 estimate measured 0.00 MB. 1 MB is below a
-// small-scale remote cluster's ~2.6 MB, so the bound still catches a cluster's worth of memory
-// that does not come back.
+// baseline istiod, 5 s apart. The bound is the larger of memorySlackBytes and noiseFactor times
+// that noise: below a small-scale remote cluster's cost, so it still catches a cluster's worth of
+// memory that does not come back (docs/measurements.md#why-the-settings-are-what-they-are).
 const (
 	heapReadings     = 5
 	memorySlackBytes = 1e6
