@@ -52,7 +52,8 @@ type Cluster struct {
 type Provider interface {
 	// Name is the provider's -provider value.
 	Name() string
-	// DataPlane says what carries traffic: "emulated" (Go emulation) or "ztunnel".
+	// DataPlane says what carries traffic, one of the report's DataPlane* values: "emulated" (the
+	// framework's emulation), "ztunnel" (Istio's) or "none".
 	DataPlane() string
 	// Preflight checks the host before anything starts (binaries, memory, limits).
 	Preflight(ctx context.Context, t *topology.Topology) error

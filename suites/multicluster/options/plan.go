@@ -8,6 +8,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // The suites' time plan: what each step and top-level test is expected to take, from its own
@@ -28,7 +29,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 	remotes := max(n-1, 0)
 	pods := float64(in.Scale.Pods)
 	k := 1.0
-	if in.DataPlane != "emulated" {
+	if in.DataPlane != report.DataPlaneEmulated {
 		k = realClusterFactor
 	}
 	scaled := func(items []plan.Item) []plan.Item {
