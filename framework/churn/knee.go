@@ -1,6 +1,7 @@
 package churn
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -35,7 +36,7 @@ func Knees(runs []report.ChurnRun) []report.ChurnKnee {
 		if len(p50s[g]) < 2 {
 			continue
 		}
-		base := slices.Min(slices.Collect(mapKeys(p50s[g])))
+		base := slices.Min(slices.Collect(maps.Keys(p50s[g])))
 		k := report.ChurnKnee{Where: g.where, Mode: g.mode, BaseRate: base, BaseP50Ms: ms(p50s[g][base])}
 		if g.pct >= 0 {
 			k.PercentOfPods = report.F(g.pct)

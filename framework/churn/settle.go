@@ -3,7 +3,6 @@ package churn
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync/atomic"
 	"time"
 
@@ -44,13 +43,9 @@ func RestorePods(ctx context.Context, w *xdswatch.Watcher, targets []*Pods, limi
 
 // WaitShown waits until the watcher shows every target's pods as the API has them.
 func WaitShown(ctx context.Context, w *xdswatch.Watcher, targets []*Pods, limit time.Duration) error {
-	truth := map[string]string{}
-	for _, p := range targets {
-		tt, err := p.Truth(ctx)
-		if err != nil {
-			return err
-		}
-		maps.Copy(truth, tt)
+	truth, err := truthOf(ctx, targets)
+	if err != nil {
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

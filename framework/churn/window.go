@@ -3,6 +3,7 @@ package churn
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -122,7 +123,7 @@ func (m *Measured) String() string {
 // FirstMismatches lists up to n keys whose watcher state differs from the truth, for failure
 // messages.
 func (m *Measured) FirstMismatches(n int) []string {
-	keys := slices.Sorted(mapKeys(m.Mismatched))
+	keys := slices.Sorted(maps.Keys(m.Mismatched))
 	var out []string
 	for _, k := range keys[:min(n, len(keys))] {
 		out = append(out, fmt.Sprintf("%s: watcher %q, API %q", k, m.Mismatched[k], m.Truth[k]))
@@ -138,21 +139,9 @@ func truthOf(ctx context.Context, targets []*Pods) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for k, v := range tt {
-			truth[k] = v
-		}
+		maps.Copy(truth, tt)
 	}
 	return truth, nil
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
