@@ -68,10 +68,10 @@ func New() *Steps { return &Steps{} }
 // Instead runs the tests in a child that writes junit.xml (testrun) unless this process is that
 // child, -junit=false, or the binary only lists tests. done says the run happened there.
 func (*Steps) Instead() (code int, done bool) {
-	if testrun.IsChild() || !ciFlags.JUnit || flagValue("test.list") != "" {
+	if testrun.IsChild() || !ciFlags.JUnit || env.FlagValue("test.list") != "" {
 		return 0, false
 	}
-	dir, err := env.ReportDir(flagValue("report-dir"))
+	dir, err := env.ReportDir(env.FlagValue("report-dir"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ambientmc: report directory: %v\n", err)
 		return 2, true
@@ -88,7 +88,7 @@ func (*Steps) Instead() (code int, done bool) {
 	// Later flags win: the child writes where junit.xml goes and frames its output for test2json.
 	args := append(slices.Clone(os.Args[1:]), "-test.v=test2json", "-report-dir="+dir)
 	return testrun.Run(testrun.Options{
-		Package: testedPackage(), Dir: dir, Args: args, Verbose: flagValue("test.v"),
+		Package: testedPackage(), Dir: dir, Args: args, Verbose: env.FlagValue("test.v"),
 		Stdout: os.Stdout, Stderr: os.Stderr,
 		Extra: func() []junit.Case { return gateCases(dir) },
 	}), true
@@ -100,13 +100,6 @@ const quietParentEnv = "AMBIENTMC_QUIET_PARENT"
 
 // QuietParent says this run is a child whose parent go test ran without -v.
 func (*Steps) QuietParent() bool { return testrun.IsChild() && os.Getenv(quietParentEnv) == "1" }
-
-func flagValue(name string) string {
-	if f := flag.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
-}
 
 // testedPackage is the import path of the package this test binary tests.
 func testedPackage() string {

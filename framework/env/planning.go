@@ -19,7 +19,7 @@ import (
 func (e *Env) planRun(s Suite) error {
 	timeout := plan.TestTimeout()
 	p := &plan.Plan{Timeout: timeout, Margin: plan.MarginFor(timeout)}
-	sel, err := plan.Select(flagValue("test.run"), flagValue("test.skip"))
+	sel, err := plan.Select(FlagValue("test.run"), FlagValue("test.skip"))
 	if err != nil {
 		return err
 	}
@@ -102,8 +102,8 @@ func (e *Env) clusterItems() []plan.Item {
 	return []plan.Item{{Name: "clusters", Expected: 2 * time.Minute, Detail: "no estimate from the provider"}}
 }
 
-// flagValue is the value of a registered flag (go test's own among them), "" when none is.
-func flagValue(name string) string {
+// FlagValue is the value of a registered flag (go test's own among them), "" when none is.
+func FlagValue(name string) string {
 	if f := flag.Lookup(name); f != nil {
 		return f.Value.String()
 	}
