@@ -194,10 +194,8 @@ func clusterzStatus(ctx context.Context, i join.Istiod, name string) string {
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
-	for _, c := range cs {
-		if c.ID == name {
-			return c.SyncStatus
-		}
+	if st, ok := measure.SyncStatusOf(cs, name); ok {
+		return st
 	}
 	return "not listed"
 }

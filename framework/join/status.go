@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -88,10 +89,8 @@ func (w *StatusWatch) sample(ctx context.Context) {
 	clusterz := "unread"
 	if cs, err := w.i.Sampler().Clusterz(ctx); err == nil {
 		clusterz = StatusGone
-		for _, c := range cs {
-			if c.ID == w.id {
-				clusterz = c.SyncStatus
-			}
+		if st, ok := measure.SyncStatusOf(cs, w.id); ok {
+			clusterz = st
 		}
 	}
 	w.record(metric, clusterz)

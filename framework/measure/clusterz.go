@@ -21,6 +21,17 @@ type ClusterInfo struct {
 	SyncStatus string `json:"syncStatus"`
 }
 
+// SyncStatusOf is what a /debug/clusterz listing says of cluster id's sync; listed is false when
+// the cluster is not in it.
+func SyncStatusOf(cs []ClusterInfo, id string) (status string, listed bool) {
+	for _, c := range cs {
+		if c.ID == id {
+			status, listed = c.SyncStatus, true
+		}
+	}
+	return status, listed
+}
+
 // Clusterz reads /debug/clusterz: the config cluster first, then every cluster of a remote secret.
 func (i *Istiod) Clusterz(ctx context.Context) ([]ClusterInfo, error) {
 	var out []ClusterInfo
@@ -82,10 +93,8 @@ func (i *Istiod) WaitClusterzSynced(ctx context.Context, cluster string, poll ti
 		cs, err := i.Clusterz(ctx)
 		if err == nil {
 			last = "not listed"
-			for _, c := range cs {
-				if c.ID == cluster {
-					last = c.SyncStatus
-				}
+			if st, ok := SyncStatusOf(cs, cluster); ok {
+				last = st
 			}
 			if last == StatusSynced {
 				return nil

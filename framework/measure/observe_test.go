@@ -36,3 +36,12 @@ func TestObserveFollowsTheProcess(t *testing.T) {
 	_, fromMetric := Observe(cluster.IstiodEndpoints{MetricsURL: "http://127.0.0.1:1/metrics"}).CPUSource().(MetricCPU)
 	assert.True(t, fromMetric)
 }
+
+func TestSyncStatusOf(t *testing.T) {
+	cs := []ClusterInfo{{ID: "c1", SyncStatus: "synced"}, {ID: "c2", SyncStatus: StatusSyncing}}
+	st, ok := SyncStatusOf(cs, "c2")
+	assert.True(t, ok)
+	assert.Equal(t, StatusSyncing, st)
+	_, ok = SyncStatusOf(cs, "c3")
+	assert.False(t, ok, "not listed")
+}
