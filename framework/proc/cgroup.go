@@ -23,7 +23,7 @@ var cgroupRoot = "/sys/fs/cgroup"
 // memory controller this process may create cgroups under (cgroup v1's, or v2 with memory enabled
 // for its own cgroup's children).
 func NewMemoryCgroup(name string) (*MemoryCgroup, error) {
-	own, _, err := ownMemoryCgroup()
+	own, err := ownMemoryCgroup()
 	if err != nil {
 		return nil, err
 	}
@@ -34,16 +34,6 @@ func NewMemoryCgroup(name string) (*MemoryCgroup, error) {
 	return cg, nil
 }
 
-// Add moves process pid into the cgroup. Its memory charged so far stays where it was (cgroup
-// v1 moves charges only where memory.move_charge_at_immigrate is supported): Command starts a
-// program inside the cgroup instead.
-func (c *MemoryCgroup) Add(pid int) error {
-	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		return fmt.Errorf("memory cgroup %s: moving process %d in: %w", c.Dir, pid, err)
-	}
-	return nil
-}
-
 // Command is path with args started inside the cgroup: a shell moves itself in, then execs the
 // program, so every page the program touches is charged to the cgroup (the process keeps the
 // shell's PID).
@@ -52,11 +42,11 @@ func (c *MemoryCgroup) Command(path string, args []string) (string, []string) {
 	return "/bin/sh", append([]string{"-c", script, c.Dir, path}, args...)
 }
 
-// ownMemoryCgroup is the directory of this process's memory cgroup, and whether it is cgroup v1's.
-func ownMemoryCgroup() (string, bool, error) {
+// ownMemoryCgroup is the directory of this process's memory cgroup (v1's memory hierarchy, or v2's).
+func ownMemoryCgroup() (string, error) {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	defer f.Close()
 	var unified string
@@ -69,7 +59,7 @@ func ownMemoryCgroup() (string, bool, error) {
 		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if c == "memory" {
-				return filepath.Join(cgroupRoot, "memory", parts[2]), true, nil
+				return filepath.Join(cgroupRoot, "memory", parts[2]), nil
 			}
 		}
 		if parts[0] == "0" && parts[1] == "" {
@@ -77,13 +67,13 @@ func ownMemoryCgroup() (string, bool, error) {
 		}
 	}
 	if unified == "" {
-		return "", false, errors.New("memory cgroup: this process is in no memory cgroup")
+		return "", errors.New("memory cgroup: this process is in no memory cgroup")
 	}
 	dir := filepath.Join(cgroupRoot, unified)
 	if _, err := os.Stat(filepath.Join(dir, "memory.current")); err != nil {
 		dir = filepath.Join(cgroupRoot, "unified", unified)
 	}
-	return dir, false, nil
+	return dir, nil
 }
 
 // WorkingSetBytes is the cgroup's working set (WorkingSetBytes of its directory).
