@@ -63,11 +63,12 @@ func Search(ctx context.Context, l Loader, app, path string, o Options, logf fun
 			return nil, fmt.Errorf("rate probe at %g QPS: %w", rate, err)
 		}
 		st := report.RateStep{QPS: rate, AchievedQPS: res.QPS, HostCPUBusy: max(res.HostCPUBusy, 0), Accepted: true}
+		carried := Carried(res.QPS, rate, probeStep, o.Connections)
 		switch {
 		case res.OK < res.Requests:
 			st.Accepted, st.Reason = false, fmt.Sprintf("%d of %d requests failed", res.Requests-res.OK, res.Requests)
-		case Carried(res.QPS, rate, probeStep, o.Connections) < carriedShare:
-			st.Accepted, st.Reason = false, fmt.Sprintf("only %.0f%% of the rate got through", 100*Carried(res.QPS, rate, probeStep, o.Connections))
+		case carried < carriedShare:
+			st.Accepted, st.Reason = false, fmt.Sprintf("only %.0f%% of the rate got through", 100*carried)
 		case res.HostCPUBusy >= carriedCPU:
 			st.Accepted, st.Reason = false, fmt.Sprintf("host CPU %.0f%% busy", 100*res.HostCPUBusy)
 		}
