@@ -148,35 +148,70 @@ type Line struct {
 	N           int      `json:"n"`
 }
 
-// PerRemote holds least-squares slopes per remote cluster over baseline + joins, each with its
-// standard error. A nil slope could not be fitted (fewer than two measured points); a nil
-// standard error could not be estimated (fewer than three: two points leave no residual). Each
-// ...Resolution is the slope of one resolution step across the fitted range of remote clusters:
-// a slope below it is not resolved.
+// PerRemote holds least-squares slopes per remote cluster over baseline + joins. A nil slope could
+// not be fitted (fewer than two measured points).
 type PerRemote struct {
-	// StdErrOf says what the ...StdErr fields are: StdErrOfFit or StdErrOfSequences.
+	// StdErrOf says what each Estimate's StdErr is: StdErrOfFit or StdErrOfSequences.
 	StdErrOf string `json:"stdErrOf,omitempty"`
 
-	CPUCoresResolution       *float64 `json:"cpuCoresResolution,omitempty"`
-	SteadyCPUCoresResolution *float64 `json:"steadyCPUCoresResolution,omitempty"`
-	JoinCPUSecondsResolution *float64 `json:"joinCPUSecondsResolution,omitempty"`
+	CPUCores       *Estimate `json:"cpuCores,omitempty"`
+	SteadyCPUCores *Estimate `json:"steadyCPUCores,omitempty"`
+	JoinCPUSeconds *Estimate `json:"joinCPUSeconds,omitempty"`
+	RSSBytes       *Estimate `json:"rssBytes,omitempty"`
+	HeapInuseBytes *Estimate `json:"heapInuseBytes,omitempty"`
+	LiveHeapBytes  *Estimate `json:"liveHeapBytes,omitempty"`
+	// WorkingSetBytes is the slope of istiod's working set as kubelet reads a container's
+	// (Sample.WorkingSetBytes).
+	WorkingSetBytes *Estimate `json:"workingSetBytes,omitempty"`
+}
 
-	CPUCores             *float64 `json:"cpuCores,omitempty"`
-	CPUCoresStdErr       *float64 `json:"cpuCoresStdErr,omitempty"`
-	SteadyCPUCores       *float64 `json:"steadyCPUCores,omitempty"`
-	SteadyCPUCoresStdErr *float64 `json:"steadyCPUCoresStdErr,omitempty"`
-	JoinCPUSeconds       *float64 `json:"joinCPUSeconds,omitempty"`
-	JoinCPUSecondsStdErr *float64 `json:"joinCPUSecondsStdErr,omitempty"`
-	RSSBytes             *float64 `json:"rssBytes,omitempty"`
-	RSSBytesStdErr       *float64 `json:"rssBytesStdErr,omitempty"`
-	HeapInuseBytes       *float64 `json:"heapInuseBytes,omitempty"`
-	HeapInuseBytesStdErr *float64 `json:"heapInuseBytesStdErr,omitempty"`
-	LiveHeapBytes        *float64 `json:"liveHeapBytes,omitempty"`
-	LiveHeapBytesStdErr  *float64 `json:"liveHeapBytesStdErr,omitempty"`
-	// WorkingSetBytes is the per-remote slope of istiod's working set as kubelet reads a
-	// container's (Sample.WorkingSetBytes).
-	WorkingSetBytes       *float64 `json:"workingSetBytes,omitempty"`
-	WorkingSetBytesStdErr *float64 `json:"workingSetBytesStdErr,omitempty"`
+// PerRemoteMetric names one of PerRemote's estimates.
+type PerRemoteMetric struct {
+	// Name is the estimate's JSON key.
+	Name string
+	// Of is where the estimate is in a PerRemote.
+	Of func(*PerRemote) **Estimate
+	// Sample reads the metric and its resolution (nil where its source has no steps) from one
+	// sample; nil for JoinCPUSeconds, which is fitted from the joins' own costs.
+	Sample func(Sample) (v, resolution *float64)
+}
+
+// PerRemoteMetrics are PerRemote's estimates, in its field order.
+var PerRemoteMetrics = []PerRemoteMetric{
+	{"cpuCores", func(p *PerRemote) **Estimate { return &p.CPUCores }, func(s Sample) (*float64, *float64) { return s.CPUCores, s.CPUCoresResolution }},
+	{"steadyCPUCores", func(p *PerRemote) **Estimate { return &p.SteadyCPUCores }, func(s Sample) (*float64, *float64) { return s.SteadyCPUCores, s.SteadyCPUCoresResolution }},
+	{"joinCPUSeconds", func(p *PerRemote) **Estimate { return &p.JoinCPUSeconds }, nil},
+	{"rssBytes", func(p *PerRemote) **Estimate { return &p.RSSBytes }, func(s Sample) (*float64, *float64) { return s.RSSBytes, nil }},
+	{"heapInuseBytes", func(p *PerRemote) **Estimate { return &p.HeapInuseBytes }, func(s Sample) (*float64, *float64) { return s.HeapInuseBytes, nil }},
+	{"liveHeapBytes", func(p *PerRemote) **Estimate { return &p.LiveHeapBytes }, func(s Sample) (*float64, *float64) { return s.LiveHeapBytes, nil }},
+	{"workingSetBytes", func(p *PerRemote) **Estimate { return &p.WorkingSetBytes }, func(s Sample) (*float64, *float64) { return s.WorkingSetBytes, nil }},
+}
+
+// Estimate is one figure with what is known of its error.
+type Estimate struct {
+	Value float64 `json:"value"`
+	// StdErr is the value's standard error (PerRemote.StdErrOf says of what); absent where it
+	// could not be estimated (a fit of two points leaves no residual).
+	StdErr *float64 `json:"stdErr,omitempty"`
+	// Resolution is the slope that one step of the source's resolution across the fitted range
+	// would make: a Value below it is not resolved. Absent where the source has no steps.
+	Resolution *float64 `json:"resolution,omitempty"`
+}
+
+// ValueOf is e's value, nil for no estimate.
+func (e *Estimate) ValueOf() *float64 {
+	if e == nil {
+		return nil
+	}
+	return &e.Value
+}
+
+// StdErrOf is e's standard error, nil for no estimate or none estimated.
+func (e *Estimate) StdErrOf() *float64 {
+	if e == nil {
+		return nil
+	}
+	return e.StdErr
 }
 
 // Leave is one cluster leaving; RemoteClusters is the count of remote clusters after it left, and

@@ -13,7 +13,7 @@ import (
 
 // dropNonFinite makes every NaN or ±Inf in r absent and adds a warning naming each one:
 // encoding/json refuses to write them, and no figure of a run may stop its report from being
-// written. Optional (*float64) values become nil; the paths of plain float64 fields, which cannot
+// written. Optional (*float64) values and estimates whose value is not finite become nil; the paths of plain float64 fields, which cannot
 // be nil, are zeroed and returned, so that marshalReport can leave their keys out of the JSON and
 // put the values back for the renderers (report.md prints a non-finite number as "-").
 func dropNonFinite(r *Report) (plain []plainField) {
@@ -34,6 +34,12 @@ func dropNonFinite(r *Report) (plain []plainField) {
 					note(path, e.Float())
 					v.Set(reflect.Zero(v.Type()))
 				}
+				return
+			}
+			// An estimate without a finite value is no estimate: absent, its error with it.
+			if e, ok := v.Interface().(*Estimate); ok && !finiteValue(e.Value) {
+				note(path, e.Value)
+				v.Set(reflect.Zero(v.Type()))
 				return
 			}
 			walk(v.Elem(), path)

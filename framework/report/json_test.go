@@ -18,7 +18,7 @@ import (
 func TestJSONDropsNonFiniteValuesWithAWarning(t *testing.T) {
 	r := reporttest.Full()
 	r.ControlPlane.Joins[0].SteadyCPUCores = report.F(math.NaN())
-	r.ControlPlane.PerRemoteCluster.RSSBytes = report.F(math.Inf(1))
+	r.ControlPlane.PerRemoteCluster.RSSBytes.Value = math.Inf(1)
 	r.Failover = &report.Failover{Service: "echo-failover", FailoverSeconds: math.NaN(), FailbackSeconds: 0.17, Requests: 10}
 	r.Latency.Runs[1].P99Ms = math.Inf(-1)
 	r.Latency.Overhead.New.DeltaMs = math.NaN()

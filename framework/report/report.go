@@ -18,7 +18,7 @@ import (
 )
 
 // SchemaVersion is the report.json schema this package writes and reads.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Providers, data planes and other enumerated values of the schema.
 const (

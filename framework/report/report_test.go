@@ -70,8 +70,8 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 	wantKeys(t, m, "report", "schemaVersion", "provider", "dataPlane", "istio", "istiod", "kubernetes", "host", "topology",
 		"scale", "controlPlane", "latency", "reference",
 		"warnings", "setup") // extras
-	if m["schemaVersion"] != 1.0 {
-		t.Errorf("schemaVersion = %v, want 1", m["schemaVersion"])
+	if m["schemaVersion"] != 2.0 {
+		t.Errorf("schemaVersion = %v, want 2", m["schemaVersion"])
 	}
 	wantKeys(t, m["host"], "host", "cpus", "memoryBytes")
 	wantKeys(t, m["istiod"], "istiod", "version", "binary", "sha256", // the base schema
@@ -90,12 +90,11 @@ func TestJSONKeysMatchDesign(t *testing.T) {
 		"cluster", "remoteClusters", "syncSeconds", "xdsSeconds", "convergenceSeconds", "joinCPUSeconds",
 		"deltaCPUCores", "deltaRSSBytes", "deltaHeapInuseBytes", "deltaLiveHeapBytes",
 		"joinCPUSecondsResolution"}, sample...)...) // the last an extra
-	perRemote := []string{"cpuCores", "steadyCPUCores", "joinCPUSeconds", "rssBytes", "heapInuseBytes", "liveHeapBytes", "workingSetBytes"}
-	for _, k := range perRemote {
-		perRemote = append(perRemote, k+"StdErr")
-	}
-	perRemote = append(perRemote, "cpuCoresResolution", "steadyCPUCoresResolution", "joinCPUSecondsResolution", "stdErrOf") // extras
-	wantKeys(t, cp["perRemoteCluster"], "controlPlane.perRemoteCluster", perRemote...)
+	perRemote := cp["perRemoteCluster"].(map[string]any)
+	wantKeys(t, perRemote, "controlPlane.perRemoteCluster", "cpuCores", "steadyCPUCores", "joinCPUSeconds", "rssBytes", "heapInuseBytes", "liveHeapBytes", "workingSetBytes",
+		"stdErrOf") // an extra
+	wantKeys(t, perRemote["rssBytes"], "controlPlane.perRemoteCluster.rssBytes", "value", "stdErr")
+	wantKeys(t, perRemote["cpuCores"], "controlPlane.perRemoteCluster.cpuCores", "value", "stdErr", "resolution")
 	wantKeys(t, cp["leaves"].([]any)[0], "controlPlane.leaves[0]",
 		"cluster", "remoteClusters", "seconds", "rssBytes", "liveHeapBytes", "managedRemoteClusters")
 
@@ -168,7 +167,7 @@ func TestValidate(t *testing.T) {
 		"latency without dataPlane": func(r *report.Report) { r.DataPlane = "" },
 		"no provider":               func(r *report.Report) { r.Provider = "" },
 		"unknown dataPlane":         func(r *report.Report) { r.DataPlane = "sidecar" },
-		"schema version":            func(r *report.Report) { r.SchemaVersion = 2 },
+		"schema version":            func(r *report.Report) { r.SchemaVersion = 1 },
 		"istiods":                   func(r *report.Report) { r.ControlPlane.Istiods = "some" },
 		"run path":                  func(r *report.Report) { r.Latency.Runs[0].Path = report.PathDirect },
 		"run connections":           func(r *report.Report) { r.Latency.Runs[0].Connections = "pooled" },
@@ -195,11 +194,11 @@ func TestValidate(t *testing.T) {
 
 func TestReadRejectsOtherSchema(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "report.json")
-	if err := os.WriteFile(p, []byte(`{"schemaVersion": 2, "provider": "local"}`), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(`{"schemaVersion": 1, "provider": "local"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := report.Read(p); err == nil {
-		t.Error("Read accepted schemaVersion 2")
+		t.Error("Read accepted schemaVersion 1 (per-remote figures without their errors beside them)")
 	}
 	if err := os.WriteFile(p, []byte(`{`), 0o644); err != nil {
 		t.Fatal(err)

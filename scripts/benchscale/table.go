@@ -39,7 +39,7 @@ func rowOf(n int, wall time.Duration, r *report.Report) row {
 	}
 	if cp := r.ControlPlane; cp != nil {
 		if pr := cp.PerRemoteCluster; pr != nil {
-			out.rssPerRemoteMB, out.livePerRemMB = scaled(pr.RSSBytes, 1e6), scaled(pr.LiveHeapBytes, 1e6)
+			out.rssPerRemoteMB, out.livePerRemMB = scaled(pr.RSSBytes.ValueOf(), 1e6), scaled(pr.LiveHeapBytes.ValueOf(), 1e6)
 		}
 		if g := cp.JoinGrowth; g != nil {
 			out.growthCPU, out.growthConv = g.JoinCPUSeconds, g.ConvergenceSeconds

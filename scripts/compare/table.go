@@ -66,10 +66,10 @@ func returned(get func(*analysis.Returned) *float64) func(*report.Report) (float
 }
 
 var figures = []figure{
-	{"RSS per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.RSSBytes })},
-	{"Heap in use per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.HeapInuseBytes })},
-	{"Live heap per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.LiveHeapBytes })},
-	{"Join CPU per remote cluster", "CPU-s", 1, perRemote(func(p *report.PerRemote) *float64 { return p.JoinCPUSeconds })},
+	{"RSS per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.RSSBytes.ValueOf() })},
+	{"Heap in use per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.HeapInuseBytes.ValueOf() })},
+	{"Live heap per remote cluster", "MB", 1e6, perRemote(func(p *report.PerRemote) *float64 { return p.LiveHeapBytes.ValueOf() })},
+	{"Join CPU per remote cluster", "CPU-s", 1, perRemote(func(p *report.PerRemote) *float64 { return p.JoinCPUSeconds.ValueOf() })},
 	{"Convergence (mean over joins)", "s", 1, meanOver(func(cp *report.ControlPlane) []report.Join { return cp.Joins },
 		func(j report.Join) *float64 { return j.ConvergenceSeconds })},
 	{"Leave time (mean over leaves)", "s", 1, meanOver(func(cp *report.ControlPlane) []report.Leave { return cp.Leaves },

@@ -71,13 +71,13 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	ws := "not measured"
 	if pr.WorkingSetBytes != nil {
-		ws = fmt.Sprintf("%.1f±%.1f MB", *pr.WorkingSetBytes/1e6, deref(pr.WorkingSetBytesStdErr)/1e6)
+		ws = fmt.Sprintf("%.1f±%.1f MB", pr.WorkingSetBytes.Value/1e6, deref(pr.WorkingSetBytes.StdErrOf())/1e6)
 	}
 	mc.Logf("join: per remote cluster (%s): rss %.1f±%.1f MB, working set %s, live heap %.2f±%.2f MB, join CPU %.2f CPU-s, steady %.4f cores (published: 180 MB, 0.01 cores)",
-		over, *pr.RSSBytes/1e6, deref(pr.RSSBytesStdErr)/1e6, ws, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6, deref(pr.JoinCPUSeconds), deref(pr.SteadyCPUCores))
+		over, pr.RSSBytes.Value/1e6, deref(pr.RSSBytes.StdErrOf())/1e6, ws, pr.LiveHeapBytes.Value/1e6, deref(pr.LiveHeapBytes.StdErrOf())/1e6, deref(pr.JoinCPUSeconds.ValueOf()), deref(pr.SteadyCPUCores.ValueOf()))
 	// Sane bounds, not targets: a remote cluster must cost istiod some memory, and not gigabytes.
-	assert.Greater(t, *pr.LiveHeapBytes, 0.0, "each remote cluster adds live heap")
-	assert.Less(t, *pr.LiveHeapBytes, 2e9, "per-remote live heap")
+	assert.Greater(t, pr.LiveHeapBytes.Value, 0.0, "each remote cluster adds live heap")
+	assert.Less(t, pr.LiveHeapBytes.Value, 2e9, "per-remote live heap")
 }
 
 // joinSequence measures sequence r of repeats: a fresh istiod's baseline, then every other
@@ -172,7 +172,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 	if len(others) > 0 {
 		require.NoError(t, analysis.FitSequence(&seq))
 		if pr := seq.PerRemoteCluster; repeats > 1 && pr.LiveHeapBytes != nil {
-			mc.Logf("%s: per remote cluster: live heap %.2f±%.2f MB (this sequence's fit)", tag, *pr.LiveHeapBytes/1e6, deref(pr.LiveHeapBytesStdErr)/1e6)
+			mc.Logf("%s: per remote cluster: live heap %.2f±%.2f MB (this sequence's fit)", tag, pr.LiveHeapBytes.Value/1e6, deref(pr.LiveHeapBytes.StdErrOf())/1e6)
 		}
 	}
 	return seq

@@ -21,7 +21,7 @@ import (
 // File is a parsed -gates file.
 //
 //	gates:
-//	  controlPlane.perRemoteCluster.liveHeapBytes: {max: 5e6, reason: "..."}
+//	  controlPlane.perRemoteCluster.liveHeapBytes.value: {max: 5e6, reason: "..."}
 //	  istiodChecks[*].result: {in: [pass, known-issue]}
 //	baseline:                    # judged only with -baseline=DIR
 //	  alpha: 0.05                # benchstat's default

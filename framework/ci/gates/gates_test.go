@@ -13,7 +13,7 @@ import (
 func TestPathsOfTheSchemaLoad(t *testing.T) {
 	f, err := Parse("t.yaml", []byte(`
 gates:
-  controlPlane.perRemoteCluster.liveHeapBytes: {max: 5e6, reason: "structural cost"}
+  controlPlane.perRemoteCluster.liveHeapBytes.value: {max: 5e6, reason: "structural cost"}
   controlPlane.joinGrowth.convergenceSeconds.slope: {max: 0.05}
   controlPlane.joins[*].convergenceSeconds: {max: 2}
   controlPlane.joins[0].liveHeapBytes: {min: 1}
@@ -26,7 +26,7 @@ gates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Bounds) != 9 || f.Bounds[0].Path != "controlPlane.perRemoteCluster.liveHeapBytes" || f.Bounds[8].Path != "setup.clusters[*].rssBytes.kube-apiserver" {
+	if len(f.Bounds) != 9 || f.Bounds[0].Path != "controlPlane.perRemoteCluster.liveHeapBytes.value" || f.Bounds[8].Path != "setup.clusters[*].rssBytes.kube-apiserver" {
 		t.Fatalf("bounds not in file order: %+v", f.Bounds)
 	}
 	if f.Bounds[0].Reason != "structural cost" || *f.Bounds[0].Max != 5e6 {
@@ -134,7 +134,7 @@ func sampleReport() *report.Report {
 	r := report.New(report.ProviderLocal)
 	r.DataPlane = report.DataPlaneEmulated
 	r.ControlPlane = &report.ControlPlane{ObservedIstiod: "cluster-1", Istiods: report.IstiodsAll,
-		PerRemoteCluster: &report.PerRemote{LiveHeapBytes: report.F(3.05e6), RSSBytes: report.F(4.7e6)},
+		PerRemoteCluster: &report.PerRemote{LiveHeapBytes: &report.Estimate{Value: 3.05e6}, RSSBytes: &report.Estimate{Value: 4.7e6}},
 		Joins: []report.Join{
 			{Cluster: "cluster-2", RemoteClusters: 1, ConvergenceSeconds: report.F(0.37)},
 			{Cluster: "cluster-3", RemoteClusters: 2, ConvergenceSeconds: report.F(2.5)},
@@ -164,25 +164,25 @@ func judge(t *testing.T, r *report.Report, file string) []report.Gate {
 func TestJudge(t *testing.T) {
 	gs := judge(t, sampleReport(), `
 gates:
-  controlPlane.perRemoteCluster.liveHeapBytes: {max: 5e6}
-  controlPlane.perRemoteCluster.rssBytes: {max: 2e6, reason: "RSS per remote cluster at small scale"}
+  controlPlane.perRemoteCluster.liveHeapBytes.value: {max: 5e6}
+  controlPlane.perRemoteCluster.rssBytes.value: {max: 2e6, reason: "RSS per remote cluster at small scale"}
   controlPlane.joins[*].convergenceSeconds: {max: 1}
   latency.overhead.new.deltaMs: {min: 0, max: 4}
   istiodChecks[*].result: {in: [pass, known-issue]}
   istiodChecks[1].result: {in: [pass]}
   churn.runs[*].lost: {max: 0}
-  controlPlane.perRemoteCluster.steadyCPUCores: {max: 1}
+  controlPlane.perRemoteCluster.steadyCPUCores.value: {max: 1}
   latency.hostCPUSaturated: {in: ["false"]}
 `[1:])
 	want := []struct{ verdict, message string }{
-		{"pass", "gate pass controlPlane.perRemoteCluster.liveHeapBytes = 3.05e+06, within max 5e+06"},
-		{"fail", "gate FAIL controlPlane.perRemoteCluster.rssBytes: controlPlane.perRemoteCluster.rssBytes = 4.7e+06 breaks max 2e+06 (RSS per remote cluster at small scale)"},
+		{"pass", "gate pass controlPlane.perRemoteCluster.liveHeapBytes.value = 3.05e+06, within max 5e+06"},
+		{"fail", "gate FAIL controlPlane.perRemoteCluster.rssBytes.value: controlPlane.perRemoteCluster.rssBytes.value = 4.7e+06 breaks max 2e+06 (RSS per remote cluster at small scale)"},
 		{"fail", "gate FAIL controlPlane.joins[*].convergenceSeconds: controlPlane.joins[1].convergenceSeconds = 2.5 breaks max 1 (1 of 2 values)"},
 		{"pass", "gate pass latency.overhead.new.deltaMs = 2.04, within min 0, max 4"},
 		{"pass", "gate pass istiodChecks[*].result = pass, known-issue, within in [pass known-issue]"},
 		{"fail", "gate FAIL istiodChecks[1].result: istiodChecks[1].result = known-issue breaks in [pass]"},
 		{"not-measured", "gate FAIL churn.runs[*].lost: not measured: this run's report has no churn (bound max 0)"},
-		{"not-measured", "gate FAIL controlPlane.perRemoteCluster.steadyCPUCores: not measured: this run's report has no controlPlane.perRemoteCluster.steadyCPUCores (bound max 1)"},
+		{"not-measured", "gate FAIL controlPlane.perRemoteCluster.steadyCPUCores.value: not measured: this run's report has no controlPlane.perRemoteCluster.steadyCPUCores (bound max 1)"},
 		{"pass", "gate pass latency.hostCPUSaturated = false, within in [false]"},
 	}
 	if len(gs) != len(want) {

@@ -81,15 +81,15 @@ func TestBearingOn(t *testing.T) {
 	heap := []string{"profiles/istiod-cluster-1-heap-baseline.pb.gz"}
 	cpu := []string{"profiles/istiod-cluster-1-goroutine-baseline.pb.gz", "profiles/istiod-cluster-1-cpu-join-cluster-2.pb.gz"}
 	for path, want := range map[string][]string{
-		"controlPlane.perRemoteCluster.liveHeapBytes":  heap,
-		"controlPlane.leaves[*].rssBytes":              heap,
-		"Join/perRemote:live-heap-B":                   heap,
-		"controlPlane.joins[*].convergenceSeconds":     cpu,
-		"controlPlane.perRemoteCluster.joinCPUSeconds": cpu,
-		"Join/growth:join-cpu-s-first":                 cpu,
-		"istiodChecks[*].result":                       {heap[0], cpu[0]},
-		"latency.overhead.new.deltaMs":                 nil,
-		"churn.runs[*].lost":                           nil,
+		"controlPlane.perRemoteCluster.liveHeapBytes.value":  heap,
+		"controlPlane.leaves[*].rssBytes":                    heap,
+		"Join/perRemote:live-heap-B":                         heap,
+		"controlPlane.joins[*].convergenceSeconds":           cpu,
+		"controlPlane.perRemoteCluster.joinCPUSeconds.value": cpu,
+		"Join/growth:join-cpu-s-first":                       cpu,
+		"istiodChecks[*].result":                             {heap[0], cpu[0]},
+		"latency.overhead.new.deltaMs":                       nil,
+		"churn.runs[*].lost":                                 nil,
 	} {
 		got := s.BearingOn(path)
 		slices.Sort(got)

@@ -34,20 +34,20 @@ func TestFitPerRemoteSyntheticSlope(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr := cp.PerRemoteCluster
-	if pr == nil || pr.RSSBytes == nil || pr.RSSBytesStdErr == nil {
+	if pr == nil || pr.RSSBytes == nil || pr.RSSBytes.StdErr == nil {
 		t.Fatalf("RSS slope not fitted: %+v", pr)
 	}
-	if !near(*pr.RSSBytes, 100e6, 1e6) {
-		t.Errorf("RSS slope = %.0f, want 100e6 ± 1e6", *pr.RSSBytes)
+	if !near(pr.RSSBytes.Value, 100e6, 1e6) {
+		t.Errorf("RSS slope = %.0f, want 100e6 ± 1e6", pr.RSSBytes.Value)
 	}
-	if se := *pr.RSSBytesStdErr; se <= 0 || se > 1e6 {
+	if se := *pr.RSSBytes.StdErr; se <= 0 || se > 1e6 {
 		t.Errorf("RSS stderr = %.0f, want in (0, 1e6]", se)
 	}
-	if !near(*pr.LiveHeapBytes, 45e6, 1) || !near(*pr.LiveHeapBytesStdErr, 0, 1e-3) {
-		t.Errorf("live heap slope = %v ± %v, want exactly 45e6", *pr.LiveHeapBytes, *pr.LiveHeapBytesStdErr)
+	if !near(pr.LiveHeapBytes.Value, 45e6, 1) || !near(*pr.LiveHeapBytes.StdErr, 0, 1e-3) {
+		t.Errorf("live heap slope = %v ± %v, want exactly 45e6", pr.LiveHeapBytes.Value, *pr.LiveHeapBytes.StdErr)
 	}
 	// Cumulative join cost: ~3 CPU-seconds added per cluster.
-	if pr.JoinCPUSeconds == nil || !near(*pr.JoinCPUSeconds, 3, 0.05) {
+	if pr.JoinCPUSeconds == nil || !near(pr.JoinCPUSeconds.Value, 3, 0.05) {
 		t.Errorf("join CPU slope = %v, want ~3", pr.JoinCPUSeconds)
 	}
 	// Never measured: stays nil rather than a fitted zero.
@@ -62,17 +62,17 @@ func TestFitPerRemoteUsesBaseline(t *testing.T) {
 	if err := FitPerRemote(cp); err != nil {
 		t.Fatal(err)
 	}
-	if got := *cp.PerRemoteCluster.RSSBytes; got != 150 {
+	if got := cp.PerRemoteCluster.RSSBytes.Value; got != 150 {
 		t.Errorf("slope = %v, want 150", got)
 	}
-	if se := cp.PerRemoteCluster.RSSBytesStdErr; se != nil {
+	if se := cp.PerRemoteCluster.RSSBytes.StdErr; se != nil {
 		t.Errorf("stderr = %v from two points, want absent", *se)
 	}
 	b, err := json.Marshal(cp.PerRemoteCluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "StdErr") {
+	if strings.Contains(string(b), `"stdErr"`) {
 		t.Errorf("JSON carries a standard error of a two-point fit: %s", b)
 	}
 }
@@ -88,13 +88,13 @@ func TestFitPerRemoteCPUResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr := cp.PerRemoteCluster
-	if pr.SteadyCPUCoresResolution == nil || !near(*pr.SteadyCPUCoresResolution, 0.01/4, 1e-15) {
-		t.Errorf("steady slope resolution = %v, want coarsest 0.01 over 4 clusters", pr.SteadyCPUCoresResolution)
+	if pr.SteadyCPUCores.Resolution == nil || !near(*pr.SteadyCPUCores.Resolution, 0.01/4, 1e-15) {
+		t.Errorf("steady slope resolution = %v, want coarsest 0.01 over 4 clusters", pr.SteadyCPUCores.Resolution)
 	}
-	if pr.JoinCPUSecondsResolution == nil || !near(*pr.JoinCPUSecondsResolution, 0.01/4, 1e-15) {
-		t.Errorf("join slope resolution = %v", pr.JoinCPUSecondsResolution)
+	if pr.JoinCPUSeconds.Resolution == nil || !near(*pr.JoinCPUSeconds.Resolution, 0.01/4, 1e-15) {
+		t.Errorf("join slope resolution = %v", pr.JoinCPUSeconds.Resolution)
 	}
-	if pr.RSSBytes != nil || pr.CPUCoresResolution != nil {
+	if pr.RSSBytes != nil || pr.CPUCores != nil {
 		t.Errorf("unmeasured metrics fitted: %+v", pr)
 	}
 }
@@ -265,11 +265,11 @@ func TestCombineSequencesTakesTheMeanAndItsStandardError(t *testing.T) {
 	pr := cp.PerRemoteCluster
 	assert.Equal(t, report.StdErrOfSequences, pr.StdErrOf)
 	// 3.9, 4.0, 4.1 MB: mean 4.0, sd 0.1, standard error 0.1/sqrt(3).
-	assert.InDelta(t, 4.0e6, *pr.LiveHeapBytes, 1)
-	assert.InDelta(t, 0.1e6/math.Sqrt(3), *pr.LiveHeapBytesStdErr, 1)
+	assert.InDelta(t, 4.0e6, pr.LiveHeapBytes.Value, 1)
+	assert.InDelta(t, 0.1e6/math.Sqrt(3), *pr.LiveHeapBytes.StdErr, 1)
 	// Every sequence's RSS grows by exactly 10 MB: no spread, a zero error (not absent).
-	assert.InDelta(t, 10e6, *pr.RSSBytes, 1)
-	assert.InDelta(t, 0, *pr.RSSBytesStdErr, 1e-6)
+	assert.InDelta(t, 10e6, pr.RSSBytes.Value, 1)
+	assert.InDelta(t, 0, *pr.RSSBytes.StdErr, 1e-6)
 	assert.InDelta(t, 20.6e6, *cp.BaselineMean.LiveHeapBytes, 1)
 	assert.InDelta(t, 0.1e6/math.Sqrt(3), *cp.BaselineStdErr.LiveHeapBytes, 1)
 	assert.Nil(t, pr.HeapInuseBytes, "never measured: absent, not a mean of zeros")

@@ -30,22 +30,23 @@ func FitPerRemote(cp *report.ControlPlane) error {
 
 	var pr report.PerRemote
 	fitted := false
-	fit := func(xs, ys []float64, pointRes *float64, slope, stderr, res **float64) {
+	fit := func(xs, ys []float64, pointRes *float64) *report.Estimate {
 		f, err := stats.LinearFit(xs, ys)
 		if err != nil {
-			return
-		}
-		*slope = report.F(f.Slope)
-		if se, ok := f.KnownSlopeStdErr(); ok {
-			*stderr = report.F(se)
-		}
-		if res != nil && pointRes != nil {
-			*res = report.F(stats.SlopeResolution(*pointRes, xs))
+			return nil
 		}
 		fitted = true
+		e := &report.Estimate{Value: f.Slope}
+		if se, ok := f.KnownSlopeStdErr(); ok {
+			e.StdErr = report.F(se)
+		}
+		if pointRes != nil {
+			e.Resolution = report.F(stats.SlopeResolution(*pointRes, xs))
+		}
+		return e
 	}
 	// level fits a metric at the samples where it was measured, with the coarsest resolution among them.
-	level := func(get func(report.Sample) (v, res *float64), slope, stderr, res **float64) {
+	level := func(get func(report.Sample) (v, res *float64)) *report.Estimate {
 		var xs, ys []float64
 		var coarsest *float64
 		add := func(x float64, s report.Sample) {
@@ -62,19 +63,13 @@ func FitPerRemote(cp *report.ControlPlane) error {
 		for _, j := range joins {
 			add(float64(j.RemoteClusters), j.Sample)
 		}
-		fit(xs, ys, coarsest, slope, stderr, res)
+		return fit(xs, ys, coarsest)
 	}
-	noRes := func(v func(report.Sample) *float64) func(report.Sample) (*float64, *float64) {
-		return func(s report.Sample) (*float64, *float64) { return v(s), nil }
+	for _, m := range report.PerRemoteMetrics {
+		if m.Sample != nil {
+			*m.Of(&pr) = level(m.Sample)
+		}
 	}
-	level(func(s report.Sample) (*float64, *float64) { return s.CPUCores, s.CPUCoresResolution },
-		&pr.CPUCores, &pr.CPUCoresStdErr, &pr.CPUCoresResolution)
-	level(func(s report.Sample) (*float64, *float64) { return s.SteadyCPUCores, s.SteadyCPUCoresResolution },
-		&pr.SteadyCPUCores, &pr.SteadyCPUCoresStdErr, &pr.SteadyCPUCoresResolution)
-	level(noRes(func(s report.Sample) *float64 { return s.RSSBytes }), &pr.RSSBytes, &pr.RSSBytesStdErr, nil)
-	level(noRes(func(s report.Sample) *float64 { return s.HeapInuseBytes }), &pr.HeapInuseBytes, &pr.HeapInuseBytesStdErr, nil)
-	level(noRes(func(s report.Sample) *float64 { return s.LiveHeapBytes }), &pr.LiveHeapBytes, &pr.LiveHeapBytesStdErr, nil)
-	level(noRes(func(s report.Sample) *float64 { return s.WorkingSetBytes }), &pr.WorkingSetBytes, &pr.WorkingSetBytesStdErr, nil)
 
 	xs, costs := []float64{0}, []float64{0}
 	var joinRes *float64
@@ -87,7 +82,7 @@ func FitPerRemote(cp *report.ControlPlane) error {
 			joinRes = report.F(*r)
 		}
 	}
-	fit(xs, stats.Cumulative(costs), joinRes, &pr.JoinCPUSeconds, &pr.JoinCPUSecondsStdErr, &pr.JoinCPUSecondsResolution)
+	pr.JoinCPUSeconds = fit(xs, stats.Cumulative(costs), joinRes)
 
 	if !fitted {
 		return errors.New("report: no control-plane metric has two measured points to fit")

@@ -60,17 +60,17 @@ func CombineSequences(cp *report.ControlPlane) error {
 		return c
 	}
 	pr := &report.PerRemote{StdErrOf: report.StdErrOfSequences}
-	per := func(k int) *report.PerRemote { return seqs[k].PerRemoteCluster }
-	combine(func(k int) *float64 { return per(k).CPUCores }, &pr.CPUCores, &pr.CPUCoresStdErr)
-	combine(func(k int) *float64 { return per(k).SteadyCPUCores }, &pr.SteadyCPUCores, &pr.SteadyCPUCoresStdErr)
-	combine(func(k int) *float64 { return per(k).JoinCPUSeconds }, &pr.JoinCPUSeconds, &pr.JoinCPUSecondsStdErr)
-	combine(func(k int) *float64 { return per(k).RSSBytes }, &pr.RSSBytes, &pr.RSSBytesStdErr)
-	combine(func(k int) *float64 { return per(k).HeapInuseBytes }, &pr.HeapInuseBytes, &pr.HeapInuseBytesStdErr)
-	combine(func(k int) *float64 { return per(k).LiveHeapBytes }, &pr.LiveHeapBytes, &pr.LiveHeapBytesStdErr)
-	combine(func(k int) *float64 { return per(k).WorkingSetBytes }, &pr.WorkingSetBytes, &pr.WorkingSetBytesStdErr)
-	pr.CPUCoresResolution = coarsest(func(k int) *float64 { return per(k).CPUCoresResolution })
-	pr.SteadyCPUCoresResolution = coarsest(func(k int) *float64 { return per(k).SteadyCPUCoresResolution })
-	pr.JoinCPUSecondsResolution = coarsest(func(k int) *float64 { return per(k).JoinCPUSecondsResolution })
+	for _, m := range report.PerRemoteMetrics {
+		of := func(k int) *report.Estimate { return *m.Of(seqs[k].PerRemoteCluster) }
+		var mean, stdErr *float64
+		combine(func(k int) *float64 { return of(k).ValueOf() }, &mean, &stdErr)
+		if mean == nil {
+			continue
+		}
+		*m.Of(pr) = &report.Estimate{Value: *mean, StdErr: stdErr, Resolution: coarsest(func(k int) *float64 {
+			return of(k).Resolution
+		})}
+	}
 
 	var mean, se report.Sample
 	base := func(k int) report.Sample { return seqs[k].Baseline }

@@ -74,12 +74,12 @@ func Render(r *report.Report) []byte {
 		}
 		if pr := cp.PerRemoteCluster; pr != nil {
 			line(&b, name+"/perRemote", optMetrics(
-				optMetric{pr.CPUCores, "cpu-cores"}, optMetric{pr.CPUCoresStdErr, "cpu-cores-stderr"},
-				optMetric{pr.SteadyCPUCores, "steady-cpu-cores"}, optMetric{pr.SteadyCPUCoresStdErr, "steady-cpu-cores-stderr"},
-				optMetric{pr.JoinCPUSeconds, "join-cpu-s"}, optMetric{pr.JoinCPUSecondsStdErr, "join-cpu-s-stderr"},
-				optMetric{pr.RSSBytes, "rss-B"}, optMetric{pr.RSSBytesStdErr, "rss-stderr-B"},
-				optMetric{pr.HeapInuseBytes, "heap-inuse-B"}, optMetric{pr.HeapInuseBytesStdErr, "heap-inuse-stderr-B"},
-				optMetric{pr.LiveHeapBytes, "live-heap-B"}, optMetric{pr.LiveHeapBytesStdErr, "live-heap-stderr-B"})...)
+				optMetric{pr.CPUCores.ValueOf(), "cpu-cores"}, optMetric{pr.CPUCores.StdErrOf(), "cpu-cores-stderr"},
+				optMetric{pr.SteadyCPUCores.ValueOf(), "steady-cpu-cores"}, optMetric{pr.SteadyCPUCores.StdErrOf(), "steady-cpu-cores-stderr"},
+				optMetric{pr.JoinCPUSeconds.ValueOf(), "join-cpu-s"}, optMetric{pr.JoinCPUSeconds.StdErrOf(), "join-cpu-s-stderr"},
+				optMetric{pr.RSSBytes.ValueOf(), "rss-B"}, optMetric{pr.RSSBytes.StdErrOf(), "rss-stderr-B"},
+				optMetric{pr.HeapInuseBytes.ValueOf(), "heap-inuse-B"}, optMetric{pr.HeapInuseBytes.StdErrOf(), "heap-inuse-stderr-B"},
+				optMetric{pr.LiveHeapBytes.ValueOf(), "live-heap-B"}, optMetric{pr.LiveHeapBytes.StdErrOf(), "live-heap-stderr-B"})...)
 		}
 		if g := cp.JoinGrowth; g != nil {
 			var ms []metric

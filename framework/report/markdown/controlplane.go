@@ -94,14 +94,14 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 		pubCPU := fmt.Sprintf("%s cores (%s%% of a core)", num(ref.PerRemoteClusterCPUCores, 3), num(ref.PerRemoteClusterCPUCores*100, 1))
 		pubMem := num(ref.PerRemoteClusterMemoryBytes/bytesPerMB, 0) + " MB"
 		p("| Metric | Measured | Published |\n|---|---|---|\n")
-		p("| Steady CPU (cores, %s window) | %s | %s |\n", steady, cpuSlope(pr.SteadyCPUCores, pr.SteadyCPUCoresStdErr, pr.SteadyCPUCoresResolution, 5), pubCPU)
-		p("| Join burst CPU (CPU-s per cluster) | %s | %s |\n", cpuSlope(pr.JoinCPUSeconds, pr.JoinCPUSecondsStdErr, pr.JoinCPUSecondsResolution, 2), m)
+		p("| Steady CPU (cores, %s window) | %s | %s |\n", steady, estCPU(pr.SteadyCPUCores, 5), pubCPU)
+		p("| Join burst CPU (CPU-s per cluster) | %s | %s |\n", estCPU(pr.JoinCPUSeconds, 2), m)
 		p("| Blended CPU (cores, burst and steady over convergence + %s; not comparable) | %s | %s |\n", settle,
-			cpuSlope(pr.CPUCores, pr.CPUCoresStdErr, pr.CPUCoresResolution, 4), m)
-		p("| RSS (MB) | %s | %s |\n", slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), pubMem)
-		p("| Heap in use (MB) | %s | %s |\n", slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 2), m)
-		p("| Live heap (MB) | %s | %s |\n", slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 2), m)
-		p("| Working set (MB, as kubelet reads a container) | %s | %s |\n\n", slope(pr.WorkingSetBytes, pr.WorkingSetBytesStdErr, bytesPerMB, 1), m)
+			estCPU(pr.CPUCores, 4), m)
+		p("| RSS (MB) | %s | %s |\n", est(pr.RSSBytes, bytesPerMB, 1), pubMem)
+		p("| Heap in use (MB) | %s | %s |\n", est(pr.HeapInuseBytes, bytesPerMB, 2), m)
+		p("| Live heap (MB) | %s | %s |\n", est(pr.LiveHeapBytes, bytesPerMB, 2), m)
+		p("| Working set (MB, as kubelet reads a container) | %s | %s |\n\n", est(pr.WorkingSetBytes, bytesPerMB, 1), m)
 		p("%s\n\n", closestText(cp, ref.PerRemoteClusterMemoryBytes))
 		sequences(b, cp)
 	}
@@ -181,8 +181,8 @@ func sequences(b *bytes.Buffer, cp *report.ControlPlane) {
 		if pr == nil {
 			pr = &report.PerRemote{}
 		}
-		return strings.Join([]string{slope(pr.LiveHeapBytes, pr.LiveHeapBytesStdErr, bytesPerMB, 2), slope(pr.HeapInuseBytes, pr.HeapInuseBytesStdErr, bytesPerMB, 2),
-			slope(pr.RSSBytes, pr.RSSBytesStdErr, bytesPerMB, 1), cpuSlope(pr.JoinCPUSeconds, pr.JoinCPUSecondsStdErr, pr.JoinCPUSecondsResolution, 2)}, " | ")
+		return strings.Join([]string{est(pr.LiveHeapBytes, bytesPerMB, 2), est(pr.HeapInuseBytes, bytesPerMB, 2),
+			est(pr.RSSBytes, bytesPerMB, 1), estCPU(pr.JoinCPUSeconds, 2)}, " | ")
 	}
 	for k, s := range cp.Sequences {
 		istiod := missingCellValue
@@ -241,7 +241,7 @@ func closestText(cp *report.ControlPlane, published float64) string {
 	measures := []struct {
 		name string
 		v    *float64
-	}{{"RSS", pr.RSSBytes}, {"the working set", pr.WorkingSetBytes}, {"heap in use", pr.HeapInuseBytes}, {"live heap", pr.LiveHeapBytes}}
+	}{{"RSS", pr.RSSBytes.ValueOf()}, {"the working set", pr.WorkingSetBytes.ValueOf()}, {"heap in use", pr.HeapInuseBytes.ValueOf()}, {"live heap", pr.LiveHeapBytes.ValueOf()}}
 	best, bestDist := -1, 0.0
 	var absent []string
 	for k, m := range measures {

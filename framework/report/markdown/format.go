@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // cpu prints a CPU figure, or "< resolution (below resolution)" when it is not resolved. Small
@@ -55,6 +57,19 @@ func slope(v, se *float64, scale float64, prec int) string {
 	}
 	// An absent standard error (fewer than three points) shows as "-", never as 0.
 	return num(*v/scale, prec) + " ± " + opt(se, scale, prec)
+}
+
+// est prints an estimate as slope does.
+func est(e *report.Estimate, scale float64, prec int) string {
+	return slope(e.ValueOf(), e.StdErrOf(), scale, prec)
+}
+
+// estCPU prints a CPU estimate as cpuSlope does.
+func estCPU(e *report.Estimate, prec int) string {
+	if e == nil {
+		return missingCellValue
+	}
+	return cpuSlope(&e.Value, e.StdErr, e.Resolution, prec)
 }
 
 func opt(v *float64, scale float64, prec int) string {

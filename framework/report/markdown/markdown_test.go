@@ -85,7 +85,7 @@ func TestChurnLinksItsChartOnlyWhenDrawn(t *testing.T) {
 // A two-point fit has no standard error: report.md shows it as -, never as 0.
 func TestMarkdownShowsAnUnknownStandardErrorAsDash(t *testing.T) {
 	cp := &report.ControlPlane{Baseline: report.Sample{RSSBytes: report.F(100)}, Joins: []report.Join{{RemoteClusters: 1, Sample: report.Sample{RSSBytes: report.F(250)}}},
-		PerRemoteCluster: &report.PerRemote{RSSBytes: report.F(150)}}
+		PerRemoteCluster: &report.PerRemote{RSSBytes: &report.Estimate{Value: 150}}}
 	assert.Contains(t, string(Render(&report.Report{Provider: report.ProviderLocal, ControlPlane: cp})), "| RSS (MB) | 0.0 ± - |")
 }
 
@@ -132,11 +132,11 @@ func TestMarkdownSaysPerRemoteErrorsAreOverSequences(t *testing.T) {
 	seq := func(base, slope float64) report.JoinSequence {
 		return report.JoinSequence{MeasuredIstiod: &report.MeasuredIstiod{Cluster: "cluster-1", HeldBefore: 2, Restarted: true},
 			Baseline:         report.Sample{LiveHeapBytes: report.F(base)},
-			PerRemoteCluster: &report.PerRemote{LiveHeapBytes: report.F(slope), LiveHeapBytesStdErr: report.F(0.25e6), StdErrOf: report.StdErrOfFit}}
+			PerRemoteCluster: &report.PerRemote{LiveHeapBytes: &report.Estimate{Value: slope, StdErr: report.F(0.25e6)}, StdErrOf: report.StdErrOfFit}}
 	}
 	cp := &report.ControlPlane{Sequences: []report.JoinSequence{seq(20.5e6, 3.96e6), seq(20.6e6, 4.06e6)},
 		BaselineMean: &report.Sample{LiveHeapBytes: report.F(20.55e6)}, BaselineStdErr: &report.Sample{LiveHeapBytes: report.F(0.05e6)},
-		PerRemoteCluster: &report.PerRemote{LiveHeapBytes: report.F(4.01e6), LiveHeapBytesStdErr: report.F(0.05e6), StdErrOf: report.StdErrOfSequences}}
+		PerRemoteCluster: &report.PerRemote{LiveHeapBytes: &report.Estimate{Value: 4.01e6, StdErr: report.F(0.05e6)}, StdErrOf: report.StdErrOfSequences}}
 	md := string(Render(&report.Report{ControlPlane: cp}))
 	assert.Contains(t, md, "Mean of 2 join sequences' least-squares slopes")
 	assert.Contains(t, md, "| Live heap (MB) | 4.01 ± 0.05 | - |")

@@ -50,8 +50,8 @@ func mdLine(t *testing.T, md, prefix string) string {
 func TestMarkdownNeverPrintsCPUBelowItsResolution(t *testing.T) {
 	r := smallScaleMetricCPU()
 	pr := r.ControlPlane.PerRemoteCluster
-	require.NotNil(t, pr.SteadyCPUCoresResolution)
-	assert.InDelta(t, 0.0025/2, *pr.SteadyCPUCoresResolution, 1e-15, "one 4 s tick over two remote clusters")
+	require.NotNil(t, pr.SteadyCPUCores.Resolution)
+	assert.InDelta(t, 0.0025/2, *pr.SteadyCPUCores.Resolution, 1e-15, "one 4 s tick over two remote clusters")
 	md := string(Render(r))
 
 	// A flat series of single ticks fits a slope of 0, which is below what the windows resolve.

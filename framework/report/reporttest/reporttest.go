@@ -130,7 +130,7 @@ func Every() *report.Report {
 		Clusters: []report.ClusterSetup{{Name: "cluster-1", ReadySeconds: 10, RSSBytes: map[string]float64{"kube-apiserver": 180e6, "etcd-share": 50e6, "istiod": math.Inf(1)},
 			PodsPerSecond: report.F(500), CPUSeconds: map[string]float64{"kube-apiserver": 24.5}, EndpointSlices: new(300), Endpoints: new(4000)}}}
 	r.Failover.FailbackSeconds = math.NaN()                         // a plain field: left out of the JSON, "-" in report.md
-	cp.PerRemoteCluster.HeapInuseBytesStdErr = report.F(math.NaN()) // an optional one: nil
+	cp.PerRemoteCluster.HeapInuseBytes.StdErr = report.F(math.NaN()) // an optional one: nil
 	return r
 }
 
