@@ -129,7 +129,7 @@ func Every() *report.Report {
 		StartWaves: []report.StartWave{{Clusters: []string{"cluster-1", "cluster-2"}, StartSeconds: 0, ReadySeconds: 4.5}, {Clusters: []string{"cluster-3"}, StartSeconds: 4.5, ReadySeconds: 7.25}},
 		Clusters: []report.ClusterSetup{{Name: "cluster-1", ReadySeconds: 10, RSSBytes: map[string]float64{"kube-apiserver": 180e6, "etcd-share": 50e6, "istiod": math.Inf(1)},
 			PodsPerSecond: report.F(500), CPUSeconds: map[string]float64{"kube-apiserver": 24.5}, EndpointSlices: new(300), Endpoints: new(4000)}}}
-	r.Failover.FailbackSeconds = math.NaN()                         // a plain field: left out of the JSON, "-" in report.md
+	r.Failover.FailbackSeconds = math.NaN()                          // a plain field: left out of the JSON, "-" in report.md
 	cp.PerRemoteCluster.HeapInuseBytes.StdErr = report.F(math.NaN()) // an optional one: nil
 	return r
 }
