@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/flagtest"
 )
 
 // flagsWith returns the registered defaults with change applied.
@@ -18,17 +20,6 @@ func flagsWith(change func(*Flags)) Flags {
 	f := *register(flag.NewFlagSet("test", flag.ContinueOnError))
 	change(&f)
 	return f
-}
-
-// setFlag sets a flag of the default flag set (a provider's own, or the Istio images) for t and
-// restores it after.
-func setFlag(t *testing.T, name, value string) {
-	t.Helper()
-	f := flag.CommandLine.Lookup(name)
-	require.NotNil(t, f, "-%s is registered", name)
-	old := f.Value.String()
-	require.NoError(t, f.Value.Set(value))
-	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
 
 // writeFile writes content to dir/name and returns its path.
@@ -107,7 +98,7 @@ func TestSetupRefusesKindWithoutItsNeeds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for name, v := range tc.set {
-				setFlag(t, name, v)
+				flagtest.Set(t, name, v)
 			}
 			err := setupWith(t, kind)
 			require.Error(t, err)
@@ -141,11 +132,11 @@ func TestSetupRejectsBadProviderFlagsBeforeStartingAnything(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.provider != "local" {
 				for name, v := range images {
-					setFlag(t, name, v)
+					flagtest.Set(t, name, v)
 				}
 			}
 			for name, v := range tc.set {
-				setFlag(t, name, v)
+				flagtest.Set(t, name, v)
 			}
 			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters = 1; f.Provider = tc.provider }))
 			require.Error(t, err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/flagtest"
 )
 
 func TestIstiodFlagsAreRegistered(t *testing.T) {
@@ -50,8 +52,8 @@ func TestSetupRejectsBadIstiodBeforeStartingAnything(t *testing.T) {
 				provider = "kind"
 			}
 			if provider == "kind" { // kind's own requirements met: only the istiod flags are wrong
-				setFlag(t, "istio.hub", "h")
-				setFlag(t, "istio.tag", "t")
+				flagtest.Set(t, "istio.hub", "h")
+				flagtest.Set(t, "istio.tag", "t")
 			}
 			err := setupWith(t, flagsWith(func(f *Flags) { f.Clusters, f.Provider, f.Istiod = 1, provider, tc.f }))
 			require.Error(t, err)

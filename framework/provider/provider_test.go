@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/flagtest"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -48,16 +49,6 @@ func init() {
 		}})
 }
 
-// setFlag sets a registered flag for t and restores it after.
-func setFlag(t *testing.T, name, value string) {
-	t.Helper()
-	f := flag.CommandLine.Lookup(name)
-	require.NotNil(t, f, "-%s on the default flag set", name)
-	old := f.Value.String()
-	require.NoError(t, f.Value.Set(value))
-	t.Cleanup(func() { _ = f.Value.Set(old) })
-}
-
 func TestRegisteredProvidersAreNamedAndDescribed(t *testing.T) {
 	assert.Equal(t, []string{"alpha", "beta", "misnamed", "wrapper"}, Names())
 	assert.Equal(t, "where clusters come from: alpha (two clusters at most), beta (any number), misnamed (calls itself otherwise)", Usage(),
@@ -77,7 +68,7 @@ func TestCheckRefusesBeforeAnythingStarts(t *testing.T) {
 	require.NoError(t, Check("alpha"))
 	require.NoError(t, Check("beta"), "alpha's flag at its default is no reason to refuse")
 
-	setFlag(t, "alpha.n", "0")
+	flagtest.Set(t, "alpha.n", "0")
 	assert.EqualError(t, Check("alpha"), "-alpha.n=0: need at least 1", "the provider's own check")
 	_, err := New("alpha", Env{})
 	assert.EqualError(t, err, "-alpha.n=0: need at least 1", "New checks first")
@@ -85,7 +76,7 @@ func TestCheckRefusesBeforeAnythingStarts(t *testing.T) {
 	_, err = New("wrapper", Env{})
 	assert.EqualError(t, err, "-alpha.n=0: need at least 1", "the wrapped provider checks its own flags when the wrapper builds it")
 
-	setFlag(t, "alpha.n", "5")
+	flagtest.Set(t, "alpha.n", "5")
 	assert.EqualError(t, Check("beta"), "-alpha.n=5: only -provider=alpha reads it and this run uses -provider=beta, so drop the flag")
 	assert.NoError(t, Check("wrapper"), "a provider reads the flags of the one it wraps")
 }

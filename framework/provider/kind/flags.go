@@ -26,22 +26,13 @@ type flagValues struct {
 // Name is the provider's -provider value.
 const Name = "kind"
 
-var (
-	flags flagValues
-	// images are -istio.hub, -istio.tag and -istio.variant, shared with kube.
-	istioImages = install.ImageFlags()
-)
+var flags flagValues
 
+// The Istio image flags are kube's (kube.IstioImageFlags): kind installs through its code.
 func init() {
-	provider.Register(provider.Spec{
-		Name:         Name,
-		Summary:      "kind clusters on Docker",
-		Capabilities: capabilities,
-		Flags:        flags.register,
-		Check:        func() error { return flags.validate(*istioImages) },
-		Reads:        install.ImageFlagNames,
-		New:          newFromFlags,
-	})
+	provider.Register(provider.Spec{Name: Name, Summary: "kind clusters on Docker", Capabilities: capabilities,
+		Flags: flags.register, Reads: install.ImageFlagNames, New: newFromFlags,
+		Check: func() error { return flags.validate(kube.IstioImageFlags()) }})
 }
 
 func (f *flagValues) register(fs *flag.FlagSet) {
@@ -93,7 +84,7 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: the images make images builds: %w", err)
 	}
-	im := install.OrBuilt(*istioImages, built)
+	im := install.OrBuilt(kube.IstioImageFlags(), built)
 	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: im, SharedHost: true})
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: %w", err)

@@ -22,7 +22,7 @@ const Name = "kube"
 
 var (
 	flags flagValues
-	// istioImages are -istio.hub, -istio.tag and -istio.variant, shared with kind.
+	// istioImages are -istio.hub, -istio.tag and -istio.variant: kind's too (IstioImageFlags).
 	istioImages = install.ImageFlags()
 )
 
@@ -34,23 +34,31 @@ func init() {
 		Flags:        flags.register,
 		Check:        flags.validate,
 		Reads:        install.ImageFlagNames,
-		New: func(e provider.Env) (cluster.Provider, error) {
-			im := *istioImages
-			if im.Hub == "" && im.Tag == "" {
-				built, err := images.Default()
-				if err != nil {
-					return nil, fmt.Errorf("-provider=kube: the images make images builds: %w", err)
-				}
-				im = install.OrBuilt(im, built)
-			}
-			p, err := New(Options{RunDir: e.RunDir, Log: e.Log, Images: im, ReuseIstio: flags.reuseIstio, Platform: flags.platform})
-			if err != nil {
-				return nil, err // not a nil *Provider in a non-nil interface
-			}
-			return p, nil
-		},
+		New:          newFromFlags,
 	})
 }
+
+// newFromFlags builds the provider from the flags: the images they name, else the ones make images
+// built (read only then, so existing clusters with real images need no image build here).
+func newFromFlags(e provider.Env) (cluster.Provider, error) {
+	im := IstioImageFlags()
+	if im.Hub == "" && im.Tag == "" {
+		built, err := images.Default()
+		if err != nil {
+			return nil, fmt.Errorf("-provider=%s: the images make images builds: %w", Name, err)
+		}
+		im = install.OrBuilt(im, built)
+	}
+	p, err := New(Options{RunDir: e.RunDir, Log: e.Log, Images: im, ReuseIstio: flags.reuseIstio, Platform: flags.platform})
+	if err != nil {
+		return nil, err // not a nil *Provider in a non-nil interface
+	}
+	return p, nil
+}
+
+// IstioImageFlags are the images -istio.hub, -istio.tag and -istio.variant name, for the providers
+// that install Istio through this one's in-cluster code (kind).
+func IstioImageFlags() install.Images { return *istioImages }
 
 func (f *flagValues) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.platform, "istio.platform", "", "kube: Istio's platform settings for every cluster ("+strings.Join(install.Platforms(), ", ")+"); empty: what each cluster shows (GKE from its version, as istioctl does; OpenShift, k3s, k3d, MicroK8s from their API groups, version and nodes)")
