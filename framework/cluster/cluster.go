@@ -37,11 +37,9 @@ type Cluster struct {
 	// Addresses are the cluster's pod, node and service ranges, and how fake nodes and pods get
 	// their addresses.
 	Addresses Addresses
-	// WithoutControllers says no kube-controller-manager runs (-local.controllers=false): nothing
-	// publishes EndpointSlices, among others. Every real cluster has one.
-	WithoutControllers bool
-	// FakeNodes says how scale workloads' fake nodes must be set up in this cluster.
-	FakeNodes FakeNodes
+	// Runs says which of Kubernetes' control loops run in this cluster; the framework's fake nodes
+	// are set up from it.
+	Runs Components
 	// ClientWaits counts the client-side rate limiter's waits of Client, GatewayAPI and Dynamic.
 	ClientWaits *ClientWaits
 }
@@ -53,7 +51,8 @@ type Provider interface {
 	// Name is the provider's -provider value.
 	Name() string
 	// DataPlane says what carries traffic, one of the report's DataPlane* values: "emulated" (the
-	// framework's emulation), "ztunnel" (Istio's) or "none".
+	// framework's emulation), "ztunnel" (Istio's) or "none"; the provider offers Probes exactly
+	// when it is not "none".
 	DataPlane() string
 	// Preflight checks the host before anything starts (binaries, memory, limits).
 	Preflight(ctx context.Context, t *topology.Topology) error
@@ -68,8 +67,17 @@ type Provider interface {
 	ControlPlane() ControlPlane
 	// Gateways give the clusters' east-west gateways their addresses.
 	Gateways() Gateways
-	// Probes deploys the probe workloads and carries their traffic.
-	Probes() Probes
+}
+
+// Components are the control loops a cluster runs besides its API server.
+type Components struct {
+	// Controllers: a kube-controller-manager runs (every real cluster; the local provider's unless
+	// -local.controllers=false). Without it nothing publishes EndpointSlices, and nothing would
+	// evict a fake node's pods, so fake nodes need no renewed lease.
+	Controllers bool
+	// Scheduler: real pods are scheduled onto nodes (kind, kube), so the framework's fake nodes are
+	// tainted to keep them off.
+	Scheduler bool
 }
 
 // New builds the clients of a ready cluster from its admin REST config and reads its version.

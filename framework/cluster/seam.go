@@ -16,8 +16,8 @@ import (
 
 // ControlPlane runs istiod for primary clusters.
 type ControlPlane interface {
-	// StartIstiod starts (local) or installs (kind, kube) istiod for primary c and waits until it
-	// is ready.
+	// StartIstiod starts (local) or installs (kind, kube) the istiod of primary c and waits until
+	// it is ready.
 	StartIstiod(ctx context.Context, c *Cluster, o IstiodOptions) (Istiod, error)
 }
 
@@ -27,9 +27,7 @@ type IstiodOptions struct {
 	CA CACerts
 	// Binary is the pilot-discovery to run, for providers that run istiod as a process.
 	Binary string
-	// Name is "" for the cluster's own istiod; any other name starts an additional istiod for
-	// the same cluster, for tests that must not disturb the suite's own (providers that cannot
-	// return ErrUnsupported).
+	// Name is "" for the cluster's own istiod, and names an additional one (ExtraIstiods).
 	Name string
 	// Env is extra environment for istiod (feature flags, PILOT_MULTICLUSTER_KUBECONFIG_PATH).
 	Env []string
@@ -91,7 +89,8 @@ type Gateways interface {
 	EastWestGateway(ctx context.Context, c *Cluster, timeout time.Duration) (string, error)
 }
 
-// Probes deploys the probe workloads that carry the latency suites' traffic.
+// Probes is offered by providers that run a data plane (Provider.DataPlane is not "none"): it
+// deploys the probe workloads that carry the data-plane suites' traffic.
 type Probes interface {
 	// DeployProbes creates the probe services in every cluster, the client and echo-local in
 	// s.Local, echo-remote in s.Remote, echo-peer in s.Peer and echo-failover in s.Local and
@@ -245,29 +244,25 @@ type PathCounters struct {
 	ClientHBONE, ClientDoubleHBONE int64
 }
 
-// FakeNodes says how a provider's fake nodes (hosts of scale pods whose status the framework
-// writes) must be set up so nothing real schedules onto them or evicts their pods.
-type FakeNodes struct {
-	// Taint adds FakeNodeLabel=true:NoSchedule (real clusters: keeps real pods off).
-	Taint bool
-	// KeepReady renews node leases and the Ready condition (real clusters: the node lifecycle
-	// controller would otherwise evict the pods).
-	KeepReady bool
-}
-
 // FakeNodeLabel marks the framework's fake nodes in every provider.
 const FakeNodeLabel = "ambientmc.io/fake-node"
 
-// ErrUnsupported is returned for operations a provider cannot do; tests skip on it.
-var ErrUnsupported = errUnsupported{}
+// Optional capabilities. A provider, or where said a value it returns, offers each of these by
+// implementing it, and only where it can (a provider whose capability depends on its flags returns
+// a value that implements it, or one that does not); callers type-assert them and do without when
+// absent (or skip, for tests that need one). This file is the whole list, and it is the one way a
+// provider says what it can do once built: nothing outside it asks a provider for a method of its
+// own, and no operation answers "unsupported". (Before a provider is built, the registry's
+// topology.Capabilities say which topologies it builds; what a cluster runs is its Cluster.Runs.)
 
-type errUnsupported struct{}
-
-func (errUnsupported) Error() string { return "not supported by this provider" }
-
-// Optional capabilities. A provider, or where said a value it returns, may offer any of these;
-// callers type-assert them and do without when absent (or skip, for tests that need one). This
-// file is the whole list: nothing outside it asks a provider for a method of its own.
+// ExtraIstiods is offered by control planes (ControlPlane values) that can run a second istiod for
+// a cluster beside its own, for tests that must not disturb the suite's: the local provider's, and
+// kind's and kube's when their Istio images are the ones make images builds (the second istiod
+// runs on this host from the build the cluster runs).
+type ExtraIstiods interface {
+	// StartExtraIstiod starts istiod o.Name (not "") for c and waits until it is ready.
+	StartExtraIstiod(ctx context.Context, c *Cluster, o IstiodOptions) (Istiod, error)
+}
 
 // IstiodBinary is offered by providers that run istiod as a pilot-discovery process on this host:
 // -istiod.version or -istiod.binary choose it, the environment builds it into the binary cache

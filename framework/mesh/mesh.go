@@ -267,7 +267,20 @@ func (m *Mesh) Held(primary string) []string {
 	return slices.Sorted(maps.Keys(m.held[primary]))
 }
 
-// RestartIstiod restarts primary's istiod in place (same addresses) where the provider can, and
+// Restartable says whether primary runs an istiod its provider can restart in place
+// (cluster.IstiodRestarter).
+func (m *Mesh) Restartable(primary string) bool {
+	m.mu.Lock()
+	i := m.Istiods[primary]
+	m.mu.Unlock()
+	if i == nil {
+		return false
+	}
+	_, ok := i.Istiod.(cluster.IstiodRestarter)
+	return ok
+}
+
+// RestartIstiod restarts primary's istiod in place (same addresses), which must be Restartable, and
 // waits until it is ready again; what it held before is forgotten. Clusters still joined are held
 // again by the new process.
 func (m *Mesh) RestartIstiod(ctx context.Context, primary string) error {
@@ -275,11 +288,11 @@ func (m *Mesh) RestartIstiod(ctx context.Context, primary string) error {
 	i := m.Istiods[primary]
 	m.mu.Unlock()
 	if i == nil {
-		return fmt.Errorf("istiod %s: %w", primary, cluster.ErrUnsupported)
+		return fmt.Errorf("istiod %s: none runs", primary)
 	}
 	r, ok := i.Istiod.(cluster.IstiodRestarter)
 	if !ok {
-		return fmt.Errorf("istiod %s: %w", primary, cluster.ErrUnsupported)
+		return fmt.Errorf("istiod %s: its provider cannot restart it in place (check Restartable first)", primary)
 	}
 	if err := r.Restart(ctx); err != nil {
 		return err

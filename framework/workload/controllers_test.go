@@ -35,7 +35,7 @@ func TestFakeNodesAndPodsMeetRealControllers(t *testing.T) {
 	}
 	_, cs := localtest.ClustersWithNodeGrace(t, 1, nodeMonitorGracePeriod)
 	c := cs[0]
-	require.False(t, c.WithoutControllers)
+	require.True(t, c.Runs.Controllers)
 	ctx := context.Background()
 	nodes := c.Client.CoreV1().Nodes()
 

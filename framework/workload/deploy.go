@@ -166,7 +166,7 @@ func (d *deployer) node(ctx context.Context, k int) error {
 	if err != nil {
 		return d.fail("create", "Node", name, err)
 	}
-	if d.c.FakeNodes.KeepReady {
+	if d.c.Runs.Controllers {
 		if err := RenewLease(ctx, d.c, n); err != nil {
 			return d.fail("create lease of", "Node", name, err)
 		}

@@ -26,15 +26,15 @@ const NodeLeaseNamespace = corev1.NamespaceNodeLease
 const LeaseSeconds = 40
 
 // FakeNode is a Node the framework writes the status of: labelled cluster.FakeNodeLabel=true in
-// every provider, and tainted with it (NoSchedule) where c.FakeNodes.Taint says real pods must
-// stay off it.
+// every provider, and tainted with it (NoSchedule) where a scheduler runs (c.Runs.Scheduler), so
+// real pods stay off it.
 func FakeNode(c *cluster.Cluster, name string, extra map[string]string) *corev1.Node {
 	l := map[string]string{cluster.FakeNodeLabel: "true"}
 	for k, v := range extra {
 		l[k] = v
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
-	if c.FakeNodes.Taint {
+	if c.Runs.Scheduler {
 		n.Spec.Taints = []corev1.Taint{{Key: cluster.FakeNodeLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	return n

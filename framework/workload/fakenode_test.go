@@ -34,7 +34,7 @@ func deployTiny(t *testing.T, ctx context.Context, c *cluster.Cluster) *corev1.N
 func TestFakeNodesOnRealClustersAreTaintedAndKeptReady(t *testing.T) {
 	_, cs := realClusters(t, 1)
 	c := cs[0]
-	c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
+	c.Runs = cluster.Components{Controllers: true, Scheduler: true}
 	ctx := context.Background()
 	n := deployTiny(t, ctx, c)
 	// (The API server's TaintNodesByCondition admission adds node.kubernetes.io/not-ready too.)
@@ -93,7 +93,7 @@ func TestFakeNodesOnLocalClustersAreLabelledAndLeased(t *testing.T) {
 	for _, taint := range n.Spec.Taints {
 		assert.NotEqual(t, cluster.FakeNodeLabel, taint.Key)
 	}
-	assert.True(t, c.FakeNodes.KeepReady, "the provider keeps them ready")
+	assert.True(t, c.Runs.Controllers, "the provider runs controllers, so fake nodes are kept Ready")
 	_, err := c.Client.CoordinationV1().Leases(NodeLeaseNamespace).Get(ctx, NodeName(0), metav1.GetOptions{})
 	assert.NoError(t, err, "a lease")
 

@@ -136,7 +136,7 @@ func probeBase(ctx context.Context, c *cluster.Cluster) error {
 		if err != nil {
 			return err
 		}
-		if c.FakeNodes.KeepReady {
+		if c.Runs.Controllers {
 			if err := RenewLease(ctx, c, n); err != nil {
 				return err
 			}

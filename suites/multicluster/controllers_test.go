@@ -32,7 +32,7 @@ func TestClustersRunControllers(t *testing.T) {
 	var perCluster []subtest.Case
 	for _, c := range mc.Clusters {
 		perCluster = append(perCluster, subtest.Case{Name: c.Name, Run: func(t *testing.T) {
-			if c.WithoutControllers {
+			if !c.Runs.Controllers {
 				t.Skip("-local.controllers=false: no kube-controller-manager runs")
 			}
 			t.Run("EndpointSlices hold the scale pods' addresses", func(t *testing.T) { slicesHoldPods(ctx, t, c) })

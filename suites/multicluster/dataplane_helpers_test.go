@@ -33,6 +33,13 @@ type dataPlaneOnce struct {
 // errNoIstiods says the run did not start the istiods the data plane needs.
 var errNoIstiods = errors.New("the data plane needs istiod in the client's cluster and in another primary: run with -mesh.istiods=all")
 
+// errNoDataPlane says the provider offers no data plane (cluster.Probes; docs/providers.md says
+// which do).
+var errNoDataPlane = errors.New("the provider runs no data plane")
+
+// skipsDataPlane says err is a reason to skip the data-plane suites, not a failure.
+func skipsDataPlane(err error) bool { return errors.Is(err, errNoIstiods) || errors.Is(err, errNoDataPlane) }
+
 // readyTimeout bounds how long traffic may take to flow once the probe clusters are joined.
 const readyTimeout = 30 * time.Second
 
@@ -48,7 +55,7 @@ func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 	}
 	probesInPlace(t)
 	p, err := mc.dp.p, mc.dp.err
-	if errors.Is(err, errNoIstiods) || errors.Is(err, cluster.ErrUnsupported) {
+	if skipsDataPlane(err) {
 		t.Skip(err)
 	}
 	require.NoError(t, err)
@@ -76,12 +83,16 @@ func probesInPlace(t *testing.T) {
 		return
 	}
 	mc.dp.once.Do(func() { mc.dp.p, mc.dp.err = startDataPlane(mc.RunContext()) })
-	if err := mc.dp.err; err != nil && !errors.Is(err, errNoIstiods) && !errors.Is(err, cluster.ErrUnsupported) {
+	if err := mc.dp.err; err != nil && !skipsDataPlane(err) {
 		require.NoError(t, err, "the data-plane probes")
 	}
 }
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
+	probes, ok := mc.Provider.(cluster.Probes)
+	if !ok {
+		return nil, fmt.Errorf("%w: dataPlane %s with -provider=%s", errNoDataPlane, mc.Provider.DataPlane(), mc.Provider.Name())
+	}
 	local := mc.observed()
 	s := cluster.ProbeSetup{Clusters: mc.Clusters, Local: local,
 		Istiods: mc.mesh.Handles(), CAs: mc.mesh.CAs(), Roots: mc.mesh.Root.Pool(),
@@ -91,7 +102,7 @@ func startDataPlane(ctx context.Context) (*probeEnv, error) {
 		return nil, errNoIstiods
 	}
 	mc.Logf("dataplane: deploying probes: client in %s, other network %s, same network %s", local.Name, nameOr(s.Remote, "none"), nameOr(s.Peer, "none"))
-	pe, err := mc.Provider.Probes().DeployProbes(ctx, s)
+	pe, err := probes.DeployProbes(ctx, s)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -135,12 +134,13 @@ func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
 // when the test ends; providers that cannot run one skip the test.
 func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *mesh.Istiod {
 	t.Helper()
-	i, err := mc.Provider.ControlPlane().StartIstiod(ctx, c, cluster.IstiodOptions{
+	extra, ok := mc.Provider.ControlPlane().(cluster.ExtraIstiods)
+	if !ok {
+		t.Skipf("the %s provider cannot run a second istiod here (cluster.ExtraIstiods)", mc.Provider.Name())
+	}
+	i, err := extra.StartExtraIstiod(ctx, c, cluster.IstiodOptions{
 		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.mesh.Intermediates[c.Name]), Env: env,
 	})
-	if errors.Is(err, cluster.ErrUnsupported) {
-		t.Skipf("provider %s cannot run a second istiod: %v", mc.Provider.Name(), err)
-	}
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = i.Stop() })
 	return mesh.Observe(i)

@@ -69,9 +69,12 @@ func checks() *istiodcheck.Run {
 func dataPath(t *testing.T, ctx context.Context) istiodcheck.DataPath {
 	p := dataPlane(t, ctx)
 	target, app := p.other()
-	return istiodcheck.DataPath{
+	d := istiodcheck.DataPath{
 		Probes: p, Local: p.local, Istiod: mc.mesh.Istiods[p.local.Name], Target: target, App: app,
-		RotateSecret:  func(ctx context.Context) error { return mc.mesh.RotateSecret(ctx, target.Name) },
-		RestartIstiod: func(ctx context.Context) error { return mc.mesh.RestartIstiod(ctx, p.local.Name) },
+		RotateSecret: func(ctx context.Context) error { return mc.mesh.RotateSecret(ctx, target.Name) },
 	}
+	if mc.mesh.Restartable(p.local.Name) {
+		d.RestartIstiod = func(ctx context.Context) error { return mc.mesh.RestartIstiod(ctx, p.local.Name) }
+	}
+	return d
 }

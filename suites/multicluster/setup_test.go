@@ -74,7 +74,7 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 			}
 			e.Logf("workloads: %s: %d services, %d pods in %.1fs (%.0f pods/s)", c.Name, len(d.Services), d.Pods, d.Elapsed.Seconds(), d.PodsPerSecond)
 			cs := report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)}
-			if c.WithoutControllers {
+			if !c.Runs.Controllers {
 				done(cs)
 				return nil
 			}

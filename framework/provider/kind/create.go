@@ -220,7 +220,7 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	c.StartSeconds = time.Since(start).Seconds()
 	// Fake pods take addresses from the podCIDR node IPAM gives their node (Addresses.Plan nil).
 	c.Addresses = cluster.Addresses{Pods: netip.MustParsePrefix(cfg.Networking.PodSubnet), Services: netip.MustParsePrefix(cfg.Networking.ServiceSubnet)}
-	c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
+	c.Runs = cluster.Components{Controllers: true, Scheduler: true}
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: ready in %.1fs (kubeconfig %s, API server for other clusters https://%s:6443)\n", tc.Name, c.StartSeconds, c.Kubeconfig, ip)
 	return c, nil
 }

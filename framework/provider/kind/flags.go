@@ -90,5 +90,5 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 		return nil, fmt.Errorf("-provider=kind: %w", err)
 	}
 	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(),
-		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: im, Built: built, InCluster: inCluster}), nil
+		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: im, Built: built, InCluster: inCluster.Offered()}).Offered(), nil
 }

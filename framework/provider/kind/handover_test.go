@@ -35,7 +35,6 @@ func (f *fakeInCluster) Destroy(ctx context.Context) error {
 }
 func (f *fakeInCluster) ControlPlane() cluster.ControlPlane { return f }
 func (f *fakeInCluster) Gateways() cluster.Gateways         { return f }
-func (f *fakeInCluster) Probes() cluster.Probes             { return f }
 
 func TestHandOverUsesInternalKubeconfigsFakeDocker(t *testing.T) {
 	in := &fakeInCluster{}
@@ -57,6 +56,9 @@ func TestHandOverUsesInternalKubeconfigsFakeDocker(t *testing.T) {
 	}
 	if f.p.ControlPlane() != cluster.ControlPlane(in) {
 		t.Error("ControlPlane is not the in-cluster part's")
+	}
+	if _, ok := f.p.Offered().(cluster.Probes); ok {
+		t.Error("probes offered although the in-cluster part deploys none")
 	}
 	if err := f.p.Destroy(context.Background()); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -34,7 +35,6 @@ type InCluster interface {
 	Destroy(ctx context.Context) error
 	ControlPlane() cluster.ControlPlane
 	Gateways() cluster.Gateways
-	Probes() cluster.Probes
 }
 
 // Options configure the kind provider.
@@ -187,11 +187,22 @@ func (p *Provider) Gateways() cluster.Gateways {
 	return missingInCluster{}
 }
 
-func (p *Provider) Probes() cluster.Probes {
-	if p.opts.InCluster != nil {
-		return p.opts.InCluster.Probes()
+// WithDataPlane is the kind provider with Istio images that carry a data plane: it offers
+// cluster.Probes through the in-cluster part's. Offered chooses.
+type WithDataPlane struct{ *Provider }
+
+// Offered is p as the contract sees it: offering cluster.Probes where its Istio images carry a data
+// plane (the ones make images builds hold istiod only) and its in-cluster part deploys probes.
+func (p *Provider) Offered() cluster.Provider {
+	if _, ok := p.opts.InCluster.(cluster.Probes); !ok || p.DataPlane() == report.DataPlaneNone {
+		return p
 	}
-	return missingInCluster{}
+	return WithDataPlane{p}
+}
+
+// DeployProbes is the in-cluster part's (cluster.Probes).
+func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (cluster.ProbeEnv, error) {
+	return w.opts.InCluster.(cluster.Probes).DeployProbes(ctx, s)
 }
 
 // missingInCluster stands in until the kube provider's in-cluster parts are wired in.
@@ -204,9 +215,6 @@ func (missingInCluster) StartIstiod(context.Context, *cluster.Cluster, cluster.I
 }
 func (missingInCluster) EastWestGateway(context.Context, *cluster.Cluster, time.Duration) (string, error) {
 	return "", errNoInCluster
-}
-func (missingInCluster) DeployProbes(context.Context, cluster.ProbeSetup) (cluster.ProbeEnv, error) {
-	return nil, errNoInCluster
 }
 
 // Paths of one cluster's files in the run directory.

@@ -86,8 +86,8 @@ func TestCreateStaysWithinParallelBoundFakeDocker(t *testing.T) {
 		ports[cfg.Networking.APIServerPort] = true
 	}
 	for _, c := range cs {
-		if !c.FakeNodes.Taint || !c.FakeNodes.KeepReady {
-			t.Errorf("%s: FakeNodes %+v, want tainted and kept Ready", c.Name, c.FakeNodes)
+		if !c.Runs.Controllers || !c.Runs.Scheduler {
+			t.Errorf("%s: Runs %+v, want controllers and a scheduler", c.Name, c.Runs)
 		}
 		if c.KubernetesVersion != "v1.37.0" {
 			t.Errorf("%s: version %q read from its API server", c.Name, c.KubernetesVersion)

@@ -61,7 +61,7 @@ func TestDestroyRemovesOnlyWhatTheRunCreated(t *testing.T) {
 	kcs, err := p.Create(ctx, topo)
 	require.NoError(t, err)
 	c := kcs[0]
-	assert.Equal(t, cluster.FakeNodes{Taint: true, KeepReady: true}, c.FakeNodes)
+	assert.Equal(t, cluster.Components{Controllers: true, Scheduler: true}, c.Runs)
 	assert.Equal(t, c.Kubeconfig, c.InternalKubeconfig)
 
 	// What env, mesh and workload do in a run.
@@ -142,7 +142,7 @@ func TestStartIstiodFailureIsTornDown(t *testing.T) {
 	assert.NotEmpty(t, p.members[c.Name].installs[0].Created, "the install created objects")
 
 	// The probes too: every object accepted, nothing ever ready without a kubelet.
-	_, err = p.DeployProbes(ctx, cluster.ProbeSetup{Clusters: kcs, Local: c, Remote: &cluster.Cluster{},
+	_, err = WithDataPlane{p}.DeployProbes(ctx, cluster.ProbeSetup{Clusters: kcs, Local: c, Remote: &cluster.Cluster{},
 		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "component probes not ready")

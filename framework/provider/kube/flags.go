@@ -53,7 +53,7 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 	if err != nil {
 		return nil, err // not a nil *Provider in a non-nil interface
 	}
-	return p, nil
+	return p.Offered(), nil
 }
 
 // IstioImageFlags are the images -istio.hub, -istio.tag and -istio.variant name, for the providers

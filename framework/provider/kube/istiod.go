@@ -15,7 +15,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
-	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -40,11 +39,10 @@ var controlPlaneOnly = controlPlaneComponents[:3]
 
 // StartIstiod installs Istio ambient into primary c (the Gateway API CRDs, base with the
 // cluster's cacerts, istiod, istio-cni, ztunnel, each waited for), then reaches the istiod pod
-// through port-forwards. Only the cluster's own istiod is supported: a second one on a real
-// cluster (o.Name != "") returns cluster.ErrUnsupported.
+// through port-forwards. A second istiod (o.Name != "") is StartExtraIstiod's, where offered.
 func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
 	if o.Name != "" {
-		return p.startHostIstiod(ctx, c, o)
+		return nil, fmt.Errorf("istiod %s/%s: a second istiod is cluster.ExtraIstiods', which ControlPlane offers only with the Istio images make images builds", c.Name, o.Name)
 	}
 	ca, err := mesh.IntermediateOf(c.Name, o.CA)
 	if err != nil {
@@ -81,13 +79,18 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	return i, nil
 }
 
-// startHostIstiod runs a second istiod for c (a named one: the property checks' isolated and extra
-// istiods) as pilot-discovery on this host, reading the cluster through its kubeconfig, beside
-// the in-cluster one. It must be the build the cluster runs: so only with the Istio images
-// `make images` built, whose pilot is the binary cache's pilot-discovery.
-func (p *Provider) startHostIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
-	if p.opts.Images.Hub != images.IstioHub {
-		return nil, fmt.Errorf("%w: a second istiod runs on this host from the build the cluster runs, and only the Istio images make images builds come with that build (-istio.hub=%s)", cluster.ErrUnsupported, p.opts.Images.Hub)
+// hostIstiods is the kube provider's control plane with the Istio images make images builds: it
+// offers cluster.ExtraIstiods, whose second istiod must be the build the cluster runs, and only
+// those images come with that build (the binary cache's pilot-discovery).
+type hostIstiods struct{ *Provider }
+
+// StartExtraIstiod runs a second istiod for c (a named one: the property checks' isolated and
+// extra istiods) as pilot-discovery on this host, reading the cluster through its kubeconfig,
+// beside the in-cluster one.
+func (h hostIstiods) StartExtraIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
+	p := h.Provider
+	if o.Name == "" {
+		return nil, fmt.Errorf("istiod %s: an extra istiod needs a name", c.Name)
 	}
 	m, err := p.member(c.Name)
 	if err != nil {

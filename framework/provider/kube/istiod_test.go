@@ -16,7 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -116,10 +119,26 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 	assert.ErrorContains(t, gone.ExitErr(), "is gone")
 }
 
-func TestStartIstiodRefusesASecondIstiod(t *testing.T) {
-	p := newProvider(t, false)
-	_, err := p.StartIstiod(context.Background(), &cluster.Cluster{}, cluster.IstiodOptions{Name: "extra"})
-	assert.ErrorIs(t, err, cluster.ErrUnsupported)
+// A second istiod and the probes are offered exactly where they can run: an extra istiod with the
+// images make images builds (it runs their build on this host), the probes with images that carry a
+// data plane.
+func TestCapabilitiesFollowTheImages(t *testing.T) {
+	real := newProvider(t, false)
+	_, err := real.StartIstiod(context.Background(), &cluster.Cluster{}, cluster.IstiodOptions{Name: "extra"})
+	assert.ErrorContains(t, err, "cluster.ExtraIstiods", "StartIstiod starts the cluster's own istiod only")
+	_, extra := real.ControlPlane().(cluster.ExtraIstiods)
+	assert.False(t, extra, "no second istiod beside real Istio images: this host has no pilot-discovery of their build")
+	_, probes := real.Offered().(cluster.Probes)
+	assert.True(t, probes, "real Istio images carry ztunnel and the gateway")
+	assert.Equal(t, report.DataPlaneZtunnel, real.DataPlane())
+
+	built, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad"}})
+	require.NoError(t, err)
+	_, extra = built.ControlPlane().(cluster.ExtraIstiods)
+	assert.True(t, extra, "the images make images builds are the binary cache's build")
+	_, probes = built.Offered().(cluster.Probes)
+	assert.False(t, probes, "the images make images builds hold istiod only")
+	assert.Equal(t, report.DataPlaneNone, built.DataPlane())
 }
 
 // Restart on a real API server, with the port-forward replaced (there is no kubelet to forward

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
@@ -53,6 +54,8 @@ var (
 	_ cluster.ImageLister     = (*Provider)(nil)
 	_ cluster.Platformer      = (*Provider)(nil)
 	_ cluster.IstiodRestarter = (*Istiod)(nil)
+	_ cluster.Probes          = WithDataPlane{}
+	_ cluster.ExtraIstiods    = hostIstiods{}
 )
 
 // Provider is the kube provider.
@@ -112,9 +115,16 @@ var capabilities = topology.Capabilities{Provider: Name, NeedsKubeconfigs: true}
 // them (cluster.IstiodImageBuild).
 func (p *Provider) IstiodImageVersion() string { return p.opts.Images.Build }
 
-func (p *Provider) ControlPlane() cluster.ControlPlane { return p }
-func (p *Provider) Gateways() cluster.Gateways         { return p }
-func (p *Provider) Probes() cluster.Probes             { return p }
+func (p *Provider) Gateways() cluster.Gateways { return p }
+
+// ControlPlane installs istiod in the clusters; with the Istio images make images builds it can also
+// run a second istiod on this host (cluster.ExtraIstiods), from the build the cluster runs.
+func (p *Provider) ControlPlane() cluster.ControlPlane {
+	if p.opts.Images.Hub == images.IstioHub {
+		return hostIstiods{p}
+	}
+	return p
+}
 
 // Create connects to every cluster of t (Preflight must have passed for t), records which of the
 // objects the framework may create exist already, and starts keeping fake nodes Ready. The
@@ -143,7 +153,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 			if err != nil {
 				return err
 			}
-			c.FakeNodes = cluster.FakeNodes{Taint: true, KeepReady: true}
+			c.Runs = cluster.Components{Controllers: true, Scheduler: true}
 			c.Addresses.Services = serviceRange(gctx, c)
 			before, err := takeInventory(gctx, c)
 			if err != nil {

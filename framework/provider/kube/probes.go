@@ -32,13 +32,25 @@ const (
 	envoyStatsPort   = "15090" // the gateway's Envoy /stats/prometheus
 )
 
+// WithDataPlane is the kube provider with Istio images that carry a data plane (ztunnel, the
+// east-west gateway): the one that offers cluster.Probes. Offered chooses.
+type WithDataPlane struct{ *Provider }
+
+// Offered is p as the contract sees it: offering cluster.Probes where its images carry a data plane
+// (the ones make images builds hold istiod only: ztunnel is Rust and the gateway Envoy, and neither
+// builds here; -istio.hub and -istio.tag of real Istio images bring one).
+func (p *Provider) Offered() cluster.Provider {
+	if p.DataPlane() == report.DataPlaneNone {
+		return p
+	}
+	return WithDataPlane{p}
+}
+
 // DeployProbes renders and applies the probe workloads in every cluster (fortio pods enrolled in
 // ambient), waits for their Deployments and reaches the client's fortio REST API through a
 // port-forward.
-func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
-	if p.DataPlane() == report.DataPlaneNone {
-		return nil, ErrNoDataPlane
-	}
+func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
+	p := w.Provider
 	e := &probeEnv{p: p, setup: s}
 	defer func() {
 		if err != nil {
@@ -391,5 +403,3 @@ func nameOf(c *cluster.Cluster) string {
 	return c.Name
 }
 
-// ErrNoDataPlane is DeployProbes' answer with the Istio images `make images` builds.
-var ErrNoDataPlane = fmt.Errorf("%w: dataPlane none: the Istio images make images builds hold istiod only (ztunnel is Rust and the east-west gateway Envoy, and neither builds here); pass -istio.hub and -istio.tag of real Istio images for a data plane", cluster.ErrUnsupported)

@@ -64,6 +64,8 @@ var (
 	_ cluster.ProcessLister       = (*Provider)(nil)
 	_ cluster.SharedProcessLister = (*Provider)(nil)
 	_ cluster.WaveLister          = (*Provider)(nil)
+	_ cluster.Probes              = (*Provider)(nil)
+	_ cluster.ExtraIstiods        = (*Provider)(nil)
 	_ cluster.IstiodRestarter     = (*Istiod)(nil)
 	_ cluster.HopAccess           = (*probeEnv)(nil)
 	_ cluster.ClientRestarter     = (*probeEnv)(nil)
@@ -279,7 +281,6 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	c.StartSeconds = time.Since(start).Seconds()
-	c.WithoutControllers = !m.controllers
 	what := "API server and controller-manager"
 	if !m.controllers {
 		what = "API server"

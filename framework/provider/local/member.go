@@ -103,8 +103,8 @@ func (m *member) start(ctx context.Context) (*cluster.Cluster, error) {
 	if c.Addresses, err = addresses(m.topo.Index); err != nil {
 		return nil, err
 	}
-	// Node lifecycle marks pods of nodes whose leases lapse NotReady: keep the fake nodes' leases.
-	c.FakeNodes.KeepReady = m.controllers
+	// No scheduler: nothing real lands on the fake nodes.
+	c.Runs = cluster.Components{Controllers: m.controllers}
 	return c, nil
 }
 

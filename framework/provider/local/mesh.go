@@ -13,7 +13,6 @@ import (
 // emulates the data plane in the test process.
 func (p *Provider) ControlPlane() cluster.ControlPlane { return p }
 func (p *Provider) Gateways() cluster.Gateways         { return p }
-func (p *Provider) Probes() cluster.Probes             { return p }
 
 // track remembers an istiod so that Destroy stops it before the API servers go.
 func (p *Provider) track(i *Istiod) {

@@ -5,6 +5,7 @@
 package wrapped
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -33,15 +34,20 @@ func init() {
 	})
 }
 
-// Provider is the wrapped provider. Of the optional capabilities it offers only the one the
-// inner control plane cannot do without: istiod runs as a pilot-discovery process, so the
-// environment must resolve one.
+// Provider is the wrapped provider. Of the optional capabilities it offers the one the inner
+// control plane cannot do without (istiod runs as a pilot-discovery process, so the environment
+// must resolve one) and the data plane its DataPlane names; its ControlPlane is the inner one's,
+// with what that offers.
 type Provider struct {
 	cluster.Provider
 	binaries cluster.IstiodBinary
+	probes   cluster.Probes
 }
 
-var _ cluster.IstiodBinary = (*Provider)(nil)
+var (
+	_ cluster.IstiodBinary = (*Provider)(nil)
+	_ cluster.Probes       = (*Provider)(nil)
+)
 
 func newProvider(e provider.Env) (cluster.Provider, error) {
 	p, err := provider.New(inner, e)
@@ -52,11 +58,20 @@ func newProvider(e provider.Env) (cluster.Provider, error) {
 	if !ok {
 		return nil, fmt.Errorf("-provider=%s: the %s provider it wraps no longer runs istiod as a process", Name, inner)
 	}
-	return &Provider{Provider: p, binaries: ib}, nil
+	probes, ok := p.(cluster.Probes)
+	if !ok {
+		return nil, fmt.Errorf("-provider=%s: the %s provider it wraps no longer runs a data plane", Name, inner)
+	}
+	return &Provider{Provider: p, binaries: ib, probes: probes}, nil
 }
 
 // Name is the registered name, not the inner provider's.
 func (p *Provider) Name() string { return Name }
+
+// DeployProbes is the inner provider's (cluster.Probes).
+func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (cluster.ProbeEnv, error) {
+	return p.probes.DeployProbes(ctx, s)
+}
 
 // ClusterBinaries are the inner provider's (cluster.IstiodBinary).
 func (p *Provider) ClusterBinaries() []string { return p.binaries.ClusterBinaries() }
