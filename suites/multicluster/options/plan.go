@@ -12,9 +12,10 @@ import (
 )
 
 // The suites' time plan: what each step and top-level test is expected to take, from its own
-// parameters. The figures are per unit of work as measured on the 2-core reference host (docs/suites.md,
-// "The time plan") with the local provider's emulated data plane; real clusters' joins and
-// installs take longer, and their figures are scaled by realClusterFactor.
+// parameters. The coefficients are per unit of work on the 2-core reference host with the local
+// provider's emulated data plane; what they were calibrated on is in
+// docs/suites.md#what-the-plan-is-calibrated-on. Real clusters' joins and installs take longer,
+// and their figures are scaled by realClusterFactor.
 
 // s is seconds as a Duration.
 func s(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
@@ -41,12 +42,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 
 	// Setup: PKI and remote secrets; pods once their nodes have podCIDRs (the API servers and
 	// controller-managers set the pace); istiods start together, each listing its own cluster.
-	// Calibrated on the reference host at 10 clusters, small scale (docs/suites.md, "The time plan"),
-	// from the main command on a fresh clone: mesh 0.5 s, workloads 10-11 s, istiod 3.3-3.6 s;
-	// TestChurn 35-36.5 s, TestControlPlaneJoin 48-48.6 s, TestControlPlaneLeave 10.3-11.4 s,
-	// TestJoinFailurePaths 11.8-12.1 s (one path after another), TestIstiodProperties 61-65 s, TestLatency 35.2-35.4 s.
-	// Four clusters get their pods at a time; the clusters already running slow them down (50 small
-	// clusters: 34 pods/s over all of them).
+	// Four clusters get their pods at a time; the clusters already running slow them down.
 	podRate := 280 / (1 + float64(n)/7)
 	steps = scaled([]plan.Item{
 		{Name: "mesh", Expected: s(0.5 + 0.15*float64(n)), Detail: fmt.Sprintf("CA and remote secrets for %d clusters", n)},
@@ -94,8 +90,7 @@ func (o *Options) Plan(in env.PlanInput) (steps, tests []plan.Item) {
 // leaves its clusters twice; the rotation check rotates 2n+1 times, reading the live heap after
 // each), then the isolated rest at once, as long as the longest (four mid-sync deletions on fresh
 // istiods, or the slowed sync), then the data-plane two (traffic through n rotations, then
-// through an istiod restart). Calibrated on the main command at 10 clusters, small scale, n=2
-// (docs/measurements.md#why-the-settings-are-what-they-are).
+// through an istiod restart).
 func (o *Options) checksItem(remotes int, pods, dataPlane float64) plan.Item {
 	c := o.Checks.Clusters
 	if c == 0 || c > remotes {
