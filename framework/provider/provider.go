@@ -151,7 +151,7 @@ func Check(name string) error {
 			continue
 		}
 		for _, fname := range append(append([]string{}, specs[other].flags...), specs[other].Reads...) {
-			if slices.Contains(r.Reads, fname) || (r.Wraps != "" && slices.Contains(specs[r.Wraps].Reads, fname)) {
+			if r.reads(fname) || (r.Wraps != "" && specs[r.Wraps].reads(fname)) {
 				continue
 			}
 			if f := flag.CommandLine.Lookup(fname); f != nil && f.Value.String() != f.DefValue {
@@ -165,11 +165,16 @@ func Check(name string) error {
 	return nil
 }
 
+// reads says the provider registers flag fname or reads it.
+func (s *registered) reads(fname string) bool {
+	return slices.Contains(s.flags, fname) || slices.Contains(s.Reads, fname)
+}
+
 // readers are the providers that read flag fname, in name order.
 func readers(fname string) []string {
 	var out []string
 	for _, n := range Names() {
-		if slices.Contains(specs[n].flags, fname) || slices.Contains(specs[n].Reads, fname) {
+		if specs[n].reads(fname) {
 			out = append(out, n)
 		}
 	}

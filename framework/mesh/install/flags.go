@@ -1,37 +1,12 @@
 package install
 
 import (
-	"flag"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
-
-// imageFlags holds the -istio.hub, -istio.tag and -istio.variant values.
-var imageFlags struct {
-	once   sync.Once
-	images Images
-}
-
-// ImageFlagNames are the flags ImageFlags registers, for the providers that read them
-// (provider.Spec.Reads).
-var ImageFlagNames = []string{"istio.hub", "istio.tag", "istio.variant"}
-
-// ImageFlags returns the Istio images -istio.hub, -istio.tag and -istio.variant name. The
-// providers that install Istio from images share the flags: the first call registers them on the
-// default flag set.
-func ImageFlags() *Images {
-	imageFlags.once.Do(func() {
-		im := &imageFlags.images
-		flag.StringVar(&im.Hub, "istio.hub", "", "image hub of istiod, ztunnel, istio-cni and the gateway, for providers that install Istio from images (required there), e.g. registry.istio.io/testing")
-		flag.StringVar(&im.Tag, "istio.tag", "", "image tag, for providers that install Istio from images (required there), e.g. 1.31-dev or a full commit SHA")
-		flag.StringVar(&im.Variant, "istio.variant", "", "image variant: empty for the plain tag, or e.g. distroless")
-	})
-	return &imageFlags.images
-}
 
 // OrBuilt returns im, or when it names no hub and no tag, the Istio images `make images` built
 // (framework/images), which no registry serves: kubelet is told never to pull them.

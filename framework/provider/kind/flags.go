@@ -31,7 +31,7 @@ var flags flagValues
 // The Istio image flags are kube's (kube.IstioImageFlags): kind installs through its code.
 func init() {
 	provider.Register(provider.Spec{Name: Name, Summary: "kind clusters on Docker", Capabilities: capabilities,
-		Flags: flags.register, Reads: install.ImageFlagNames, New: newFromFlags,
+		Flags: flags.register, Reads: kube.ImageFlagNames, New: newFromFlags,
 		Check: func() error { return flags.validate(kube.IstioImageFlags()) }})
 }
 

@@ -12,18 +12,16 @@ func TestKubeFlagsNameTheFlagAndTheFix(t *testing.T) {
 	for _, name := range []string{"istio.platform", "kube.reuse-istio", "istio.hub", "istio.tag", "istio.variant"} {
 		assert.NotNil(t, flag.CommandLine.Lookup(name), "-%s on the suite's flag set", name)
 	}
-	saved := *istioImages
-	t.Cleanup(func() { *istioImages = saved })
-	istioImages.Hub, istioImages.Tag = "registry.istio.io/testing", "1.31-dev"
-
 	f := &flagValues{}
 	f.register(flag.NewFlagSet("test", flag.ContinueOnError))
 	require.NoError(t, f.validate(), "the defaults are valid")
+	f.images.Hub, f.images.Tag = "registry.istio.io/testing", "1.31-dev"
+	require.NoError(t, f.validate(), "a hub and a tag")
 	f.platform = "openshift"
 	require.NoError(t, f.validate())
 	f.platform = "eks"
 	assert.EqualError(t, f.validate(), "-istio.platform=eks: not one of Istio's platforms (gke, k3d, k3s, microk8s, minikube, openshift); leave it empty for clusters that need no platform settings")
 
-	f.platform, istioImages.Tag = "", ""
+	f.platform, f.images.Tag = "", ""
 	assert.EqualError(t, f.validate(), "-provider=kube installs Istio from images: pass -istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA) too, or neither for the images make images builds")
 }
