@@ -38,7 +38,9 @@ var errNoIstiods = errors.New("the data plane needs istiod in the client's clust
 var errNoDataPlane = errors.New("the provider runs no data plane")
 
 // skipsDataPlane says err is a reason to skip the data-plane suites, not a failure.
-func skipsDataPlane(err error) bool { return errors.Is(err, errNoIstiods) || errors.Is(err, errNoDataPlane) }
+func skipsDataPlane(err error) bool {
+	return errors.Is(err, errNoIstiods) || errors.Is(err, errNoDataPlane)
+}
 
 // readyTimeout bounds how long traffic may take to flow once the probe clusters are joined.
 const readyTimeout = 30 * time.Second

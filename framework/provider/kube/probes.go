@@ -402,4 +402,3 @@ func nameOf(c *cluster.Cluster) string {
 	}
 	return c.Name
 }
-
