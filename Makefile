@@ -1,6 +1,7 @@
 # ambientmc: see README.md.
 GO        ?= go
-# Unit tests: everything but the two suite packages, which build real clusters (their options package is a unit test).
+# Unit tests: everything but the two suite packages, which build real clusters (their options package is a unit
+# test, and so are the suite's TestPlan tests, which a run selecting no planned test sets nothing up for).
 # The slowest first (each over 10 s in .ci/run on 2 cores), so that the packages running at once
 # (UNIT_P) end together instead of one long package running alone at the end.
 UNIT_SLOW  = ./framework/provider/kube ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
@@ -43,9 +44,11 @@ engine-stop:
 images:
 	$(GO) run ./scripts/images
 
-## test: unit tests (no suites; many start real local API servers, skipping without make bins)
+## test: unit tests (no suites, but the suite's plan tests, which set nothing up; many start real
+## local API servers, skipping without make bins)
 test:
 	$(GO) test -count=1 -p=$(UNIT_P) $(UNIT_VET) $(TEST_LDFLAGS) $(UNIT_PKGS)
+	$(GO) test -count=1 $(UNIT_VET) $(TEST_LDFLAGS) $(SUITE) -run '^TestPlan'
 
 ## e2e: the full suites at the default 10 clusters: every churn case and rate, the memory check on every cluster
 e2e: bins

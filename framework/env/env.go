@@ -106,6 +106,27 @@ type Suite struct {
 	// Plan works out, before anything starts, what the suite's steps and each of its top-level
 	// tests will take (Run keeps the tests -run and -skip select). nil: only setup is planned.
 	Plan func(PlanInput) (steps, tests []plan.Item)
+	// Planned names every top-level test that needs the environment. A run whose -run and -skip
+	// select none of them sets nothing up and runs the rest as plain tests (the suite's tests of
+	// its own parts, such as its plan). nil: every run sets up.
+	Planned []string
+}
+
+// selectsNone says -run and -skip select none of the planned tests.
+func (s Suite) selectsNone() bool {
+	if s.Planned == nil {
+		return false
+	}
+	sel, err := plan.Select(FlagValue("test.run"), FlagValue("test.skip"))
+	if err != nil {
+		return false // setup's planning says so
+	}
+	for _, name := range s.Planned {
+		if sel.Runs(name) {
+			return false
+		}
+	}
+	return true
 }
 
 // PlanInput is what a suite's plan is worked out from.

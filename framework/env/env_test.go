@@ -171,3 +171,18 @@ func TestFailedRunKeepsLogs(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "etcd.log"))
 	assert.NoError(t, err, "logs survive a failed run")
 }
+
+// A run whose -run selects none of the suite's planned tests sets nothing up; any planned one, or
+// no -run, sets up as before.
+func TestARunSelectingNoPlannedTestSetsNothingUp(t *testing.T) {
+	s := Suite{Planned: []string{"TestControlPlaneJoin", "TestChurn"}}
+	flagtest.Set(t, "test.run", "^TestPlan")
+	assert.True(t, s.selectsNone())
+	flagtest.Set(t, "test.run", "TestChurn|TestPlan")
+	assert.False(t, s.selectsNone())
+	flagtest.Set(t, "test.run", "")
+	assert.False(t, s.selectsNone())
+	flagtest.Set(t, "test.skip", "TestControlPlaneJoin|TestChurn")
+	assert.True(t, s.selectsNone(), "-skip counts too")
+	assert.False(t, Suite{}.selectsNone(), "a suite that names no planned tests always sets up")
+}

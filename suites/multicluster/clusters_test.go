@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -16,9 +17,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// Reading each cluster's version and nodes.
+var _ = planned.Add("TestClusters", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(0.15 * float64(in.N)), Detail: fmt.Sprintf("%d clusters", in.N)}, true
+})
 
 // TestClusters checks what every later suite relies on: each cluster serves the API through its
 // own kubeconfig, has the Istio and Gateway API CRDs and its network label, and is independent.
@@ -79,6 +87,11 @@ func TestClusters(t *testing.T) {
 		})
 	}
 }
+
+// Every cluster reads every other's objects.
+var _ = planned.Add("TestClustersAreIndependent", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(0.005 * float64(in.N*in.N)), Detail: fmt.Sprintf("%d x %d reads", in.N, in.N)}, true
+})
 
 // TestClustersAreIndependent creates an object in each cluster and checks no other cluster sees it.
 func TestClustersAreIndependent(t *testing.T) {

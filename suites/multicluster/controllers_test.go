@@ -18,9 +18,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
 	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
+
+var _ = planned.Add("TestClustersRunControllers", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(7 + 0.25*float64(in.N)),
+		Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", in.N)}, true
+})
 
 // TestClustersRunControllers checks that every cluster behaves like a real one where its
 // controllers are concerned: the scale services' EndpointSlices hold their pods' addresses, a

@@ -13,8 +13,10 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 // controlPlane is the report's control-plane section, which the join and the leave suites share
@@ -25,6 +27,16 @@ func controlPlane() *report.ControlPlane {
 	}
 	return mc.Report.ControlPlane
 }
+
+// A fresh istiod and a baseline, then every join, for each sequence; the probes where they run.
+var _ = planned.Add("TestControlPlaneJoin", func(in options.PlanIn) (plan.Item, bool) {
+	repeats := max(1, in.O.Join.Repeats)
+	d := fmt.Sprintf("baseline + %d joins x ~%.1fs", in.Remotes, in.Join)
+	if repeats > 1 {
+		d = fmt.Sprintf("%d sequences of %s, each on a fresh istiod", repeats, d)
+	}
+	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+float64(in.Remotes)*in.Join) + in.Probes), Detail: d}, true
+})
 
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster
 // numbers: clusters join the mesh one at a time while one istiod, fresh, is measured. Per join:
@@ -191,6 +203,13 @@ func deref(p *float64) float64 {
 	}
 	return *p
 }
+
+// Right after the join suite (go test's default order) it keeps that istiod, which has held only
+// the clusters it still holds; in another order it pays a restart and the joins too.
+var _ = planned.Add("TestControlPlaneLeave", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(1 + float64(in.Remotes)*(0.4+in.Pods/4000*3)),
+		Detail: fmt.Sprintf("%d leaves (after the join suite: its istiod, kept)", in.Remotes)}, true
+})
 
 // TestControlPlaneLeave joins every cluster (unmeasured), then removes them one at a time (newest
 // first) and checks that istiod lets each one go: the remote cluster leaves istiod's managed set

@@ -8,10 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 	"github.com/ambientmc/ambientmc/topology"
 )
+
+var _ = planned.Add("TestFailover", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}, in.DataPlaneRuns && in.N >= 2
+})
 
 // TestFailover: echo-failover has endpoints in the client's cluster and one other and PreferClose,
 // so from the client's cluster traffic stays local. When the local endpoint turns unready, istiod

@@ -16,10 +16,16 @@ import (
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/subtest"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 	"github.com/ambientmc/ambientmc/topology"
 )
+
+var _ = planned.Add("TestJoinFailurePaths", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(in.Restart + 4), Detail: "at once: an unreachable remote (5s wait), a join timeout, a killed istiod"}, true
+})
 
 // TestJoinFailurePaths checks that what goes wrong during a join ends with a clear error naming the
 // cluster and carrying istiod's log, and leaves nothing running. Each path has an istiod of its

@@ -2,12 +2,36 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/join"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
+
+// The two heap checks together, as long as the longer (the memory check joins and leaves its
+// clusters twice; the rotation check rotates 2n+1 times, reading the live heap after each), then
+// the isolated rest at once, as long as the longest (four mid-sync deletions on fresh istiods, or
+// the slowed sync), then the data-plane two (traffic through n rotations, then through an istiod
+// restart).
+var _ = planned.Add("TestIstiodProperties", func(in options.PlanIn) (plan.Item, bool) {
+	c := in.O.Checks.Clusters
+	if c == 0 || c > in.Remotes {
+		c = in.Remotes
+	}
+	n, pods := float64(in.O.Checks.Rotations), in.Pods
+	memory := 5 + float64(c)*(5.5+pods/250)
+	rotation := 5 + pods/1000 + (2*n+1)*(5.8+pods/1000*4)
+	midSync := 2 * (10 + pods/1000*21) // the slowed sync grows with the pods; the canaries wait out its rest
+	truth := 18.9
+	traffic := in.DataPlane + 2 + n*3.5
+	restart := 6 + pods/1000*2
+	return plan.Item{Expected: options.S(max(memory, rotation) + max(midSync, truth) + traffic + restart),
+		Detail: fmt.Sprintf("at once: memory over %d remote clusters and 2 x %d rotations; then at once: 4 mid-sync deletions, a rejoin, an outage, a slowed sync; then traffic through rotations and a restart", c, in.O.Checks.Rotations)}, true
+})
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.
 // Each outcome goes through istiodcheck's known-issues table: a known fault on a listed version is

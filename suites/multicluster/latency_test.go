@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,8 +13,10 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/latency"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 // latencyOptions are the latency flags as framework/latency reads them.
@@ -76,6 +79,19 @@ func latencyPaths(p *probeEnv) []latencyPath {
 	}
 	return paths
 }
+
+// The rate search (2 s steps, typically four until one fails), four runs and two harness-floor
+// runs; only where the data plane runs.
+var _ = planned.Add("TestLatency", func(in options.PlanIn) (plan.Item, bool) {
+	l := in.O.Latency
+	search := 0.0
+	if l.QPS == 0 {
+		search = 4 * 2.1
+	}
+	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
+	return plan.Item{Expected: options.S(in.DataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
+		Detail: fmt.Sprintf("rate search, 4 runs of %s, 2 floor runs of %s", l.Duration, l.FloorDuration)}, in.DataPlaneRuns && in.N >= 2
+})
 
 // TestLatency reproduces the data-plane half of Istio's published numbers: the same client calls a
 // service in its own cluster (HBONE, one hop), one in another cluster of its network (HBONE to the

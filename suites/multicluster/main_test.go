@@ -16,6 +16,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/ci"
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
@@ -32,6 +33,11 @@ type suite struct {
 
 var mc = &suite{opts: options.Flags}
 
+// planned holds each top-level test's plan item, declared beside the test (planned.Add): what it
+// is expected to take, from its own parameters. A test of the suite's own parts (TestPlan...) has
+// none and needs no environment.
+var planned plan.Catalog[options.PlanIn]
+
 func TestMain(m *testing.M) {
 	os.Exit(env.Run(m, &mc.Env, env.Suite{
 		Check: mc.opts.Validate,
@@ -41,6 +47,7 @@ func TestMain(m *testing.M) {
 			{Name: "workloads", Run: deployWorkloads},
 			{Name: "istiod", Run: startIstiods},
 		},
-		Plan: mc.opts.Plan,
+		Plan:    func(in env.PlanInput) (steps, tests []plan.Item) { return mc.opts.Plan(in, &planned) },
+		Planned: planned.Names(),
 	}))
 }

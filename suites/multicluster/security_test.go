@@ -12,7 +12,13 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
+
+var _ = planned.Add("TestDataPlaneSecurity", func(in options.PlanIn) (plan.Item, bool) {
+	return plan.Item{Expected: options.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}, in.DataPlaneRuns && in.N >= 2
+})
 
 // TestDataPlaneSecurity checks the identities every hop enforces, and that nothing listens
 // outside loopback.

@@ -1,0 +1,168 @@
+package multicluster
+
+import (
+	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// The TestPlan tests check the suite's time plan. They are declared in no plan themselves, so
+// `go test ./suites/multicluster -run '^TestPlan'` (make test) sets nothing up and runs in a
+// second.
+
+// planWith is the suite's plan for n clusters at scale with the flags args.
+func planWith(t *testing.T, n int, scale string, args ...string) (*options.Options, []plan.Item, []plan.Item) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o := options.Register(fs)
+	require.NoError(t, fs.Parse(args))
+	require.NoError(t, o.Validate())
+	topo, err := topology.Generate(n)
+	require.NoError(t, err)
+	sc, err := workload.Resolve(scale, 0, 0)
+	require.NoError(t, err)
+	steps, tests := o.Plan(env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: n}, &planned)
+	return o, steps, tests
+}
+
+// itemOf is the item of test name.
+func itemOf(t *testing.T, items []plan.Item, name string) plan.Item {
+	t.Helper()
+	for _, it := range items {
+		if it.Name == name {
+			return it
+		}
+	}
+	t.Fatalf("no %s in the plan", name)
+	return plan.Item{}
+}
+
+// Every top-level test declares its plan item in its own file, beside itself, or it would run
+// unplanned; the TestPlan tests declare none (they need no environment).
+func TestPlanItemsStandBesideTheirTests(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var tests []string
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		declared := map[string]bool{}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if name, ok := plannedName(n); ok {
+				declared[name] = true
+			}
+			return true
+		})
+		for _, d := range af.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
+				continue
+			}
+			name := fn.Name.Name
+			if strings.HasPrefix(name, "TestPlan") {
+				assert.False(t, declared[name], "%s: %s checks the plan and needs no environment: it declares no item", f, name)
+				continue
+			}
+			tests = append(tests, name)
+			assert.True(t, declared[name], "%s: %s declares no plan item beside itself (var _ = planned.Add(%q, ...))", f, name, name)
+		}
+	}
+	assert.ElementsMatch(t, tests, planned.Names(), "every declared item is a test of this package")
+	_, _, items := planWith(t, 3, "small")
+	for _, it := range items {
+		assert.Positive(t, it.Expected, it.Name)
+	}
+	assert.Len(t, items, len(tests), "at 3 clusters every test runs")
+}
+
+// plannedName is the test a planned.Add("TestX", ...) call declares.
+func plannedName(n ast.Node) (string, bool) {
+	call, ok := n.(*ast.CallExpr)
+	if !ok || len(call.Args) == 0 {
+		return "", false
+	}
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Add" {
+		return "", false
+	}
+	if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "planned" {
+		return "", false
+	}
+	lit, ok := call.Args[0].(*ast.BasicLit)
+	if !ok {
+		return "", false
+	}
+	name, err := strconv.Unquote(lit.Value)
+	return name, err == nil
+}
+
+// The main command's defaults leave a third of go test's default -timeout=10m: 10 clusters at
+// small scale, with the clusters' ~40 s the provider plans besides these items (the budget is five
+// minutes: docs/measurements.md#the-main-command-at-10-clusters).
+func TestPlanDefaultAtTenClustersLeavesAThirdOfTheTimeout(t *testing.T) {
+	_, steps, tests := planWith(t, 10, "small")
+	p := plan.Plan{Setup: steps, Tests: tests}
+	assert.Less(t, p.Total()+40*time.Second, 10*time.Minute*2/3, "the suites' part and the clusters:\n%s", p.Table())
+}
+
+// Work that grows with the cluster count is bounded: churn and the memory check do not grow with
+// it, so doubling the clusters adds about the joins and leaves, not a multiple of everything.
+func TestPlanGrowsWithJoinsOnly(t *testing.T) {
+	_, _, at10 := planWith(t, 10, "small")
+	_, _, at50 := planWith(t, 50, "small")
+	checks := itemOf(t, at50, "TestIstiodProperties").Expected - itemOf(t, at10, "TestIstiodProperties").Expected
+	assert.Less(t, checks, 5*time.Second, "the memory check joins -checks.clusters; only the probes' deployment grows")
+	growth := itemOf(t, at50, "TestChurn").Expected - itemOf(t, at10, "TestChurn").Expected
+	assert.Less(t, growth, 40*time.Second, "churn grows by its joins and per-window drains only")
+}
+
+func TestPlanChurnTrimSaysWhichFlagRestoresIt(t *testing.T) {
+	o, _, tests := planWith(t, 3, "small", "-churn.rates=2,5,20,50", "-churn.duration=20s")
+	it := itemOf(t, tests, "TestChurn")
+	require.NotNil(t, it.Trim)
+	short, warning := it.Trim()
+	assert.Less(t, short.Expected, it.Expected)
+	assert.Equal(t, []float64{50}, o.Churn.Rates, "the trim changes what the test runs")
+	assert.Equal(t, 10*time.Second, o.Churn.Duration)
+	assert.Contains(t, warning, "-churn.rates=2,5,20,50 -churn.duration=20s")
+	assert.Contains(t, warning, "make e2e")
+}
+
+func TestPlanCountsEveryJoinSequence(t *testing.T) {
+	_, _, one := planWith(t, 3, "small")
+	_, _, three := planWith(t, 3, "small", "-join.repeats=3")
+	assert.Greater(t, itemOf(t, three, "TestControlPlaneJoin").Expected, 5*itemOf(t, one, "TestControlPlaneJoin").Expected/2,
+		"three sequences on fresh istiods take about three times one")
+}
+
+// Without a second istiod the data-plane tests skip at once and are not planned.
+func TestPlanLeavesOutWhatSkips(t *testing.T) {
+	_, _, tests := planWith(t, 3, "small")
+	itemOf(t, tests, "TestLatency")
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o := options.Register(fs)
+	topo, err := topology.Generate(3)
+	require.NoError(t, err)
+	sc, err := workload.Resolve("small", 0, 0)
+	require.NoError(t, err)
+	_, observed := o.Plan(env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: 1}, &planned)
+	for _, it := range observed {
+		assert.NotContains(t, []string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, it.Name, "planned with one istiod")
+	}
+}
