@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,17 @@ type Proxy struct {
 	conns map[net.Conn]struct{}
 	down  bool
 	once  sync.Once
+	// lastChunk is when the last delayed chunk reached a client (unix nanoseconds, 0: none yet).
+	lastChunk atomic.Int64
+}
+
+// LastChunk is when the last delayed chunk reached a client (zero: none yet): a slowed transfer
+// has ended once it stops moving.
+func (p *Proxy) LastChunk() time.Time {
+	if n := p.lastChunk.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // SetDelay changes the delay of connections made from now on.
@@ -206,6 +218,7 @@ func (p *Proxy) copyDelayed(dst, src net.Conn, d Delay) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			p.lastChunk.Store(time.Now().UnixNano())
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

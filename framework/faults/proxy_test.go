@@ -81,9 +81,11 @@ func TestProxyDelaysSetupAndChunks(t *testing.T) {
 	// Timed from before the dial: the setup delay starts when the proxy accepts, which can come
 	// before the first write (seen: 497.96 ms from the write, on a host running four test packages).
 	start := time.Now()
+	assert.True(t, p.LastChunk().IsZero(), "nothing moved yet")
 	c := dial(t, p)
 	roundTrip(t, c, "hello")
 	first := time.Since(start)
+	assert.False(t, p.LastChunk().Before(start), "the delayed echo moved the transfer's clock")
 	assert.GreaterOrEqual(t, first, 500*time.Millisecond, "setup plus one chunk")
 	assert.Less(t, first, 2*time.Second)
 	second := roundTrip(t, c, "again")

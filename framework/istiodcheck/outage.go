@@ -17,12 +17,12 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// outageLength is how long the remote API server stays unreachable; changeWithin bounds how soon a
-// change made meanwhile must reach the clients after it is back (client-go's reflectors back off
-// up to 30 s between relists).
+// outageLength is how long the remote API server stays unreachable; reflectorBackoff is the
+// longest client-go's reflectors wait between relists, which a change made meanwhile may wait
+// for once it is back, before istiod does the work the first join measured.
 const (
-	outageLength = 4 * time.Second
-	changeWithin = 30 * time.Second
+	outageLength     = 4 * time.Second
+	reflectorBackoff = 30 * time.Second
 )
 
 // RemoteOutage takes a remote API server away from an isolated istiod (every connection to
@@ -42,6 +42,8 @@ func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *clust
 	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
 	defer cancel()
 	require.NoError(t, w.WaitFor(wctx, iso.expect.Covers(remote)))
+	window := Window{Undisturbed: time.Since(start)}
+	changeWithin := reflectorBackoff + window.Duration()
 
 	pods, err := churn.NewPods(ctx, remote, r.Scale, nil, changeWithin)
 	require.NoError(t, err)
@@ -80,9 +82,9 @@ func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *clust
 	detail := fmt.Sprintf("%s unreachable from istiod for %s: istiod kept serving it (%s at the end of the outage, %s before; %d split-horizon workloads), ",
 		remote.Name, outageLength, during, was, kept.Workloads)
 	if seenErr == nil {
-		detail += fmt.Sprintf("and a pod added during the outage reached the client %.1fs after the API server was back; ", seen.Seconds())
+		detail += fmt.Sprintf("and a pod added during the outage reached the client %.1fs after the API server was back (window %s: %s of reflector backoff + %s); ", seen.Seconds(), changeWithin, reflectorBackoff, window)
 	} else {
-		detail += fmt.Sprintf("but a pod added during the outage had not reached the client %s after it was back (still %s); ", changeWithin, capacity())
+		detail += fmt.Sprintf("but a pod added during the outage had not reached the client %s after it was back (still %s; the window is %s of reflector backoff + %s); ", changeWithin, capacity(), reflectorBackoff, window)
 	}
 	row := report.IstiodCheck{Name: RemoteOutage, Detail: detail + join.StatusText(status), Status: status}
 	if seenErr == nil {

@@ -16,20 +16,20 @@ import (
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
 
-// rejoinWithin bounds how long a rejoined cluster's split-horizon workloads may take to reach a
-// stream: a join converges in ~2 s even at published scale.
-const rejoinWithin = 30 * time.Second
-
 // RejoinLongLived lets a remote cluster leave an isolated istiod and join it again, and checks
 // that a stream opened before the leave gets it back as fast as a fresh one.
 func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
 	istiod := r.Isolated(t, ctx, obs)
 	old := r.watch(t, ctx, obs, istiod)
 	secret := istiod.Direct(t, remote, remote.Name)
+	first := time.Now()
 	istiod.Add(t, secret)
 	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
 	defer cancel()
 	require.NoError(t, old.WaitFor(wctx, istiod.expect.Covers(remote)), "the stream gets %s before the leave", remote.Name)
+	// How long the rejoined workloads, and the diagnostic's local pod, may take to reach a stream:
+	// from the first join, undisturbed, at this run's scale.
+	window := Window{Undisturbed: time.Since(first)}
 	require.NoError(t, istiod.Remove(secret))
 	_, err := istiod.Sampler().WaitRemoteGone(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
@@ -41,25 +41,25 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	require.NoError(t, err)
 	fresh := r.watch(t, ctx, obs, istiod)
 
-	wctx, cancel = context.WithTimeout(ctx, rejoinWithin)
+	wctx, cancel = context.WithTimeout(ctx, window.Duration())
 	defer cancel()
 	freshErr := fresh.WaitFor(wctx, istiod.expect.Covers(remote))
 	freshAt := time.Since(start)
 	oldErr := old.WaitFor(wctx, istiod.expect.SameAs(fresh, remote))
 	oldAt := time.Since(start)
 	if freshErr != nil {
-		r.broken(t, RejoinLongLived, fmt.Sprintf("a stream opened after the rejoin did not get %s within %s either (%v): not a long-lived stream's fault", remote.Name, rejoinWithin, freshErr))
+		r.broken(t, RejoinLongLived, fmt.Sprintf("a stream opened after the rejoin did not get %s within %s either (%v): not a long-lived stream's fault", remote.Name, window, freshErr))
 	}
 	// The diagnostic for a failure, run every time so that it is known to work: a local pod added
 	// now must reach the fresh stream; whether it reaches the old one tells a dropped event from a
 	// stalled stream.
-	reached := r.localPodReaches(t, ctx, obs, fresh, old)
+	reached := r.localPodReaches(t, ctx, obs, window.Duration(), fresh, old)
 	if !reached[0] {
-		r.broken(t, RejoinLongLived, "a local pod did not reach a fresh stream within 10 s: the diagnostic cannot tell anything")
+		r.broken(t, RejoinLongLived, fmt.Sprintf("a local pod did not reach a fresh stream within %s: the diagnostic cannot tell anything", window))
 	}
 	if oldErr == nil {
-		r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs)",
-			remote.Name, old.SplitHorizonFor(remote.Network).Workloads, oldAt.Seconds(), freshAt.Seconds())}, true)
+		r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs; window %s)",
+			remote.Name, old.SplitHorizonFor(remote.Network).Workloads, oldAt.Seconds(), freshAt.Seconds(), window)}, true)
 		return
 	}
 	sh, want := old.SplitHorizonFor(remote.Network), fresh.SplitHorizonFor(remote.Network)
@@ -70,13 +70,13 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	case !reached[1]:
 		why = "the stream stalled (it gets no local change either)"
 	}
-	r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin, a fresh stream all of them in %.1fs: %s",
-		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, rejoinWithin, freshAt.Seconds(), why)}, false)
+	r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin (the window), a fresh stream all of them in %.1fs: %s",
+		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, window, freshAt.Seconds(), why)}, false)
 }
 
 // localPodReaches adds a ready pod of a global service in c and says, per watcher, whether it
-// received the pod's workload within 10 s; the pod is removed afterwards.
-func (r *Run) localPodReaches(t *testing.T, ctx context.Context, c *cluster.Cluster, ws ...*xdswatch.Watcher) []bool {
+// received the pod's workload within window; the pod is removed afterwards.
+func (r *Run) localPodReaches(t *testing.T, ctx context.Context, c *cluster.Cluster, window time.Duration, ws ...*xdswatch.Watcher) []bool {
 	t.Helper()
 	ns, name := r.Scale.ServiceNamespace(0), "istiod-check-probe"
 	// An address on node-0 past its scale pods (and past churn's first), taken as they were.
@@ -93,7 +93,7 @@ func (r *Run) localPodReaches(t *testing.T, ctx context.Context, c *cluster.Clus
 		_ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	})
 	require.NoError(t, workload.PatchPodStatus(ctx, c, p, workload.RunningStatus(ip, host, true)))
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
 	suffix := "/Pod/" + ns + "/" + name
 	has := func(w *xdswatch.Watcher) bool {
