@@ -215,10 +215,10 @@ func (p *Proxy) copyDelayed(dst, src net.Conn, d Delay) {
 			if !p.sleep(d.PerChunk) {
 				return
 			}
+			p.lastChunk.Store(time.Now().UnixNano()) // before the write: a reader may act on it at once
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
-			p.lastChunk.Store(time.Now().UnixNano())
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
