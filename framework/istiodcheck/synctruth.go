@@ -52,7 +52,7 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 				syncTruthTimeout, servedAfterTransfer, proxy.LastChunk().Sub(start).Seconds(), iso.expect.HeldOf(w, remote), clusterzStatus(ctx, iso, remote.Name), join.StatusText(status))}, false)
 		return
 	}
-	listed := time.Since(start)
+	listed, moved := time.Since(start), proxy.LastChunk().Sub(start)
 	sw.Expect("istiod serves the remote's workloads: it has listed them", measure.StatusSynced)
 	join.SleepUntil(ctx, time.Now().Add(2*join.SyncPeriod(0)))
 	timedOut := sw.Saw(measure.StatusTimeout)
@@ -73,8 +73,8 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 	join.SleepUntil(ctx, time.Now().Add(2*join.SyncPeriod(0)))
 	status := sw.Stop()
 	r.verdict(t, report.IstiodCheck{Name: SyncStatusTruth, Status: status,
-		Detail: fmt.Sprintf("a sync slowed past PILOT_REMOTE_CLUSTER_TIMEOUT=%s (istiod served the remote %.1fs after the secret, the slowed transfer having moved until %.1fs, the window %s after it; it reported timeout on the way: %t), then an in-place rotation: %s",
-			syncTruthTimeout, listed.Seconds(), proxy.LastChunk().Sub(start).Seconds(), servedAfterTransfer, timedOut, join.StatusText(status))},
+		Detail: fmt.Sprintf("a sync slowed past PILOT_REMOTE_CLUSTER_TIMEOUT=%s (istiod served the remote %.1fs after the secret, the slowed transfer having last moved at %.1fs, the window %s after that; it reported timeout on the way: %t), then an in-place rotation: %s",
+			syncTruthTimeout, listed.Seconds(), moved.Seconds(), servedAfterTransfer, timedOut, join.StatusText(status))},
 		len(status.Disagreements) == 0)
 }
 
