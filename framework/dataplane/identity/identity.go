@@ -106,8 +106,8 @@ func parse(chain []string, keyPEM []byte) (*Certificate, error) {
 type tokenFetcher func() (string, error)
 
 func (f tokenFetcher) GetPlatformCredential() (string, error) { return f() }
-func (f tokenFetcher) GetIdentityProvider() string           { return "" }
-func (f tokenFetcher) Stop()                                 {}
+func (f tokenFetcher) GetIdentityProvider() string            { return "" }
+func (f tokenFetcher) Stop()                                  {}
 
 // FileToken reads a token file at each call, as a projected token is renewed in place.
 func FileToken(path string) func() (string, error) {
