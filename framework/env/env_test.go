@@ -40,6 +40,10 @@ func setupWith(t *testing.T, f Flags) error {
 		_, statErr := os.Stat(e.RunDir)
 		assert.True(t, os.IsNotExist(statErr), "run directory %s removed after a failed setup", e.RunDir)
 	}
+	if e.ReportDir != "" && f.ReportDir == "" && os.Getenv(ArtifactsEnv) == "" {
+		_, statErr := os.Stat(e.ReportDir)
+		assert.True(t, os.IsNotExist(statErr), "the empty report directory %s this run made is removed after a failed setup", e.ReportDir)
+	}
 	return err
 }
 

@@ -207,5 +207,15 @@ func ReportDir(flagValue string) (string, error) {
 	return os.MkdirTemp(base, time.Now().Format("20060102-150405")+"-")
 }
 
+// dropEmptyReportDir removes the report directory this run made under the temp dir when nothing was
+// written to it (a run refused before it started leaves nothing behind); writeReport makes it again
+// if a report comes after all.
+func (e *Env) dropEmptyReportDir() error {
+	if entries, err := os.ReadDir(e.ReportDir); err != nil || len(entries) > 0 {
+		return nil
+	}
+	return os.Remove(e.ReportDir)
+}
+
 // WriteReport writes the report's files into the report directory.
 func (e *Env) WriteReport() error { return e.writeReport() }

@@ -88,6 +88,9 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 	if e.ReportDir, err = ReportDir(e.Flags.ReportDir); err != nil { // -report-dir, $ARTIFACTS, or a new one
 		return err
 	}
+	if e.Flags.ReportDir == "" && os.Getenv(ArtifactsEnv) == "" {
+		e.Cleanup("remove the report directory if nothing was written", e.dropEmptyReportDir)
+	}
 	if err := e.planRun(suite); err != nil {
 		return err
 	}
