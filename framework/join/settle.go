@@ -77,10 +77,16 @@ func NewSettler(i Istiod, o Options, pods int) *Settler {
 	res := i.Sampler().CPUSource().Resolution()
 	window := measure.SteadyWindow(res, steadyTarget, minSteady)
 	ticks := int(math.Ceil(float64(window) / float64(QuietTick)))
-	// As the idle band's, the provisional limit stays above what one tick resolves: an in-cluster
-	// istiod's process_cpu_seconds_total counts in 10 ms, 0.04 cores over one tick.
-	limit := max(provisionalLimit, 2*res/QuietTick.Seconds())
-	return &Settler{i: i, samples: o.Samples, max: longest, ticks: ticks, limit: longest + window, band: measure.CPUBand{Tick: QuietTick, Limit: limit}}
+	return &Settler{i: i, samples: o.Samples, max: longest, ticks: ticks, limit: longest + window, band: measure.CPUBand{Tick: QuietTick, Limit: quietLimit(res)}}
+}
+
+// quietLimit is the provisional quiet limit for a CPU source that counts in steps of res seconds.
+// As the idle band's, it stays above what one tick resolves (an in-cluster istiod's
+// process_cpu_seconds_total counts in 10 ms), by two and a half steps: two steps over a tick read a
+// little short of its length come out just above two steps' rate
+// (docs/measurements.md#why-the-settings-are-what-they-are).
+func quietLimit(res float64) float64 {
+	return max(provisionalLimit, 2.5*res/QuietTick.Seconds())
 }
 
 // Rule says in the report how steps settled.
