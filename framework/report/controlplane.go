@@ -165,10 +165,8 @@ type PerRemote struct {
 	WorkingSetBytes *Estimate `json:"workingSetBytes,omitempty"`
 }
 
-// PerRemoteMetric names one of PerRemote's estimates.
+// PerRemoteMetric is one of PerRemote's estimates.
 type PerRemoteMetric struct {
-	// Name is the estimate's JSON key.
-	Name string
 	// Of is where the estimate is in a PerRemote.
 	Of func(*PerRemote) **Estimate
 	// Sample reads the metric and its resolution (nil where its source has no steps) from one
@@ -178,13 +176,13 @@ type PerRemoteMetric struct {
 
 // PerRemoteMetrics are PerRemote's estimates, in its field order.
 var PerRemoteMetrics = []PerRemoteMetric{
-	{"cpuCores", func(p *PerRemote) **Estimate { return &p.CPUCores }, func(s Sample) (*float64, *float64) { return s.CPUCores, s.CPUCoresResolution }},
-	{"steadyCPUCores", func(p *PerRemote) **Estimate { return &p.SteadyCPUCores }, func(s Sample) (*float64, *float64) { return s.SteadyCPUCores, s.SteadyCPUCoresResolution }},
-	{"joinCPUSeconds", func(p *PerRemote) **Estimate { return &p.JoinCPUSeconds }, nil},
-	{"rssBytes", func(p *PerRemote) **Estimate { return &p.RSSBytes }, func(s Sample) (*float64, *float64) { return s.RSSBytes, nil }},
-	{"heapInuseBytes", func(p *PerRemote) **Estimate { return &p.HeapInuseBytes }, func(s Sample) (*float64, *float64) { return s.HeapInuseBytes, nil }},
-	{"liveHeapBytes", func(p *PerRemote) **Estimate { return &p.LiveHeapBytes }, func(s Sample) (*float64, *float64) { return s.LiveHeapBytes, nil }},
-	{"workingSetBytes", func(p *PerRemote) **Estimate { return &p.WorkingSetBytes }, func(s Sample) (*float64, *float64) { return s.WorkingSetBytes, nil }},
+	{func(p *PerRemote) **Estimate { return &p.CPUCores }, func(s Sample) (*float64, *float64) { return s.CPUCores, s.CPUCoresResolution }},
+	{func(p *PerRemote) **Estimate { return &p.SteadyCPUCores }, func(s Sample) (*float64, *float64) { return s.SteadyCPUCores, s.SteadyCPUCoresResolution }},
+	{func(p *PerRemote) **Estimate { return &p.JoinCPUSeconds }, nil},
+	{func(p *PerRemote) **Estimate { return &p.RSSBytes }, func(s Sample) (*float64, *float64) { return s.RSSBytes, nil }},
+	{func(p *PerRemote) **Estimate { return &p.HeapInuseBytes }, func(s Sample) (*float64, *float64) { return s.HeapInuseBytes, nil }},
+	{func(p *PerRemote) **Estimate { return &p.LiveHeapBytes }, func(s Sample) (*float64, *float64) { return s.LiveHeapBytes, nil }},
+	{func(p *PerRemote) **Estimate { return &p.WorkingSetBytes }, func(s Sample) (*float64, *float64) { return s.WorkingSetBytes, nil }},
 }
 
 // Estimate is one figure with what is known of its error.

@@ -13,9 +13,10 @@ import (
 
 // dropNonFinite makes every NaN or ±Inf in r absent and adds a warning naming each one:
 // encoding/json refuses to write them, and no figure of a run may stop its report from being
-// written. Optional (*float64) values and estimates whose value is not finite become nil; the paths of plain float64 fields, which cannot
-// be nil, are zeroed and returned, so that marshalReport can leave their keys out of the JSON and
-// put the values back for the renderers (report.md prints a non-finite number as "-").
+// written. Optional (*float64) values, and estimates whose value is not finite, become nil; the
+// paths of plain float64 fields, which cannot be nil, are zeroed and returned, so that
+// marshalReport can leave their keys out of the JSON and put the values back for the renderers
+// (report.md prints a non-finite number as "-").
 func dropNonFinite(r *Report) (plain []plainField) {
 	var warnings []string
 	var walk func(v reflect.Value, path []string)

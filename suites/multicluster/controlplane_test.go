@@ -28,14 +28,19 @@ func controlPlane() *report.ControlPlane {
 	return mc.Report.ControlPlane
 }
 
-// A fresh istiod and a baseline, then every join, for each sequence; the probes where they run.
+// A fresh istiod and a baseline, then every join, for each sequence; the probes where they run (the
+// join suite starts them, for any test order).
 var _ = planned.Add("TestControlPlaneJoin", func(in options.PlanIn) (plan.Item, bool) {
+	probes := 0.0
+	if in.DataPlaneRuns {
+		probes = in.DataPlane
+	}
 	repeats := max(1, in.O.Join.Repeats)
 	d := fmt.Sprintf("baseline + %d joins x ~%.1fs", in.Remotes, in.Join)
 	if repeats > 1 {
 		d = fmt.Sprintf("%d sequences of %s, each on a fresh istiod", repeats, d)
 	}
-	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+float64(in.Remotes)*in.Join) + in.Probes), Detail: d}, true
+	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+float64(in.Remotes)*in.Join) + probes), Detail: d}, true
 })
 
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster

@@ -16,7 +16,7 @@ import (
 )
 
 var _ = planned.Add("TestFailover", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}, in.DataPlaneRuns && in.N >= 2
+	return plan.Item{Expected: options.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}, in.DataPlaneRuns
 })
 
 // TestFailover: echo-failover has endpoints in the client's cluster and one other and PreferClose,

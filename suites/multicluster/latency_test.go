@@ -90,7 +90,7 @@ var _ = planned.Add("TestLatency", func(in options.PlanIn) (plan.Item, bool) {
 	}
 	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
 	return plan.Item{Expected: options.S(in.DataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
-		Detail: fmt.Sprintf("rate search, 4 runs of %s, 2 floor runs of %s", l.Duration, l.FloorDuration)}, in.DataPlaneRuns && in.N >= 2
+		Detail: fmt.Sprintf("rate search, 4 runs of %s, 2 floor runs of %s", l.Duration, l.FloorDuration)}, in.DataPlaneRuns
 })
 
 // TestLatency reproduces the data-plane half of Istio's published numbers: the same client calls a

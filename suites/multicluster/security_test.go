@@ -17,7 +17,7 @@ import (
 )
 
 var _ = planned.Add("TestDataPlaneSecurity", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}, in.DataPlaneRuns && in.N >= 2
+	return plan.Item{Expected: options.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}, in.DataPlaneRuns
 })
 
 // TestDataPlaneSecurity checks the identities every hop enforces, and that nothing listens

@@ -10,8 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"istio.io/istio/pkg/security"
@@ -108,11 +106,3 @@ type tokenFetcher func() (string, error)
 func (f tokenFetcher) GetPlatformCredential() (string, error) { return f() }
 func (f tokenFetcher) GetIdentityProvider() string            { return "" }
 func (f tokenFetcher) Stop()                                  {}
-
-// FileToken reads a token file at each call, as a projected token is renewed in place.
-func FileToken(path string) func() (string, error) {
-	return func() (string, error) {
-		b, err := os.ReadFile(filepath.Clean(path))
-		return string(b), err
-	}
-}

@@ -38,10 +38,9 @@ type PlanIn struct {
 	// Restart is a restart for a fresh istiod (it lists its own cluster again).
 	Restart float64
 	// DataPlane is the probes' deployment in every cluster, once, and a fresh client per test;
-	// Probes what the join suite pays for them (it starts them where they run, for any test
-	// order); DataPlaneRuns says the data-plane suites run (two istiods at least).
-	DataPlane, Probes float64
-	DataPlaneRuns     bool
+	// DataPlaneRuns says the data-plane suites run (two istiods, so two clusters, at least).
+	DataPlane     float64
+	DataPlaneRuns bool
 	// k stretches every item for real clusters.
 	k float64
 }
@@ -59,10 +58,7 @@ func (o *Options) PlanIn(in env.PlanInput) PlanIn {
 	}
 	pi.Restart = 3 + pi.Pods/1000
 	pi.DataPlane = 2.0 + 0.1*float64(n)
-	pi.DataPlaneRuns = in.Istiods >= 2
-	if pi.DataPlaneRuns {
-		pi.Probes = pi.DataPlane
-	}
+	pi.DataPlaneRuns = in.Istiods >= 2 && n >= 2
 	return pi
 }
 
