@@ -69,8 +69,8 @@ ci-suite:
 	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 	$(GO) test -count=1 $(TEST_LDFLAGS) ./suites/cutshort
 
-# Every suite on two kind clusters (make images' node image, istiod in its cluster, MetalLB; no data
-# plane: the data-plane suites skip), then a check that nothing of the run is left in Docker.
+# Every suite on two kind clusters (make images' node image, istiod, istio-cni and the emulated ztunnel and
+# east-west gateway in each cluster, MetalLB), then a check that nothing of the run is left in Docker.
 # The kernel settings kubelet in a node writes, and /lib/modules, compared before and after.
 HOST_STATE = for s in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do echo "$$s=$$(cat /proc/sys/$$s)"; done; ls -d /lib/modules 2>/dev/null || echo "no /lib/modules"
 ci-kind: engine images

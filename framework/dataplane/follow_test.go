@@ -58,7 +58,7 @@ func TestFollowSeesAChangeDuringItsRead(t *testing.T) {
 	}
 	src := &racySource{addrs: early, late: late, changed: make(chan struct{}), done: make(chan struct{})}
 	views := make(chan *View, 10)
-	stop := follow(src, func(v *View) { views <- v })
+	stop := Follow(src, func(v *View) { views <- v })
 	defer stop()
 	first := <-views
 	svc := first.ServiceByHostname("echo.probe.svc.cluster.local")

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,19 +15,18 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/pki"
-	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
 
 // Gateway is an emulated east-west gateway: it terminates only the outer HBONE tunnel, picks a
 // local endpoint of the service named by the CONNECT authority, and forwards the inner bytes
 // (still encrypted end to end) to that endpoint's ztunnel on 15008, as Istio's Envoy gateway does.
 type Gateway struct {
-	node    Node
-	addr    netip.Addr
-	watcher *xdswatch.Watcher
-	view    atomic.Pointer[View]
-	stop    func()
-	server  *hbone.Server
+	cluster, network string
+	view             atomic.Pointer[View]
+	stop             func()
+	closeSource      func()
+	server           *hbone.Server
+	dial             hbone.DialFunc
 	// Forwarded counts tunnels relayed; Refused counts CONNECTs it could not route.
 	Forwarded, Refused atomic.Int64
 
@@ -50,10 +50,19 @@ func StartGateway(ctx context.Context, n Node, addr netip.Addr) (*Gateway, error
 		w.Close()
 		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
 	}
-	g := &Gateway{node: n, addr: addr, watcher: w, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))}
-	g.stop = follow(w, g.view.Store)
-	g.server = hbone.Serve(l, pki.ServerConfig(cert, n.Roots), g.route)
+	g := ServeGateway(l, pki.ServerConfig(cert, n.Roots), w, n.Cluster, n.Network, addrmap.Dial)
+	g.closeSource = w.Close
 	return g, nil
+}
+
+// ServeGateway runs the gateway on l: routing by what src (its cluster's istiod) says, reaching
+// endpoints' ztunnels with dial.
+func ServeGateway(l net.Listener, cfg *tls.Config, src AddressSource, cluster, network string, dial hbone.DialFunc) *Gateway {
+	g := &Gateway{cluster: cluster, network: network, dial: dial, closeSource: func() {},
+		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))}
+	g.stop = Follow(src, g.view.Store)
+	g.server = hbone.Serve(l, cfg, g.route)
+	return g
 }
 
 // route resolves host:port to a healthy endpoint of that service on the gateway's own network.
@@ -67,22 +76,22 @@ func (g *Gateway) route(ctx context.Context, r *http.Request, _ string) (net.Con
 	svc := v.ServiceByHostname(host)
 	if svc == nil {
 		g.Refused.Add(1)
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("no service %s in cluster %s", host, g.node.Cluster)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("no service %s in cluster %s", host, g.cluster)
 	}
 	var local []*Endpoint
 	for _, ep := range v.Endpoints(svc) {
-		if ep.Healthy && ep.Addr.IsValid() && ep.Network == g.node.Network {
+		if ep.Healthy && ep.Addr.IsValid() && ep.Network == g.network {
 			local = append(local, ep)
 		}
 	}
 	if len(local) == 0 {
 		g.Refused.Add(1)
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("service %s has no healthy endpoint in cluster %s", host, g.node.Cluster)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("service %s has no healthy endpoint in cluster %s", host, g.cluster)
 	}
 	g.mu.Lock()
 	ep := local[g.rand.IntN(len(local))]
 	g.mu.Unlock()
-	up, err := addrmap.Dial(ctx, "tcp", netip.AddrPortFrom(ep.Addr, HBONEPort).String())
+	up, err := g.dial(ctx, "tcp", netip.AddrPortFrom(ep.Addr, HBONEPort).String())
 	if err != nil {
 		g.Refused.Add(1)
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("endpoint %s: %v", ep.Addr, err)
@@ -95,5 +104,5 @@ func (g *Gateway) route(ctx context.Context, r *http.Request, _ string) (net.Con
 func (g *Gateway) Close() {
 	g.server.Close()
 	g.stop()
-	g.watcher.Close()
+	g.closeSource()
 }

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -152,7 +154,7 @@ func loopbackHBONE(t *testing.T) (netip.Addr, chan struct{}) {
 }
 
 func gatewayWith(v *View) *Gateway {
-	g := &Gateway{node: Node{Cluster: "cluster-2", Network: "network-2"}, rand: rand.New(rand.NewPCG(3, 3))}
+	g := &Gateway{cluster: "cluster-2", network: "network-2", dial: addrmap.Dial, rand: rand.New(rand.NewPCG(3, 3))}
 	g.view.Store(v)
 	return g
 }

@@ -31,6 +31,9 @@ type Service struct {
 // split-horizon summary of a remote network reached through its gateway.
 type Endpoint struct {
 	UID         string
+	Name        string // the pod's name ("" for split-horizon workloads)
+	Namespace   string
+	Workload    string     // the workload's owner name (the Deployment), as ztunnel's metrics label it
 	Addr        netip.Addr // invalid for split-horizon workloads
 	Network     string
 	Identity    string
@@ -83,7 +86,8 @@ func BuildView(addrs map[string]*workloadapi.Address) *View {
 		if w == nil {
 			continue
 		}
-		ep := &Endpoint{UID: w.GetUid(), Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
+		ep := &Endpoint{UID: w.GetUid(), Name: w.GetName(), Namespace: w.GetNamespace(), Workload: w.GetWorkloadName(),
+			Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
 			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
 			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices())}
 		v.workloads = append(v.workloads, ep)
@@ -156,6 +160,16 @@ func (v *View) WorkloadsPerCluster() string {
 	}
 	sort.Strings(parts)
 	return "workloads per cluster: " + strings.Join(parts, ", ")
+}
+
+// Pod returns the workload of pod ns/name in cluster, or nil.
+func (v *View) Pod(cluster, ns, name string) *Endpoint {
+	for _, ep := range v.workloads {
+		if ep.Cluster == cluster && ep.Namespace == ns && ep.Name == name {
+			return ep
+		}
+	}
+	return nil
 }
 
 // Gateway returns the network gateway workload at ip (its identity is what the outer tunnel checks).
@@ -251,21 +265,21 @@ func matching(prefs []workloadapi.LoadBalancing_Scope, src, ep *Endpoint) int {
 	return n
 }
 
-// addressSource is what follow reads: an xdswatch.Watcher.
-type addressSource interface {
+// AddressSource is what Follow reads: an xdswatch.Watcher.
+type AddressSource interface {
 	Addresses() map[string]*workloadapi.Address
 	Changed() <-chan struct{}
 	Done() <-chan struct{}
 }
 
-var _ addressSource = (*xdswatch.Watcher)(nil)
+var _ AddressSource = (*xdswatch.Watcher)(nil)
 
-// follow keeps calling apply with a fresh View whenever the watcher's state changes (and once at
+// Follow keeps calling apply with a fresh View whenever the watcher's state changes (and once at
 // once), until stop is called. Views are built here, off the connection path. The change channel
 // is taken before the state is read: taken after, a change landing between the two would be
 // missed, and the view would keep an early state until some later change (a client once held 17
 // of a cluster's 101 workloads for good, docs/findings.md).
-func follow(w addressSource, apply func(*View)) (stop func()) {
+func Follow(w AddressSource, apply func(*View)) (stop func()) {
 	changed := w.Changed()
 	apply(BuildView(w.Addresses()))
 	quit, done := make(chan struct{}), make(chan struct{})

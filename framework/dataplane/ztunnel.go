@@ -93,7 +93,7 @@ func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, err
 		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 	var first error
 	started := false
-	z.stop = follow(w, func(v *View) {
+	z.stop = Follow(w, func(v *View) {
 		err := z.reconcile(v)
 		if !started {
 			first, started = err, true
@@ -254,56 +254,14 @@ func (z *Ztunnel) proxyOutbound(conn net.Conn) error {
 	if err != nil {
 		return err
 	}
-	port := uint32(dst.Port())
-	ep, err := v.Pick(svc, src, port, rand.New(rand.NewPCG(r, 2)))
-	if err != nil {
-		return err
-	}
-	headers := http.Header{}
-	headers.Set("Forwarded", fmt.Sprintf("for=%q;host=%s", src.Addr.String(), svc.Hostname))
-	headers.Set("Baggage", "k8s.cluster.name="+z.node.Cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var upstream net.Conn
-	if ep.Addr.IsValid() && ep.Network == src.Network {
-		// Same network: one HBONE hop to the endpoint's ztunnel.
-		upstream, err = z.client.Dial(ctx, hbone.Target{
-			Addr:      netip.AddrPortFrom(ep.Addr, HBONEPort).String(),
-			Authority: net.JoinHostPort(ep.Addr.String(), strconv.Itoa(int(svc.TargetPort(ep, port)))),
-			TLS:       pki.ClientConfig(srcCert, z.node.Roots, append([]string{ep.Identity}, svc.SANs...)...),
-			PoolKey:   src.Identity + "|" + ep.Identity + "|" + ep.Addr.String(),
-			Headers:   headers,
-		})
-		if err == nil {
+	o := Outbound{View: v, Source: src, Cert: srcCert, Roots: z.node.Roots, Cluster: z.node.Cluster, Service: svc, Port: uint32(dst.Port())}
+	upstream, ep, err := o.Dial(ctx, z.client, rand.New(rand.NewPCG(r, 2)))
+	if err == nil {
+		if ep.Addr.IsValid() && ep.Network == src.Network {
 			z.Stats.OutboundHBONE.Add(1)
-		}
-	} else {
-		// Another network: double HBONE through the network's east-west gateway. The outer tunnel
-		// is pooled and checks the gateway's identity; the inner one is end to end and checks the
-		// service's identities.
-		gwID := GatewayIdentity
-		if gw := v.Gateway(ep.Gateway); gw != nil {
-			gwID = gw.Identity
-		}
-		gwPort := ep.GatewayPort
-		if gwPort == 0 {
-			gwPort = HBONEPort
-		}
-		authority := net.JoinHostPort(svc.Hostname, strconv.Itoa(int(port)))
-		inner := headers.Clone()
-		inner.Set("X-Forwarded-Network", src.Network)
-		upstream, err = z.client.DialDouble(ctx, hbone.Target{
-			Addr:      netip.AddrPortFrom(ep.Gateway, uint16(gwPort)).String(),
-			Authority: authority,
-			TLS:       pki.ClientConfig(srcCert, z.node.Roots, gwID),
-			PoolKey:   src.Identity + "|" + gwID + "|" + ep.Gateway.String(),
-			Headers:   headers,
-		}, hbone.Target{
-			Authority: authority,
-			TLS:       pki.ClientConfig(srcCert, z.node.Roots, svc.SANs...),
-			Headers:   inner,
-		})
-		if err == nil {
+		} else {
 			z.Stats.OutboundDoubleHBONE.Add(1)
 		}
 	}

@@ -90,6 +90,11 @@ func (b *Builder) Build(ctx context.Context) (Set, error) {
 	if err != nil {
 		return s, err
 	}
+	dp, err := b.buildDataPlane(ctx, dir)
+	if err != nil {
+		return s, err
+	}
+	comps = append(comps, dataPlaneComponents(s, dp)...)
 	archive := filepath.Join(dir, "preload-"+s.Key+".tar")
 	t := time.Now()
 	if err := writeArchive(archive, rootfs, comps); err != nil {

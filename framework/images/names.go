@@ -1,7 +1,7 @@
 // Package images names and builds every image a kind run needs, from the pinned sources and the
 // distribution's packages, with nothing pulled (`make images`): a kind node image for the pinned
 // Kubernetes with the control plane, etcd, CoreDNS, pause, MetalLB, Istio's pilot and install-cni,
-// and the probes' fortio preloaded.
+// the emulated data plane in place of Istio's ztunnel and proxyv2, and the probes' fortio preloaded.
 // The kind provider finds the images through Expected, without flags.
 package images
 
@@ -28,7 +28,7 @@ const (
 	// PreloadLabel lists, comma-separated, the images preloaded into a node image.
 	PreloadLabel = "io.ambientmc.images.preloaded"
 	// scheme changes whenever the builder lays images out differently.
-	scheme = "node-image/4"
+	scheme = "node-image/5"
 )
 
 //go:embed files
@@ -87,6 +87,11 @@ func Expected(c *bins.Cache) (Set, error) {
 		return Set{}, err
 	}
 	fmt.Fprintln(h, kindVersion)
+	dp, err := dataPlaneKey(c.SrcRoot)
+	if err != nil {
+		return Set{}, err
+	}
+	fmt.Fprintln(h, dp)
 	return Set{
 		Node:       NodeRepo + ":" + k8s,
 		Kubernetes: k8s,

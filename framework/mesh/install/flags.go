@@ -14,14 +14,18 @@ func OrBuilt(im Images, built images.Set) Images {
 	if im.Hub != "" || im.Tag != "" {
 		return im
 	}
-	return Images{Hub: built.IstioHub, Tag: built.IstioTag, PullPolicy: "Never", Build: built.Istio}
+	return Images{Hub: built.IstioHub, Tag: built.IstioTag, PullPolicy: "Never", Build: built.Istio, DataPlane: im.DataPlane}
 }
 
-// DataPlane is what these images run: "none" for the ones `make images` builds (istiod only:
-// ztunnel and the gateway's Envoy cannot be built here), else "ztunnel".
-func (im Images) DataPlane() string {
+// RunsDataPlane is what these images run: "emulated" for the ones `make images` builds (ztunnel
+// and the gateway's Envoy cannot be built here: their images hold this project's emulated data
+// plane, cmd/emulated-dataplane) unless -istio.dataplane=none, else "ztunnel".
+func (im Images) RunsDataPlane() string {
 	if im.Hub == images.IstioHub {
-		return report.DataPlaneNone
+		if im.DataPlane == report.DataPlaneNone {
+			return report.DataPlaneNone
+		}
+		return report.DataPlaneEmulated
 	}
 	return report.DataPlaneZtunnel
 }
@@ -29,8 +33,16 @@ func (im Images) DataPlane() string {
 // CheckImageFlags refuses -istio.hub without -istio.tag or the reverse; neither means the images
 // make images builds (OrBuilt).
 func CheckImageFlags(provider string, im Images) error {
+	switch im.DataPlane {
+	case "", report.DataPlaneEmulated, report.DataPlaneNone:
+	default:
+		return fmt.Errorf("-istio.dataplane=%s: want emulated (the default) or none", im.DataPlane)
+	}
 	if im.Hub == "" && im.Tag == "" {
 		return nil
+	}
+	if im.DataPlane != "" {
+		return fmt.Errorf("-istio.dataplane=%s chooses among the images make images builds: with -istio.hub and -istio.tag the images' own ztunnel and gateway run; drop one or the other", im.DataPlane)
 	}
 	return RequireImages(provider, im)
 }

@@ -38,7 +38,7 @@ const (
 	PartOfLabel = "app.kubernetes.io/part-of"
 	// Service accounts, as the local provider names them (their SPIFFE identities match).
 	clientServiceAccount = "client"
-	echoServiceAccount   = "echo"
+	EchoServiceAccount   = "echo"
 )
 
 // ProbeOptions choose the probe workloads of one cluster.
@@ -87,7 +87,7 @@ func probeObjects(cluster string, p ProbeOptions) ([]*unstructured.Unstructured,
 			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{workload.DataplaneModeLabel: "ambient"}},
 		},
 		serviceAccount(ns, clientServiceAccount),
-		serviceAccount(ns, echoServiceAccount),
+		serviceAccount(ns, EchoServiceAccount),
 	}
 	for _, app := range echoApps {
 		svc := &corev1.Service{
@@ -106,7 +106,7 @@ func probeObjects(cluster string, p ProbeOptions) ([]*unstructured.Unstructured,
 	}
 	for _, app := range echoApps { // in a fixed order, whatever the order of p.Apps
 		if slices.Contains(p.Apps, app) {
-			objs = append(objs, fortio(ns, app, echoServiceAccount, p.Image,
+			objs = append(objs, fortio(ns, app, EchoServiceAccount, p.Image,
 				"-echo-server-default-params=header="+ServedByHeader+":"+cluster))
 		}
 	}

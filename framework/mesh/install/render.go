@@ -62,6 +62,9 @@ type Images struct {
 	// Build is the istio.io/istio version the images were built from, when this machine built
 	// them (make images); "" for images from a registry.
 	Build string
+	// DataPlane is -istio.dataplane: with the images make images builds, "emulated" (the default,
+	// "" too) runs their emulated ztunnel and gateway, "none" istiod alone.
+	DataPlane string
 }
 
 // Options render one cluster's install.

@@ -85,7 +85,7 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 		return nil, fmt.Errorf("-provider=kind: the images make images builds: %w", err)
 	}
 	im := install.OrBuilt(kube.IstioImageFlags(), built)
-	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: im, SharedHost: true})
+	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: im, SharedHost: true, OnThisHost: true})
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: %w", err)
 	}

@@ -143,8 +143,8 @@ func New(o Options) *Provider {
 
 func (p *Provider) Name() string { return Name }
 
-// DataPlane is what the Istio images run (install.Images.DataPlane).
-func (p *Provider) DataPlane() string { return p.opts.Istio.DataPlane() }
+// DataPlane is what the Istio images run (install.Images.RunsDataPlane).
+func (p *Provider) DataPlane() string { return p.opts.Istio.RunsDataPlane() }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
 // IstiodImageVersion is the istio.io/istio version of the Istio images when make images built

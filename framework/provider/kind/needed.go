@@ -15,7 +15,8 @@ import (
 )
 
 // neededImages are the images a run starts in every cluster: MetalLB's, as its manifest names
-// them, the Istio images the install renders (istiod alone without a data plane) and, with a data
+// them, the Istio images the install renders (istiod alone without a data plane; ztunnel and proxyv2 hold
+// the emulated data plane in the images make images builds) and, with a data
 // plane, the probes' fortio.
 func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
 	manifest, err := MetalLBManifest(ctx)
@@ -32,7 +33,7 @@ func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
 		tag += "-" + im.Variant
 	}
 	istio := []string{"pilot"}
-	if p.DataPlane() == report.DataPlaneZtunnel {
+	if p.DataPlane() != report.DataPlaneNone {
 		istio = append(istio, "install-cni", "ztunnel", "proxyv2")
 	}
 	for _, n := range istio {

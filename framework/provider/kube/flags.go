@@ -21,7 +21,7 @@ type flagValues struct {
 
 // ImageFlagNames are the Istio image flags this provider registers, for the providers that install
 // Istio through its in-cluster code and read them too (provider.Spec.Reads).
-var ImageFlagNames = []string{"istio.hub", "istio.tag", "istio.variant"}
+var ImageFlagNames = []string{"istio.hub", "istio.tag", "istio.variant", "istio.dataplane"}
 
 // Name is the provider's -provider value.
 const Name = "kube"
@@ -65,6 +65,7 @@ func (f *flagValues) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.images.Hub, "istio.hub", "", "kube, kind: image hub of istiod, ztunnel, istio-cni and the gateway (with -istio.tag; neither: the images make images builds), e.g. registry.istio.io/testing")
 	fs.StringVar(&f.images.Tag, "istio.tag", "", "kube, kind: image tag (with -istio.hub), e.g. 1.31-dev or a full commit SHA")
 	fs.StringVar(&f.images.Variant, "istio.variant", "", "kube, kind: image variant: empty for the plain tag, or e.g. distroless")
+	fs.StringVar(&f.images.DataPlane, "istio.dataplane", "", "kube, kind: with the images make images builds, emulated (empty too: the emulated ztunnel and east-west gateway run as Istio's) or none (istiod only; the data-plane suites skip)")
 	fs.StringVar(&f.platform, "istio.platform", "", "kube: Istio's platform settings for every cluster ("+strings.Join(install.Platforms(), ", ")+"); empty: what each cluster shows (GKE from its version, as istioctl does; OpenShift, k3s, k3d, MicroK8s from their API groups, version and nodes)")
 	fs.BoolVar(&f.reuseIstio, "kube.reuse-istio", false, "kube: install over an istiod already in istio-system instead of refusing; objects that existed are left (as modified) at teardown")
 }

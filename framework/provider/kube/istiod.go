@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -210,6 +211,11 @@ func (i *Istiod) Kill() error {
 	err := i.c.Client.CoreV1().Pods(mesh.SystemNamespace).Delete(context.Background(), h.pod, metav1.DeleteOptions{
 		GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &h.uid},
 	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Already gone, or replaced (the UID precondition): what Kill is for has happened; the
+		// handle's watch may not have seen it yet.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("istiod %s: deleting pod %s: %w", i.cluster, h.pod, err)
 	}

@@ -109,6 +109,7 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 	require.NoError(t, killed.Kill())
 	waitDone(t, killed)
 	assert.ErrorContains(t, killed.ExitErr(), "istiod pod istio-system/istiod-new was deleted")
+	assert.NoError(t, killed.Kill(), "killing a pod that is gone already is what Kill is for, not an error")
 	_, err = readyIstiodPod(ctx, c)
 	require.NoError(t, err, "istiod-old is still there")
 
@@ -121,7 +122,7 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 
 // A second istiod and the probes are offered exactly where they can run: an extra istiod with the
 // images make images builds (it runs their build on this host), the probes with images that carry a
-// data plane.
+// data plane (real ones, or the emulated one of the built images unless -istio.dataplane=none).
 func TestCapabilitiesFollowTheImages(t *testing.T) {
 	real := newProvider(t, false)
 	_, err := real.StartIstiod(context.Background(), &cluster.Cluster{}, cluster.IstiodOptions{Name: "extra"})
@@ -137,8 +138,14 @@ func TestCapabilitiesFollowTheImages(t *testing.T) {
 	_, extra = built.ControlPlane().(cluster.ExtraIstiods)
 	assert.True(t, extra, "the images make images builds are the binary cache's build")
 	_, probes = built.Offered().(cluster.Probes)
-	assert.False(t, probes, "the images make images builds hold istiod only")
-	assert.Equal(t, report.DataPlaneNone, built.DataPlane())
+	assert.True(t, probes, "the images make images builds carry the emulated data plane")
+	assert.Equal(t, report.DataPlaneEmulated, built.DataPlane())
+
+	bare, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad", DataPlane: report.DataPlaneNone}})
+	require.NoError(t, err)
+	_, probes = bare.Offered().(cluster.Probes)
+	assert.False(t, probes, "-istio.dataplane=none: istiod only")
+	assert.Equal(t, report.DataPlaneNone, bare.DataPlane())
 }
 
 // Restart on a real API server, with the port-forward replaced (there is no kubelet to forward

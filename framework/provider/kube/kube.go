@@ -47,6 +47,11 @@ type Options struct {
 	// SharedHost sizes the Istio components' requests for clusters sharing one small host
 	// (install.Options.SharedHost): kind's.
 	SharedHost bool
+	// OnThisHost says the clusters run on this host (kind): the test host reaches the east-west
+	// gateways' LoadBalancer addresses (MetalLB's pool is on the run's Docker network), so the
+	// probes offer cluster.HopAccess, and the host's CPU is the load's, so latency runs measure it.
+	// Elsewhere a gateway's address is API data only and the load runs on a remote node.
+	OnThisHost bool
 }
 
 // The optional capabilities the kube provider offers (framework/cluster/seam.go).
@@ -103,8 +108,8 @@ func New(opts Options) (*Provider, error) {
 
 func (p *Provider) Name() string { return Name }
 
-// DataPlane is what the Istio images run (install.Images.DataPlane).
-func (p *Provider) DataPlane() string { return p.opts.Images.DataPlane() }
+// DataPlane is what the Istio images run (install.Images.RunsDataPlane).
+func (p *Provider) DataPlane() string { return p.opts.Images.RunsDataPlane() }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
 // capabilities: any number of primaries, each with a kubeconfig. Remotes and external control

@@ -25,8 +25,10 @@ const (
 )
 
 // addZtunnel adds what one ztunnel's metrics say, from the view of cluster self (whose
-// ztunnel it is) and the probe client workload.
-func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, r io.Reader) error {
+// ztunnel it is) and the probe client workload. networkOf names a cluster's network: a connection
+// between two networks went through a gateway (double HBONE), one within a network did not, even
+// between clusters.
+func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, networkOf func(string) string, r io.Reader) error {
 	families, err := parseMetrics(r)
 	if err != nil {
 		return fmt.Errorf("ztunnel metrics: %w", err)
@@ -44,7 +46,7 @@ func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, r io.Read
 		switch l["reporter"] {
 		case "destination":
 			pc.Inbound[self] += n
-			if src := l["source_cluster"]; src != "" && src != "unknown" && src != self {
+			if src := l["source_cluster"]; src != "" && src != "unknown" && networkOf(src) != networkOf(self) {
 				// Across networks a connection can only have come through a gateway.
 				pc.InboundViaGateway[self] += n
 			}
@@ -56,9 +58,10 @@ func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, r io.Read
 				continue
 			}
 			switch dst := l["destination_cluster"]; {
-			case dst == self:
+			case dst == "" || dst == "unknown":
+			case networkOf(dst) == networkOf(self):
 				pc.ClientHBONE += n
-			case dst != "" && dst != "unknown":
+			default:
 				pc.ClientDoubleHBONE += n
 			}
 		}

@@ -45,10 +45,15 @@ func emptyPath() cluster.PathCounters {
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
 }
 
+// networks: cluster-1 and cluster-3 share network-1, cluster-2 is on network-2.
+func networks(c string) string {
+	return map[string]string{"cluster-1": "network-1", "cluster-2": "network-2", "cluster-3": "network-1"}[c]
+}
+
 func TestPathCountersFromZtunnelAndGatewayMetrics(t *testing.T) {
 	pc := emptyPath()
-	require.NoError(t, addZtunnel(&pc, "cluster-1", "fortio-client", strings.NewReader(clientZtunnel)))
-	require.NoError(t, addZtunnel(&pc, "cluster-2", "fortio-client", strings.NewReader(remoteZtunnel)))
+	require.NoError(t, addZtunnel(&pc, "cluster-1", "fortio-client", networks, strings.NewReader(clientZtunnel)))
+	require.NoError(t, addZtunnel(&pc, "cluster-2", "fortio-client", networks, strings.NewReader(remoteZtunnel)))
 	require.NoError(t, addGateway(&pc, "cluster-2", strings.NewReader(gatewayStats)))
 	require.NoError(t, addGateway(&pc, "cluster-1", strings.NewReader("")))
 
@@ -61,9 +66,22 @@ func TestPathCountersFromZtunnelAndGatewayMetrics(t *testing.T) {
 	assert.Equal(t, map[string]int64{"cluster-1": 0, "cluster-2": 25}, pc.GatewayTunnels, "CONNECT requests on connect_terminate")
 }
 
+// A peer cluster on the client's network is one HBONE hop, not through a gateway, at both ends.
+func TestPathCountersPeerOnTheSameNetwork(t *testing.T) {
+	pc := emptyPath()
+	peer := strings.ReplaceAll(clientZtunnel, `destination_cluster="cluster-2"`, `destination_cluster="cluster-3"`)
+	require.NoError(t, addZtunnel(&pc, "cluster-1", "fortio-client", networks, strings.NewReader(peer)))
+	assert.Equal(t, int64(65), pc.ClientHBONE)
+	assert.Zero(t, pc.ClientDoubleHBONE)
+	inbound := strings.ReplaceAll(remoteZtunnel, `destination_cluster="cluster-2"`, `destination_cluster="cluster-3"`)
+	require.NoError(t, addZtunnel(&pc, "cluster-3", "fortio-client", networks, strings.NewReader(inbound)))
+	assert.Equal(t, int64(3), pc.InboundViaGateway["cluster-3"], "the 25 from cluster-1 on the same network came straight; the 3 from cluster-2's network through a gateway")
+	assert.Equal(t, int64(28), pc.Inbound["cluster-3"])
+}
+
 func TestPathCountersRejectBadMetrics(t *testing.T) {
 	pc := emptyPath()
-	err := addZtunnel(&pc, "cluster-1", "fortio-client", strings.NewReader("istio_tcp_connections_opened_total{reporter=\"source\" 1\n"))
+	err := addZtunnel(&pc, "cluster-1", "fortio-client", networks, strings.NewReader("istio_tcp_connections_opened_total{reporter=\"source\" 1\n"))
 	require.ErrorContains(t, err, "ztunnel metrics")
 	err = addGateway(&pc, "cluster-1", strings.NewReader("garbage{\n"))
 	require.ErrorContains(t, err, "east-west gateway stats")

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -101,6 +102,9 @@ func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (
 		return nil, fmt.Errorf("cluster %s: %w", s.Local.Name, err)
 	}
 	e.api = "http://" + e.fwd.addr(workload.EchoPort)
+	if p.opts.OnThisHost && s.Remote != nil {
+		return withHops(ctx, e, s)
+	}
 	return e, nil
 }
 
@@ -179,11 +183,34 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 				return false, nil
 			})
 			if err != nil {
-				return fmt.Errorf("probes: %s never answered through the mesh from %s within %s: %v", app, e.setup.Local.Name, timeout, last)
+				return fmt.Errorf("probes: %s never answered through the mesh from %s within %s: %v%s", app, e.setup.Local.Name, timeout, last, e.clientZtunnelLog())
 			}
 		}
 	}
 	return e.ztunnelHolds(ctx)
+}
+
+// clientZtunnelLog is the end of the log of the ztunnel that captures the client's traffic, to
+// attach to a failure ("" when it cannot be read).
+func (e *probeEnv) clientZtunnelLog() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := e.setup.Local
+	client, err := readyPod(ctx, c, workload.ProbeNamespace, install.FortioClient)
+	if err != nil {
+		return ""
+	}
+	ns := e.p.ztunnelNamespace(c.Name)
+	z, err := nodeZtunnel(ctx, c, ns, client)
+	if err != nil {
+		return "; " + err.Error()
+	}
+	tail := int64(20)
+	data, err := c.Client.CoreV1().Pods(ns).GetLogs(z.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("\nthe client's ztunnel %s/%s, last %d lines of its log:\n%s", ns, z.Name, tail, strings.TrimSpace(string(data)))
 }
 
 // restRunBody turns fortio runner options into the JSON body of fortio's REST run API
@@ -259,7 +286,7 @@ func runREST(ctx context.Context, base string, o *fhttp.HTTPRunnerOptions) (*fht
 
 // Load runs fortio in the client pod through the mesh, or (Direct) in the echo-local pod against
 // itself.
-// Host CPU is not measured: the load runs on a remote node.
+// Host CPU is measured only where the clusters run on this host (Options.OnThisHost).
 func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
 	url, api := serviceURL(l.App), e.api
 	if l.Direct {
@@ -275,12 +302,23 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 		return nil, errors.New("probes: Load needs an App unless Direct")
 	}
 	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
+	before, err := measure.ReadHostCPU()
+	if err != nil {
+		return nil, err
+	}
 	res, err := runREST(ctx, api, o)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
 	}
 	r := workload.FortioResult(res, l.Connections)
 	r.HostCPUBusy = -1
+	if e.p.opts.OnThisHost {
+		after, err := measure.ReadHostCPU()
+		if err != nil {
+			return nil, err
+		}
+		r.HostCPUBusy = after.BusySince(before)
+	}
 	return r, nil
 }
 
@@ -360,7 +398,7 @@ func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
 			if err != nil {
 				return pc, fmt.Errorf("cluster %s: metrics of %s: %w", c.Name, z.Name, err)
 			}
-			if err := addZtunnel(&pc, c.Name, install.FortioClient, bytes.NewReader(data)); err != nil {
+			if err := addZtunnel(&pc, c.Name, install.FortioClient, e.networkOf, bytes.NewReader(data)); err != nil {
 				return pc, fmt.Errorf("cluster %s: %s: %w", c.Name, z.Name, err)
 			}
 		}
@@ -380,6 +418,16 @@ func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
 		}
 	}
 	return pc, nil
+}
+
+// networkOf is cluster name's network ("" for a cluster not in the run).
+func (e *probeEnv) networkOf(name string) string {
+	for _, c := range e.setup.Clusters {
+		if c.Name == name {
+			return c.Network
+		}
+	}
+	return ""
 }
 
 // Close ends the port-forward; the probe objects go with the provider's Destroy.

@@ -14,7 +14,12 @@ import (
 const File = "report.md"
 
 // EmulatedNote is printed in report.md whenever the latency comes from the emulated data plane.
-const EmulatedNote = "Data-plane latency here is from the emulated Go data plane, not ztunnel."
+const EmulatedNote = "Data-plane latency here is from the emulated Go data plane, not ztunnel: no ztunnel or Envoy code " +
+	"(HBONE, double HBONE and routing are the project's own), no authorization policies."
+
+// EmulatedOnKindNote says what around the emulated data plane is real on kind.
+const EmulatedOnKindNote = "On kind it runs as Istio's ztunnel DaemonSet and east-west gateway, behind istio-cni's in-pod " +
+	"capture, kube-proxy, the CNI, MetalLB and the Docker network, all real."
 
 const (
 	bytesPerMB       = 1e6 // decimal MB, as the published 180 MB (180000000 bytes)
@@ -33,6 +38,9 @@ func Render(r *report.Report) []byte {
 	p("%s\n\n", title)
 	if r.DataPlane == report.DataPlaneEmulated {
 		p("%s\n\n", EmulatedNote)
+		if r.Provider == report.ProviderKind {
+			p("%s\n\n", EmulatedOnKindNote)
+		}
 	}
 
 	p("| | |\n|---|---|\n")

@@ -48,6 +48,12 @@ func TestMarkdown(t *testing.T) {
 	if md := string(Render(r)); strings.Contains(md, EmulatedNote) || !strings.Contains(md, "kind provider, ztunnel data plane") {
 		t.Error("ztunnel report: wrong title or emulated note present")
 	}
+	r.DataPlane = report.DataPlaneEmulated
+	md = string(Render(r))
+	assert.Contains(t, md, "kind provider, emulated data plane")
+	assert.Contains(t, md, EmulatedNote)
+	assert.Contains(t, md, EmulatedOnKindNote, "on kind the note says what around the emulator is real")
+	assert.NotContains(t, string(Render(reporttest.Full())), EmulatedOnKindNote, "the local provider's report does not")
 }
 
 func TestChurnMarkdownStatesDebounceAndArrival(t *testing.T) {

@@ -1,0 +1,215 @@
+// Command emulated-dataplane is the project's emulated data plane as the programs Istio's charts
+// run: built by make images into the ztunnel and proxyv2 images, it takes their arguments
+// (`proxy ztunnel` from ztunnel's DaemonSet, `proxy waypoint ...` from the east-west gateway's
+// Deployment that istiod renders with its waypoint template), their environment, token and
+// mounted root. No ztunnel or
+// Envoy code runs: routing, HBONE and double HBONE are framework/dataplane's.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/dataplane/inpod"
+	"github.com/ambientmc/ambientmc/framework/dataplane/podenv"
+	"github.com/ambientmc/ambientmc/framework/pki"
+)
+
+// zdsSocket is where istio-cni's node agent serves ZDS (its --ztunnel-uds-address default, the
+// hostPath ztunnel's chart mounts).
+const zdsSocket = "/var/run/ztunnel/ztunnel.sock"
+
+// certTTL is how long the certificates asked of istiod last; a run is shorter.
+const certTTL = 24 * time.Hour
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	var err error
+	switch role(os.Args[1:]) {
+	case "ztunnel":
+		err = ztunnel(ctx)
+	case "router", "waypoint":
+		err = gateway(ctx)
+	default:
+		err = fmt.Errorf("arguments %q: want `proxy ztunnel` (ztunnel's chart), `proxy router ...` or `proxy waypoint ...` (istiod's gateway templates)", os.Args[1:])
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Fatal(err)
+	}
+}
+
+// role is what Istio's charts ask of the image: the word after "proxy".
+func role(args []string) string {
+	if len(args) >= 2 && args[0] == "proxy" {
+		return args[1]
+	}
+	return ""
+}
+
+// start gets the pod's own identity from istiod's CA and connects to workload xDS with it.
+func start(ctx context.Context, scratch string) (podenv.Env, *pki.Cert, *dataplane.Watched, error) {
+	env, err := podenv.FromEnviron()
+	if err != nil {
+		return env, nil, nil, err
+	}
+	if env.Dir == "/tmp" && scratch != "" {
+		env.Dir = scratch
+	}
+	issued, err := env.Issuer().Issue(certTTL)
+	if err != nil {
+		return env, nil, nil, err
+	}
+	cert, err := podenv.Cert(issued)
+	if err != nil {
+		return env, nil, nil, err
+	}
+	log.Printf("identity %s from istiod's CA at %s", cert.ID, env.CAAddress)
+	w, err := env.Watch(ctx, cert, 2*time.Minute)
+	if err != nil {
+		return env, nil, nil, err
+	}
+	log.Printf("workload xDS from %s: %d resources", env.XDSAddress, len(w.Addresses()))
+	return env, cert, dataplane.Watch(w), nil
+}
+
+func ztunnel(ctx context.Context) error {
+	env, _, watched, err := start(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer watched.Close()
+	roots, err := podenv.Roots()
+	if err != nil {
+		return err
+	}
+	dns, err := resolver("/etc/resolv.conf")
+	if err != nil {
+		return err
+	}
+	issuer := env.Issuer()
+	var mu sync.Mutex
+	certs := map[string]*pki.Cert{}
+	metrics := inpod.NewMetrics()
+	z := inpod.New(inpod.Config{Cluster: env.Cluster, Network: env.Network, Roots: roots, View: watched.View, DNS: dns, Metrics: metrics, Logf: log.Printf,
+		Certificate: func(ns, sa string) (*pki.Cert, error) {
+			id := pki.SPIFFEID(ns, sa)
+			mu.Lock()
+			defer mu.Unlock()
+			if c := certs[id]; c != nil {
+				return c, nil
+			}
+			issued, err := issuer.IssueFor(certTTL, id)
+			if err != nil {
+				return nil, err
+			}
+			c, err := podenv.Cert(issued)
+			if err == nil {
+				certs[id] = c
+			}
+			return c, err
+		}})
+	var ready atomic.Bool
+	stats := http.NewServeMux()
+	stats.Handle("/metrics", metrics.Handler())
+	serve(ctx, ":15020", stats)
+	admin := http.NewServeMux()
+	admin.HandleFunc("/config_dump", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(inpod.ConfigDump(watched.Addresses()))
+	})
+	// ztunnel's admin port binds localhost in the pod: only a port-forward reaches it.
+	serve(ctx, "127.0.0.1:15000", admin)
+	serve(ctx, ":15021", readiness(&ready))
+	log.Printf("ztunnel %s/%s on node %s: serving istio-cni's pods from %s", env.Cluster, env.Network, env.Node, zdsSocket)
+	return z.Serve(ctx, zdsSocket, func() { ready.Store(true) })
+}
+
+func gateway(ctx context.Context) error {
+	// The gateway's root filesystem is read-only; its template mounts istio-data.
+	env, cert, watched, err := start(ctx, "/var/lib/istio/data")
+	if err != nil {
+		return err
+	}
+	defer watched.Close()
+	roots, err := podenv.Roots()
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf(":%d", dataplane.HBONEPort))
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	g := dataplane.ServeGateway(l, pki.ServerConfig(cert, roots), watched.Source(), env.Cluster, env.Network, d.DialContext)
+	defer g.Close()
+	stats := http.NewServeMux()
+	// Envoy's downstream request counter of the HBONE listener (stat prefix connect_terminate):
+	// one per CONNECT, routed or refused.
+	stats.HandleFunc("/stats/prometheus", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# TYPE envoy_http_downstream_rq_total counter\nenvoy_http_downstream_rq_total{http_conn_manager_prefix=\"connect_terminate\"} %d\n",
+			g.Forwarded.Load()+g.Refused.Load())
+	})
+	serve(ctx, ":15090", stats)
+	var ready atomic.Bool
+	ready.Store(true)
+	serve(ctx, ":15021", readiness(&ready))
+	log.Printf("east-west gateway %s/%s: HBONE on %s as %s", env.Cluster, env.Network, l.Addr(), cert.ID)
+	<-ctx.Done()
+	return nil
+}
+
+// readiness answers 200 once ready holds.
+func readiness(ready *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not connected to istio-cni yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+// serve runs an HTTP server on addr until ctx ends; failing to listen is fatal, as a port the
+// charts name must be served.
+func serve(ctx context.Context, addr string, h http.Handler) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Fatalf("listen %s: %v", addr, err)
+	}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.Serve(l) }()
+	context.AfterFunc(ctx, func() { _ = s.Close() })
+}
+
+// resolver is the first nameserver of a resolv.conf, as host:53.
+func resolver(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "nameserver" {
+			return net.JoinHostPort(fields[1], "53"), nil
+		}
+	}
+	return "", fmt.Errorf("%s names no nameserver", path)
+}

@@ -1,0 +1,399 @@
+// Package inpod is the emulated ztunnel as a node's pod runs it in Istio's in-pod mode: istio-cni
+// hands it each ambient pod's network namespace over ZDS, and it opens ztunnel's listeners inside
+// that namespace (15001 outbound, 15006 inbound plaintext, 15008 HBONE, 15053 DNS), where
+// istio-cni's own redirection rules send the pod's traffic. Routing, HBONE and double HBONE are
+// the in-process emulator's (framework/dataplane); identities come from istiod's CA, asked for
+// each pod's service account as ztunnel asks (impersonation). No ztunnel code runs here, and no
+// authorization policy is enforced.
+package inpod
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"istio.io/istio/pkg/zdsapi"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
+	"github.com/ambientmc/ambientmc/framework/dataplane/zds"
+	"github.com/ambientmc/ambientmc/framework/pki"
+)
+
+// ztunnel's in-pod ports (istio-cni's ZtunnelOutboundPort, ZtunnelInboundPlaintextPort,
+// ZtunnelInboundPort, DNSCapturePort).
+const (
+	OutboundPort  = 15001
+	PlaintextPort = 15006
+	DNSPort       = 15053
+)
+
+// Config is what the emulated ztunnel needs of its node and of istiod.
+type Config struct {
+	Cluster, Network string
+	Roots            *x509.CertPool
+	// Certificate returns a certificate for service account ns/sa, from istiod's CA.
+	Certificate func(ns, sa string) (*pki.Cert, error)
+	// View is istiod's current workload state.
+	View func() *dataplane.View
+	// DNS is the resolver the pods' captured DNS goes on to (host:port), the node's cluster DNS.
+	DNS     string
+	Metrics *Metrics
+	Logf    func(format string, args ...any)
+}
+
+// Ztunnel serves the pods istio-cni hands it.
+type Ztunnel struct {
+	cfg Config
+
+	mu   sync.Mutex
+	pods map[string]*pod // by pod UID
+	rand *rand.Rand
+}
+
+// New returns a ztunnel serving no pod yet.
+func New(cfg Config) *Ztunnel {
+	return &Ztunnel{cfg: cfg, pods: map[string]*pod{}, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))}
+}
+
+// Serve speaks ZDS with istio-cni's node agent at path until ctx ends, reconnecting as ztunnel
+// does when the agent restarts. connected is called after every handshake.
+func (z *Ztunnel) Serve(ctx context.Context, path string, connected func()) error {
+	for ctx.Err() == nil {
+		err := z.session(ctx, path, connected)
+		if ctx.Err() != nil {
+			break
+		}
+		z.cfg.Logf("zds %s: %v; reconnecting", path, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for uid, p := range z.pods {
+		p.close()
+		delete(z.pods, uid)
+	}
+	return ctx.Err()
+}
+
+// session is one ZDS connection: the snapshot (Add or Keep for every pod the agent knows, then
+// SnapshotSent, after which pods not named are gone), then changes.
+func (z *Ztunnel) session(ctx context.Context, path string, connected func()) error {
+	c, err := zds.Dial(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	connected()
+	named := map[string]bool{}
+	snapshot := true
+	for {
+		ev, err := c.Next()
+		if err != nil {
+			return err
+		}
+		var failed error
+		switch ev.Kind {
+		case zds.Add:
+			named[ev.UID] = true
+			failed = z.add(ev.UID, ev.Info, ev.Netns)
+		case zds.Keep:
+			named[ev.UID] = true
+			z.mu.Lock()
+			if z.pods[ev.UID] == nil {
+				failed = fmt.Errorf("keep of pod %s, which this ztunnel does not serve", ev.UID)
+			}
+			z.mu.Unlock()
+		case zds.Del:
+			z.remove(ev.UID)
+		case zds.SnapshotSent:
+			if snapshot {
+				z.mu.Lock()
+				for uid, p := range z.pods {
+					if !named[uid] {
+						p.close()
+						delete(z.pods, uid)
+					}
+				}
+				z.mu.Unlock()
+				snapshot = false
+			}
+		}
+		msg := ""
+		if failed != nil {
+			msg = failed.Error()
+			z.cfg.Logf("zds: %v", failed)
+		}
+		if err := c.Ack(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// Pods is how many pods the ztunnel serves.
+func (z *Ztunnel) Pods() int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return len(z.pods)
+}
+
+func (z *Ztunnel) remove(uid string) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if p := z.pods[uid]; p != nil {
+		p.close()
+		delete(z.pods, uid)
+	}
+}
+
+// pod is one captured pod: its namespace, identity, listeners and tunnels.
+type pod struct {
+	z      *Ztunnel
+	uid    string
+	info   *zdsapi.WorkloadInfo
+	nsFile *os.File
+	ns     netns.NS
+	cert   *pki.Cert
+	client *hbone.Client
+	closer []io.Closer
+}
+
+// add opens a pod's listeners in its namespace; an Add for a pod already served replaces it.
+func (z *Ztunnel) add(uid string, info *zdsapi.WorkloadInfo, nsFile *os.File) error {
+	if nsFile == nil || info == nil {
+		if nsFile != nil {
+			nsFile.Close()
+		}
+		return fmt.Errorf("pod %s: an add without its namespace or workload info", uid)
+	}
+	cert, err := z.cfg.Certificate(info.GetNamespace(), info.GetServiceAccount())
+	if err != nil {
+		nsFile.Close()
+		return fmt.Errorf("pod %s/%s: certificate for %s: %w", info.GetNamespace(), info.GetName(), info.GetServiceAccount(), err)
+	}
+	ns := netns.FromFile(nsFile)
+	p := &pod{z: z, uid: uid, info: info, nsFile: nsFile, ns: ns, cert: cert, client: hbone.NewClient(hbone.WithDialer(hbone.DialFunc(ns.Dialer(true))))}
+	if err := p.listen(); err != nil {
+		p.close()
+		return fmt.Errorf("pod %s/%s: %w", info.GetNamespace(), info.GetName(), err)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if old := z.pods[uid]; old != nil {
+		old.close()
+	}
+	z.pods[uid] = p
+	return nil
+}
+
+func (p *pod) listen() error {
+	tcp := []struct {
+		addr  string
+		serve func(net.Listener)
+	}{
+		{"127.0.0.1:" + strconv.Itoa(OutboundPort), func(l net.Listener) { accept(l, p.outbound) }},
+		{"0.0.0.0:" + strconv.Itoa(PlaintextPort), func(l net.Listener) { accept(l, p.plaintext) }},
+		{"127.0.0.1:" + strconv.Itoa(DNSPort), func(l net.Listener) { accept(l, p.dnsTCP) }},
+	}
+	for _, t := range tcp {
+		l, err := p.ns.Listen("tcp", t.addr)
+		if err != nil {
+			return err
+		}
+		p.closer = append(p.closer, l)
+		go t.serve(l)
+	}
+	l, err := p.ns.Listen("tcp", "0.0.0.0:"+strconv.Itoa(dataplane.HBONEPort))
+	if err != nil {
+		return err
+	}
+	p.closer = append(p.closer, hbone.Serve(l, pki.ServerConfig(p.cert, p.z.cfg.Roots), p.inbound))
+	pc, err := p.ns.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(DNSPort))
+	if err != nil {
+		return err
+	}
+	p.closer = append(p.closer, pc)
+	go p.dnsUDP(pc)
+	return nil
+}
+
+func (p *pod) close() {
+	for _, c := range p.closer {
+		c.Close()
+	}
+	p.client.Close()
+	p.nsFile.Close()
+}
+
+// accept hands every connection of l to handle until l closes.
+func accept(l net.Listener, handle func(net.Conn) error) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_ = handle(c)
+		}()
+	}
+}
+
+// self is this pod as istiod describes it (nil until istiod has sent it).
+func (p *pod) self(v *dataplane.View) *dataplane.Endpoint {
+	return v.Pod(p.z.cfg.Cluster, p.info.GetNamespace(), p.info.GetName())
+}
+
+// outbound carries one connection the pod opened, redirected here by istio-cni's rules: to a
+// service istiod knows through the mesh, to anything else as it was addressed (passthrough).
+func (p *pod) outbound(c net.Conn) error {
+	dst, err := netns.OriginalDst(c)
+	if err != nil {
+		return p.fail("outbound: original destination: %v", err)
+	}
+	v := p.z.cfg.View()
+	svc := v.ServiceByVIP(dst.Addr())
+	if svc == nil {
+		up, err := p.ns.Dialer(true)(context.Background(), "tcp", dst.String())
+		if err != nil {
+			return p.fail("outbound passthrough to %s: %v", dst, err)
+		}
+		return hbone.Pipe(c, up)
+	}
+	src := p.self(v)
+	if src == nil {
+		return p.fail("outbound to %s: istiod has not sent this pod (%s/%s) yet", svc.Hostname, p.info.GetNamespace(), p.info.GetName())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.z.mu.Lock()
+	r := rand.New(rand.NewPCG(p.z.rand.Uint64(), 2))
+	p.z.mu.Unlock()
+	o := dataplane.Outbound{View: v, Source: src, Cert: p.cert, Roots: p.z.cfg.Roots, Cluster: p.z.cfg.Cluster, Service: svc, Port: uint32(dst.Port())}
+	up, ep, err := o.Dial(ctx, p.client, r)
+	if err != nil {
+		return p.fail("outbound to %s: %v", svc.Hostname, err)
+	}
+	p.z.cfg.Metrics.Opened(Connection{Reporter: "source", SourceWorkload: src.Workload, SourceNamespace: src.Namespace, SourceCluster: p.z.cfg.Cluster,
+		DestinationService: svc.Hostname, DestinationWorkload: ep.Workload, DestinationNamespace: ep.Namespace, DestinationCluster: ep.Cluster, MutualTLS: true})
+	return hbone.Pipe(c, up)
+}
+
+// inbound serves one HBONE tunnel to this pod: addressed to the pod's IP and port by a ztunnel,
+// or to a service hostname by an east-west gateway.
+func (p *pod) inbound(ctx context.Context, r *http.Request, _ string) (net.Conn, int, error) {
+	v := p.z.cfg.View()
+	self := p.self(v)
+	if self == nil || !self.Addr.IsValid() {
+		return nil, http.StatusServiceUnavailable, p.fail("inbound: istiod has not sent this pod (%s/%s) yet", p.info.GetNamespace(), p.info.GetName())
+	}
+	host, portStr, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("bad authority %q", r.Host)
+	}
+	port, _ := strconv.Atoi(portStr)
+	target := netip.AddrPortFrom(self.Addr, uint16(port))
+	service := ""
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip != self.Addr {
+			return nil, http.StatusBadRequest, fmt.Errorf("authority %s is not this pod (%s)", host, self.Addr)
+		}
+	} else {
+		svc := v.ServiceByHostname(host)
+		if svc == nil {
+			return nil, http.StatusNotFound, fmt.Errorf("unknown service %s", host)
+		}
+		target, service = netip.AddrPortFrom(self.Addr, uint16(svc.TargetPort(self, uint32(port)))), svc.Hostname
+	}
+	app, err := p.ns.Dialer(true)(ctx, "tcp", target.String())
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("application %s: %v", target, err)
+	}
+	cluster, ns, workload := dataplane.ParseBaggage(r.Header.Get("Baggage"))
+	p.z.cfg.Metrics.Opened(Connection{Reporter: "destination", SourceWorkload: workload, SourceNamespace: ns, SourceCluster: cluster,
+		DestinationService: service, DestinationWorkload: self.Workload, DestinationNamespace: self.Namespace, DestinationCluster: p.z.cfg.Cluster, MutualTLS: true})
+	return app, http.StatusOK, nil
+}
+
+// plaintext carries a connection from outside the mesh to the pod's application, as it was addressed.
+func (p *pod) plaintext(c net.Conn) error {
+	dst, err := netns.OriginalDst(c)
+	if err != nil {
+		return p.fail("inbound plaintext: original destination: %v", err)
+	}
+	app, err := p.ns.Dialer(true)(context.Background(), "tcp", dst.String())
+	if err != nil {
+		return p.fail("inbound plaintext to %s: %v", dst, err)
+	}
+	var wl, ns string
+	if self := p.self(p.z.cfg.View()); self != nil {
+		wl, ns = self.Workload, self.Namespace
+	}
+	p.z.cfg.Metrics.Opened(Connection{Reporter: "destination", DestinationWorkload: wl, DestinationNamespace: ns, DestinationCluster: p.z.cfg.Cluster})
+	return hbone.Pipe(c, app)
+}
+
+// dnsUDP forwards the pod's captured DNS queries to the cluster's resolver, from the pod's
+// namespace, and the answers back: a forwarder, not ztunnel's DNS proxy (which also answers for
+// service entries itself).
+func (p *pod) dnsUDP(pc net.PacketConn) {
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		q := append([]byte(nil), buf[:n]...)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			up, err := p.ns.Dialer(true)(ctx, "udp", p.z.cfg.DNS)
+			if err != nil {
+				p.z.cfg.Logf("dns: %v", err)
+				return
+			}
+			defer up.Close()
+			_ = up.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := up.Write(q); err != nil {
+				return
+			}
+			ans := make([]byte, 65535)
+			m, err := up.Read(ans)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(ans[:m], from)
+		}()
+	}
+}
+
+// dnsTCP forwards a captured DNS-over-TCP connection to the cluster's resolver.
+func (p *pod) dnsTCP(c net.Conn) error {
+	up, err := p.ns.Dialer(true)(context.Background(), "tcp", p.z.cfg.DNS)
+	if err != nil {
+		return p.fail("dns over tcp: %v", err)
+	}
+	return hbone.Pipe(c, up)
+}
+
+// fail logs a connection's failure (ztunnel's access log says the same) and returns it.
+func (p *pod) fail(format string, args ...any) error {
+	err := fmt.Errorf("pod %s/%s: "+format, append([]any{p.info.GetNamespace(), p.info.GetName()}, args...)...)
+	p.z.cfg.Logf("%v", err)
+	return err
+}
