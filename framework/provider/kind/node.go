@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -45,6 +47,9 @@ func findNode(ns []nodes.Node, name string) (nodes.Node, error) {
 	return nil, fmt.Errorf("no node %s", name)
 }
 
+// podCIDRWait bounds the wait for node IPAM's range.
+const podCIDRWait = time.Minute
+
 // checkNode checks what the framework's node image promises: the egress guard was in place
 // before kubelet started, and node IPAM gave the node the pod range its CNI hands out.
 func checkNode(ctx context.Context, c *cluster.Cluster, ns []nodes.Node, name string, index int) error {
@@ -63,8 +68,17 @@ func checkNode(ctx context.Context, c *cluster.Cluster, ns []nodes.Node, name st
 	if err != nil {
 		return err
 	}
-	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	// The node is Ready before the controller-manager's node IPAM has always given it a range: an
+	// empty one is waited for (a loaded host took longer than the Ready wait), a wrong one is not.
+	var node *corev1.Node
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, podCIDRWait, true, func(ctx context.Context) (bool, error) {
+		node, err = c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return node.Spec.PodCIDR != "", nil
+	})
+	if err != nil && node == nil {
 		return err
 	}
 	if node.Spec.PodCIDR != want.String() {
