@@ -55,7 +55,7 @@ e2e: bins
 	$(GO) test -count=1 -v -timeout=120m $(SUITE) $(E2E_FULL) $(E2E_FLAGS) -report-dir=$(REPORT_DIR)
 
 ## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites,
-## then the control-plane suites on two kind clusters
+## then every suite on three kind clusters, two of them sharing a network
 ci: lint bins test ci-suite ci-kind
 # make ci's lint has run the whole of go vet already; the unit tests need not run go test's subset again.
 ci: UNIT_VET = -vet=off
@@ -69,13 +69,15 @@ ci-suite:
 	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 	$(GO) test -count=1 $(TEST_LDFLAGS) ./suites/cutshort
 
-# Every suite on two kind clusters (make images' node image, istiod, istio-cni and the emulated ztunnel and
-# east-west gateway in each cluster, MetalLB), then a check that nothing of the run is left in Docker.
+# Every suite on three kind clusters, two of them sharing a network (make images' node image, istiod,
+# istio-cni and the emulated ztunnel and east-west gateway in each cluster, MetalLB, the VXLAN between
+# the nodes of one network), with short latency and churn runs, then a check that nothing of the run
+# is left in Docker.
 # The kernel settings kubelet in a node writes, and /lib/modules, compared before and after.
 HOST_STATE = for s in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do echo "$$s=$$(cat /proc/sys/$$s)"; done; ls -d /lib/modules 2>/dev/null || echo "no /lib/modules"
 ci-kind: engine images
 	@mkdir -p _output; { $(HOST_STATE); } > _output/host-before.txt
-	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=2 -report-dir=$(REPORT_DIR)/kind
+	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=3 -networks=2 -latency.duration=3s -churn.rates=5 -churn.duration=5s -report-dir=$(REPORT_DIR)/kind
 	@left="$$(docker ps -aq --filter label=io.x-k8s.kind.cluster)$$(docker network ls -q --filter name=ambientmc-)"; \
 	  if [ -n "$$left" ]; then echo "ci-kind: the run left containers or networks behind:"; docker ps -a; docker network ls; exit 1; fi; \
 	  echo "ci-kind: no kind container or ambientmc network left"

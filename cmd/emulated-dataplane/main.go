@@ -9,11 +9,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/dataplane/inpod"
 	"github.com/ambientmc/ambientmc/framework/dataplane/podenv"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -61,51 +64,69 @@ func role(args []string) string {
 	return ""
 }
 
+// pod is what both roles start from: the pod's settings, its own identity from istiod's CA, the
+// mounted root, and workload xDS.
+type pod struct {
+	env     podenv.Env
+	issuer  *identity.Issuer
+	cert    *pki.Cert
+	roots   *x509.CertPool
+	watched *dataplane.Watched
+}
+
 // start gets the pod's own identity from istiod's CA and connects to workload xDS with it.
-func start(ctx context.Context, scratch string) (podenv.Env, *pki.Cert, *dataplane.Watched, error) {
+func start(ctx context.Context, scratch string) (*pod, error) {
 	env, err := podenv.FromEnviron()
 	if err != nil {
-		return env, nil, nil, err
+		return nil, err
 	}
 	if env.Dir == "/tmp" && scratch != "" {
 		env.Dir = scratch
 	}
-	issued, err := env.Issuer().Issue(certTTL)
+	roots, err := podenv.Roots()
 	if err != nil {
-		return env, nil, nil, err
+		return nil, err
 	}
-	cert, err := podenv.Cert(issued)
-	if err != nil {
-		return env, nil, nil, err
+	p := &pod{env: env, issuer: env.Issuer(), roots: roots}
+	issued, err := p.issuer.Issue(certTTL)
+	if err == nil {
+		p.cert, err = podenv.Cert(issued)
 	}
-	log.Printf("identity %s from istiod's CA at %s", cert.ID, env.CAAddress)
-	w, err := env.Watch(ctx, cert, 2*time.Minute)
 	if err != nil {
-		return env, nil, nil, err
+		p.issuer.Close()
+		return nil, err
+	}
+	log.Printf("identity %s from istiod's CA at %s", p.cert.ID, env.CAAddress)
+	w, err := env.Watch(ctx, p.cert, 2*time.Minute)
+	if err != nil {
+		p.issuer.Close()
+		return nil, err
 	}
 	log.Printf("workload xDS from %s: %d resources", env.XDSAddress, len(w.Addresses()))
-	return env, cert, dataplane.Watch(w), nil
+	p.watched = dataplane.Watch(w)
+	return p, nil
+}
+
+func (p *pod) Close() {
+	p.watched.Close()
+	p.issuer.Close()
 }
 
 func ztunnel(ctx context.Context) error {
-	env, _, watched, err := start(ctx, "")
+	p, err := start(ctx, "")
 	if err != nil {
 		return err
 	}
-	defer watched.Close()
-	roots, err := podenv.Roots()
-	if err != nil {
-		return err
-	}
+	defer p.Close()
+	env, watched := p.env, p.watched
 	dns, err := resolver("/etc/resolv.conf")
 	if err != nil {
 		return err
 	}
-	issuer := env.Issuer()
 	var mu sync.Mutex
 	certs := map[string]*pki.Cert{}
 	metrics := inpod.NewMetrics()
-	z := inpod.New(inpod.Config{Cluster: env.Cluster, Network: env.Network, Roots: roots, View: watched.View, DNS: dns, Metrics: metrics, Logf: log.Printf,
+	z := inpod.New(inpod.Config{Cluster: env.Cluster, Network: env.Network, Roots: p.roots, View: watched.View, DNS: dns, Metrics: metrics, Logf: log.Printf,
 		Certificate: func(ns, sa string) (*pki.Cert, error) {
 			id := pki.SPIFFEID(ns, sa)
 			mu.Lock()
@@ -113,7 +134,7 @@ func ztunnel(ctx context.Context) error {
 			if c := certs[id]; c != nil {
 				return c, nil
 			}
-			issued, err := issuer.IssueFor(certTTL, id)
+			issued, err := p.issuer.IssueFor(certTTL, id)
 			if err != nil {
 				return nil, err
 			}
@@ -133,6 +154,7 @@ func ztunnel(ctx context.Context) error {
 		_ = json.NewEncoder(w).Encode(inpod.ConfigDump(watched.Addresses()))
 	})
 	// ztunnel's admin port binds localhost in the pod: only a port-forward reaches it.
+	withProfiles(admin)
 	serve(ctx, "127.0.0.1:15000", admin)
 	serve(ctx, ":15021", readiness(&ready))
 	log.Printf("ztunnel %s/%s on node %s: serving istio-cni's pods from %s", env.Cluster, env.Network, env.Node, zdsSocket)
@@ -141,21 +163,18 @@ func ztunnel(ctx context.Context) error {
 
 func gateway(ctx context.Context) error {
 	// The gateway's root filesystem is read-only; its template mounts istio-data.
-	env, cert, watched, err := start(ctx, "/var/lib/istio/data")
+	p, err := start(ctx, "/var/lib/istio/data")
 	if err != nil {
 		return err
 	}
-	defer watched.Close()
-	roots, err := podenv.Roots()
-	if err != nil {
-		return err
-	}
+	defer p.Close()
+	env, cert := p.env, p.cert
 	l, err := net.Listen("tcp", fmt.Sprintf(":%d", dataplane.HBONEPort))
 	if err != nil {
 		return err
 	}
 	var d net.Dialer
-	g := dataplane.ServeGateway(l, pki.ServerConfig(cert, roots), watched.Source(), env.Cluster, env.Network, d.DialContext)
+	g := dataplane.ServeGateway(l, pki.ServerConfig(cert, p.roots), p.watched.Source(), env.Cluster, env.Network, d.DialContext)
 	defer g.Close()
 	stats := http.NewServeMux()
 	// Envoy's downstream request counter of the HBONE listener (stat prefix connect_terminate):
@@ -168,9 +187,21 @@ func gateway(ctx context.Context) error {
 	var ready atomic.Bool
 	ready.Store(true)
 	serve(ctx, ":15021", readiness(&ready))
+	// Envoy's admin port, localhost in the pod; here it serves only the profiles.
+	admin := http.NewServeMux()
+	withProfiles(admin)
+	serve(ctx, "127.0.0.1:15000", admin)
 	log.Printf("east-west gateway %s/%s: HBONE on %s as %s", env.Cluster, env.Network, l.Addr(), cert.ID)
 	<-ctx.Done()
 	return nil
+}
+
+// withProfiles adds Go's profiles under /debug/pprof/ (ztunnel's admin serves its own there too),
+// so that where the emulator's time goes in its pod can be read through a port-forward.
+func withProfiles(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // readiness answers 200 once ready holds.

@@ -73,7 +73,9 @@ func Run(ctx context.Context, tr *Tracker, w Window, targets ...*Pods) (Churned,
 // churnOne paces one target's changes; each runs in its own goroutine so a remote change that
 // waits for its first step to show does not hold up the schedule.
 func churnOne(ctx context.Context, tr *Tracker, w Window, t *Pods, pacer *Pacer) (int, error) {
-	end := time.Now().Add(w.Duration)
+	// The window ends where Run counts what was due, from the pacer's start, not from when this
+	// goroutine got to run (else a change past the schedule's end could start).
+	end := pacer.start.Add(w.Duration)
 	timed := w.Count <= 0
 	g, gctx := errgroup.WithContext(ctx)
 	for !timed && pacer.Count() < w.Count || timed && pacer.Next().Before(end) && time.Now().Before(end) {

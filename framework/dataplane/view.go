@@ -58,12 +58,16 @@ type View struct {
 	byAddr    map[netip.Addr]*Endpoint
 	gateways  map[netip.Addr]*Endpoint // network gateway workloads by address
 	workloads []*Endpoint              // every workload, for failure messages
+	pods      map[podKey]*Endpoint
 }
+
+// podKey names a pod across clusters.
+type podKey struct{ cluster, namespace, name string }
 
 // BuildView indexes the Address resources a watcher holds.
 func BuildView(addrs map[string]*workloadapi.Address) *View {
 	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
-		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}}
+		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}, pods: map[podKey]*Endpoint{}}
 	for _, a := range addrs {
 		if s := a.GetService(); s != nil {
 			svc := &Service{Key: s.GetNamespace() + "/" + s.GetHostname(), Hostname: s.GetHostname(), Namespace: s.GetNamespace(),
@@ -91,6 +95,9 @@ func BuildView(addrs map[string]*workloadapi.Address) *View {
 			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
 			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices())}
 		v.workloads = append(v.workloads, ep)
+		if ep.Name != "" {
+			v.pods[podKey{ep.Cluster, ep.Namespace, ep.Name}] = ep
+		}
 		if c := w.GetCapacity(); c != nil {
 			ep.Capacity = c.GetValue()
 		}
@@ -163,14 +170,7 @@ func (v *View) WorkloadsPerCluster() string {
 }
 
 // Pod returns the workload of pod ns/name in cluster, or nil.
-func (v *View) Pod(cluster, ns, name string) *Endpoint {
-	for _, ep := range v.workloads {
-		if ep.Cluster == cluster && ep.Namespace == ns && ep.Name == name {
-			return ep
-		}
-	}
-	return nil
-}
+func (v *View) Pod(cluster, ns, name string) *Endpoint { return v.pods[podKey{cluster, ns, name}] }
 
 // Gateway returns the network gateway workload at ip (its identity is what the outer tunnel checks).
 func (v *View) Gateway(ip netip.Addr) *Endpoint { return v.gateways[ip] }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -107,4 +108,21 @@ func TestWorkloadsPerClusterCountsEveryWorkload(t *testing.T) {
 	addrs["c1//Pod/probe/echo-0"].GetWorkload().ClusterId = "c1"
 	assert.Equal(t, "workloads per cluster:  2, c1 1", BuildView(addrs).WorkloadsPerCluster(),
 		"the pod in c1, and the split-horizon workload and the client, which carry no cluster here")
+}
+
+// Pod finds a pod by cluster, namespace and name, the way istio-cni names the pods it hands over.
+func TestViewPod(t *testing.T) {
+	addrs := addresses(nil, true)
+	for _, k := range []string{"c1//Pod/probe/echo-0", "c1//Pod/probe/client"} {
+		w := addrs[k].GetWorkload()
+		w.ClusterId, w.Name = "c1", strings.TrimPrefix(k, "c1//Pod/probe/")
+	}
+	v := BuildView(addrs)
+	ep := v.Pod("c1", "probe", "client")
+	require.NotNil(t, ep)
+	assert.Equal(t, netip.MustParseAddr("127.11.0.1"), ep.Addr)
+	assert.Equal(t, "echo-0", v.Pod("c1", "probe", "echo-0").Name)
+	assert.Nil(t, v.Pod("c2", "probe", "client"), "another cluster's pod of the same name")
+	assert.Nil(t, v.Pod("c1", "other", "client"))
+	assert.Nil(t, v.Pod("", "", ""), "split-horizon workloads have no pod name")
 }

@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -153,10 +154,11 @@ func TestCleanupsRunNewestFirstAndOnce(t *testing.T) {
 	e := &Env{Log: io.Discard}
 	var order []string
 	e.Cleanup("first", func() error { order = append(order, "first"); return nil })
-	e.Cleanup("second", func() error { order = append(order, "second"); return nil })
-	e.teardown()
-	e.teardown()
-	assert.Equal(t, []string{"second", "first"}, order)
+	e.Cleanup("second", func() error { order = append(order, "second"); return errors.New("left a container") })
+	e.Cleanup("third", func() error { order = append(order, "third"); return nil })
+	assert.Equal(t, []string{"second"}, e.teardown(), "the failed cleanup is named, and the rest still run")
+	assert.Empty(t, e.teardown())
+	assert.Equal(t, []string{"third", "second", "first"}, order)
 }
 
 func TestFailedRunKeepsLogs(t *testing.T) {

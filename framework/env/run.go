@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,8 +18,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/provider"
 )
 
-// teardown runs the cleanups once, newest first, and reports the ones that failed.
-func (e *Env) teardown() {
+// teardown runs the cleanups once, newest first, logs the ones that failed and returns their names.
+func (e *Env) teardown() (failed []string) {
 	e.mu.Lock()
 	cs := e.cleanups
 	e.cleanups = nil
@@ -26,8 +27,10 @@ func (e *Env) teardown() {
 	for i := len(cs) - 1; i >= 0; i-- {
 		if err := cs[i].fn(); err != nil {
 			fmt.Fprintf(e.Log, "ambientmc: cleanup %s: %v\n", cs[i].name, err)
+			failed = append(failed, cs[i].name)
 		}
 	}
+	return failed
 }
 
 // Run is a suite's TestMain body: it builds the environment from flags, plans the run against go
@@ -108,7 +111,11 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	if code != 0 {
 		e.keepLogs()
 	}
-	e.teardown()
+	if failed := e.teardown(); len(failed) > 0 && code == 0 {
+		// What a failed cleanup was to remove may still be there (containers, processes, files).
+		fmt.Fprintf(e.Log, "ambientmc: the tests passed but the teardown failed (%s): the run fails, as it may have left something behind\n", strings.Join(failed, ", "))
+		code = 1
+	}
 	code = e.checkLoopback(code)
 	e.finished(code)
 	return code

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // emulatedDataPlane is this module's command that make images puts in place of Istio's ztunnel
@@ -17,9 +18,24 @@ import (
 // run it with their own arguments, environment and mounts.
 const emulatedDataPlane = "./cmd/emulated-dataplane"
 
+// dataPlaneKeys memoizes dataPlaneKey per checkout: go list takes a second, and a run asks for the
+// images' names more than once.
+var dataPlaneKeys sync.Map // srcRoot -> string
+
 // dataPlaneKey hashes what the command is built from: every file of its packages in this module,
 // and go.sum for the rest.
 func dataPlaneKey(srcRoot string) (string, error) {
+	if k, ok := dataPlaneKeys.Load(srcRoot); ok {
+		return k.(string), nil
+	}
+	k, err := hashDataPlane(srcRoot)
+	if err == nil {
+		dataPlaneKeys.Store(srcRoot, k)
+	}
+	return k, err
+}
+
+func hashDataPlane(srcRoot string) (string, error) {
 	cmd := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}`, emulatedDataPlane)
 	cmd.Dir = srcRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")

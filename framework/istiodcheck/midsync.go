@@ -43,7 +43,7 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 		return func(t *testing.T) {
 			frac := fracs[k]
 			fresh := r.Isolated(t, ctx, obs)
-			slow, _ := fresh.Slow(t, remote, remote.Name, SlowSync)
+			slow, proxy := fresh.Slow(t, remote, remote.Name, SlowSync)
 			start := time.Now()
 			fresh.Add(t, slow)
 			_, _, err := join.WaitStatus(ctx, fresh, remote.Name, measure.StatusSyncing, 10*time.Second)
@@ -66,24 +66,44 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 				remaining = max(0, syncTime-time.Since(start))
 			}
 			require.NoError(t, fresh.Remove(slow))
+			deleted := time.Now()
 			canary := fresh.Direct(t, remote, "canary-"+remote.Name)
 			fresh.Add(t, canary)
-			within, why := controlCanaryWithin, "the control's bound"
-			if frac >= 0 {
-				// istiod's secret controller handles one secret at a time, and the canary queues
-				// behind the rest of the deleted cluster's sync (measured; where istiod waits is
-				// not traced yet: docs/findings.md).
-				within = remaining + window.Duration()
-				why = fmt.Sprintf("window %.1fs: the deleted cluster's remaining sync %.1fs + %s", within.Seconds(), remaining.Seconds(), window)
+			var line string
+			if frac < 0 {
+				took, m, err := join.WaitStatus(ctx, fresh, "canary-"+remote.Name, measure.StatusSynced, controlCanaryWithin)
+				line = fmt.Sprintf("deleted %s; canary synced in %.1fs (the control's bound); deleted cluster's status %s", at, took.Seconds(), join.StatusOf(m, remote.Name))
+				if err != nil {
+					line = fmt.Sprintf("deleted %s; canary not synced within %s (the control's bound: wedged); deleted cluster's status %s; istiod log tail: %s",
+						at, controlCanaryWithin, join.StatusOf(m, remote.Name), lastLine(fresh.Tail(5)))
+					wedged[k] = true
+				} else {
+					window.Undisturbed = took
+				}
+				lines[k] = line
+				r.Logf("istiod check: mid-sync deletion attempt %d: %s", k, line)
+				return
 			}
-			took, m, err := join.WaitStatus(ctx, fresh, "canary-"+remote.Name, measure.StatusSynced, within)
-			line := fmt.Sprintf("deleted %s; canary synced in %.1fs (%s); deleted cluster's status %s", at, took.Seconds(), why, join.StatusOf(m, remote.Name))
-			if err != nil {
-				line = fmt.Sprintf("deleted %s; canary not synced within %s (%s: wedged); deleted cluster's status %s; istiod log tail: %s",
-					at, within, why, join.StatusOf(m, remote.Name), lastLine(fresh.Tail(5)))
+			// istiod's secret controller handles one secret at a time, and the canary queues
+			// behind the rest of the deleted cluster's sync (docs/findings.md): its window runs
+			// from when that transfer, still going through the proxy, stood still. A transfer
+			// that never stops is bounded too.
+			canarySynced := func() bool { return scrape(t, ctx, fresh).RemoteStatus["canary-"+remote.Name] == measure.StatusSynced }
+			bound := max(controlCanaryWithin, syncTime) + window.Duration()
+			bctx, cancel := context.WithTimeout(ctx, bound)
+			lastMoved := func() time.Time { return later(proxy.LastChunk(), deleted) }
+			synced := servedAfter(bctx, canarySynced, lastMoved, deleted, window.Duration())
+			cancel()
+			took := time.Since(deleted)
+			moved := max(0, proxy.LastChunk().Sub(deleted))
+			m := scrape(t, ctx, fresh)
+			why := fmt.Sprintf("the deleted cluster's transfer last moved %.1fs after the deletion (%.1fs expected from the control's sync); window %s after it stood still, at most %s in all",
+				moved.Seconds(), remaining.Seconds(), window, bound)
+			line = fmt.Sprintf("deleted %s; canary synced in %.1fs (%s); deleted cluster's status %s", at, took.Seconds(), why, join.StatusOf(m, remote.Name))
+			if !synced {
+				line = fmt.Sprintf("deleted %s; canary not synced after %.1fs (%s: wedged); deleted cluster's status %s; istiod log tail: %s",
+					at, took.Seconds(), why, join.StatusOf(m, remote.Name), lastLine(fresh.Tail(5)))
 				wedged[k] = true
-			} else if frac < 0 {
-				window.Undisturbed = took
 			}
 			lines[k] = line
 			r.Logf("istiod check: mid-sync deletion attempt %d: %s", k, line)
@@ -106,4 +126,11 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 		r.broken(t, MidSyncDeletion, fmt.Sprintf("only %d of %d attempts ran to a verdict: %s", len(ran), len(fracs), strings.Join(ran, "; ")))
 	}
 	r.verdict(t, report.IstiodCheck{Name: MidSyncDeletion, Detail: strings.Join(ran, "; ")}, !slices.Contains(wedged, true))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

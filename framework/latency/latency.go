@@ -34,8 +34,12 @@ const (
 	probeStep    = 2 * time.Second
 )
 
-// Rates are the rates the search tries, up to Istio's benchmark default of 1000 QPS.
-var Rates = []float64{50, 100, 200, 400, 700, 1000}
+// Rates are the rates the search tries, up to Istio's benchmark default of 1000 QPS; where the
+// first is not carried (kind clusters on a small host), it tries Below, falling.
+var (
+	Rates = []float64{50, 100, 200, 400, 700, 1000}
+	Below = []float64{20, 10}
+)
 
 // Carried is the share of the requested rate a run achieved, against what fortio achieves when
 // nothing holds it back. With n connections fortio plans k = floor(rate·d/n) calls per connection
@@ -55,12 +59,12 @@ func Carried(achieved, rate float64, d time.Duration, connections int) float64 {
 // connections: each step is accepted while no request failed, the rate got through (Carried) and
 // host CPU stayed under carriedCPU. logf receives one line per step.
 func Search(ctx context.Context, l Loader, app, path string, o Options, logf func(string, ...any)) (*report.RateSearch, error) {
-	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections; accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
-		probeStep, path, 100*carriedCPU, 100*carriedShare)}
-	for _, rate := range Rates {
+	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections, rising from %g QPS (falling to %g where that is not carried); accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
+		probeStep, path, Rates[0], Below[len(Below)-1], 100*carriedCPU, 100*carriedShare)}
+	step := func(rate float64) (bool, error) {
 		res, err := l.Load(ctx, cluster.Load{App: app, NewConnections: true, QPS: rate, Duration: probeStep, Connections: o.Connections, Payload: o.Payload})
 		if err != nil {
-			return nil, fmt.Errorf("rate probe at %g QPS: %w", rate, err)
+			return false, fmt.Errorf("rate probe at %g QPS: %w", rate, err)
 		}
 		st := report.RateStep{QPS: rate, AchievedQPS: res.QPS, HostCPUBusy: max(res.HostCPUBusy, 0), Accepted: true}
 		carried := Carried(res.QPS, rate, probeStep, o.Connections)
@@ -74,14 +78,33 @@ func Search(ctx context.Context, l Loader, app, path string, o Options, logf fun
 		}
 		rs.Steps = append(rs.Steps, st)
 		logf("latency: rate probe %4.0f QPS: achieved %.1f, host CPU %.0f%%, accepted %t %s", rate, res.QPS, 100*st.HostCPUBusy, st.Accepted, st.Reason)
-		if !st.Accepted {
+		return st.Accepted, nil
+	}
+	for _, rate := range Rates {
+		ok, err := step(rate)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			break
 		}
 		rs.QPS = rate
 	}
+	for _, rate := range Below {
+		if rs.QPS != 0 {
+			break
+		}
+		ok, err := step(rate)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			rs.QPS = rate
+		}
+	}
 	if rs.QPS == 0 {
 		// Not even the lowest rate was carried: run at it, and the runs will say they were saturated.
-		rs.QPS = Rates[0]
+		rs.QPS = Below[len(Below)-1]
 	}
 	return rs, nil
 }

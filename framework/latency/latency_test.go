@@ -52,7 +52,20 @@ func TestSearchStopsAtTheFirstRateNotCarried(t *testing.T) {
 
 	rs, err = Search(context.Background(), &host{limit: 0}, "echo-remote", report.PathCrossCluster, Options{Connections: 16}, t.Logf)
 	require.NoError(t, err)
-	assert.Equal(t, Rates[0], rs.QPS, "nothing carried: the lowest rate, and the runs say they were saturated")
+	assert.Equal(t, 10.0, rs.QPS, "nothing carried: the lowest rate, and the runs say they were saturated")
+	require.Len(t, rs.Steps, 3, "50, then 20 and 10")
+}
+
+// A host that cannot carry the first rate (kind on two cores) gets a lower one, not a saturated run.
+func TestSearchFallsBelowTheFirstRate(t *testing.T) {
+	h := &host{limit: 30}
+	rs, err := Search(context.Background(), h, "echo-remote", report.PathCrossCluster, Options{Connections: 4}, t.Logf)
+	require.NoError(t, err)
+	assert.Equal(t, 20.0, rs.QPS)
+	require.Len(t, rs.Steps, 2, "50 not carried, 20 carried, 10 not tried")
+	assert.False(t, rs.Steps[0].Accepted)
+	assert.True(t, rs.Steps[1].Accepted)
+	assert.Contains(t, rs.Rule, "falling to 10 where")
 }
 
 func TestRunTurnsFortioIntoARow(t *testing.T) {

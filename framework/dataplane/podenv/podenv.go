@@ -67,10 +67,10 @@ func FromEnviron() (Env, error) {
 		e.Dir = "/tmp"
 	}
 	var missing []string
-	for k, v := range map[string]string{"ISTIO_META_CLUSTER_ID": e.Cluster, "NETWORK or ISTIO_META_NETWORK": e.Network, "POD_NAME": e.Pod,
-		"POD_NAMESPACE": e.Namespace, "INSTANCE_IP": e.IP, "CA_ADDRESS or CA_ADDR": e.CAAddress} {
-		if v == "" {
-			missing = append(missing, k)
+	for _, kv := range [][2]string{{"ISTIO_META_CLUSTER_ID", e.Cluster}, {"NETWORK or ISTIO_META_NETWORK", e.Network}, {"POD_NAME", e.Pod},
+		{"POD_NAMESPACE", e.Namespace}, {"INSTANCE_IP", e.IP}, {"CA_ADDRESS or CA_ADDR", e.CAAddress}} {
+		if kv[1] == "" {
+			missing = append(missing, kv[0])
 		}
 	}
 	if len(missing) > 0 {

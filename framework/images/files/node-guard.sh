@@ -53,9 +53,10 @@ if [[ -n "${POD_RANGE}" ]]; then
   {"type": "portmap", "capabilities": {"portMappings": true}}
 ]}
 CONF
-  # Pods reach anything beyond their node (API servers, gateways, another cluster's pods on the
-  # same network) as this node: Docker drops bridged traffic of an internal network whose source
-  # is outside its subnet, so a pod address would not cross to another node.
+  # Pods reach anything beyond their node (API servers, gateways) as this node: Docker drops
+  # bridged traffic of an internal network whose source is outside its subnet, so a pod address
+  # would not cross to another node. The provider's tunnel to clusters on the same network puts
+  # its own exception first (framework/provider/kind/tunnel.go).
   rule=(-s "${POD_RANGE}" ! -d "${POD_RANGE}" -j MASQUERADE)
   iptables -w -t nat -C POSTROUTING "${rule[@]}" 2>/dev/null || iptables -w -t nat -A POSTROUTING "${rule[@]}"
 fi

@@ -77,6 +77,9 @@ func (p *Provider) Destroy(context.Context) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			err := p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, NamePrefix)))
+			if err != nil && p.thawNodes(n) {
+				err = p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, NamePrefix)))
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -104,6 +107,35 @@ func (p *Provider) Destroy(context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// thawNodes thaws the frozen cgroups that keep cluster name's nodes from dying (thaw.go) and says
+// whether it thawed any, so the delete is worth another try.
+func (p *Provider) thawNodes(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids, err := p.docker.ClusterContainers(ctx, name)
+	if err != nil {
+		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: listing its containers: %v\n", name, err)
+		return false
+	}
+	thawed, err := thawFrozen(p.freezerRoot(), ids)
+	if err != nil {
+		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: thawing its frozen cgroups: %v\n", name, err)
+	}
+	if len(thawed) > 0 {
+		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: the delete failed with %d frozen cgroup(s) in its node (a pod container frozen mid-update by runc on cgroup v1), thawed them and deleting again: %s\n",
+			name, len(thawed), strings.Join(thawed, ", "))
+	}
+	return len(thawed) > 0
+}
+
+// freezerRoot is cgroup v1's freezer hierarchy, or a test's stand-in.
+func (p *Provider) freezerRoot() string {
+	if p.opts.FreezerRoot != "" {
+		return p.opts.FreezerRoot
+	}
+	return freezerRoot
 }
 
 // printKept says which clusters -keep left and how to delete them.
@@ -137,9 +169,10 @@ func (p *Provider) killNow() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, n := range names {
-		out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster="+n).Output()
-		if ids := strings.Fields(string(out)); err == nil && len(ids) > 0 {
-			_ = exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+		if ids, err := p.docker.ClusterContainers(ctx, n); err == nil && len(ids) > 0 {
+			if exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run() != nil && p.thawNodes(n) {
+				_ = exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+			}
 		}
 	}
 	_ = p.removeRunNetwork(ctx)

@@ -38,7 +38,11 @@ type fakeKind struct {
 	failCreate map[string]bool
 	// internalNetwork: Create ends as kind's does on an internal network (its kubeconfig export fails).
 	internalNetwork bool
-	existing        []string
+	// stuck makes Delete of these kind names fail as a node with a frozen cgroup does, until
+	// freezer.state under thawed reads THAWED.
+	stuck    map[string]bool
+	thawed   string
+	existing []string
 
 	mu                sync.Mutex
 	running, maxSeen  int
@@ -135,6 +139,11 @@ func (k *fakeKind) Delete(name, kubeconfig string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.deletes = append(k.deletes, name)
+	if k.stuck[name] {
+		if b, err := os.ReadFile(filepath.Join(k.thawed, "freezer.state")); err != nil || string(b) != "THAWED" {
+			return fmt.Errorf("failed to delete nodes: command \"docker rm -f -v %s-control-plane\" failed with error: exit status 1", name)
+		}
+	}
 	k.deleteKubeconfigs = append(k.deleteKubeconfigs, kubeconfig)
 	delete(k.clusters, name)
 	return nil
@@ -278,6 +287,8 @@ type fakeDocker struct {
 	created  []string
 	internal []string // networks created --internal
 	removed  []string
+	// containers are each kind cluster's container IDs.
+	containers map[string][]string
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -311,6 +322,10 @@ func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) {
 	}
 	return nil, nil
 }
+func (d *fakeDocker) ClusterContainers(_ context.Context, name string) ([]string, error) {
+	return d.containers[name], nil
+}
+
 func (d *fakeDocker) RemoveNetwork(_ context.Context, name string) error {
 	d.removed = append(d.removed, name)
 	return nil

@@ -74,6 +74,9 @@ type Options struct {
 	Docker Docker
 	// Host reads the machine's limits; nil means RealHost.
 	Host *Host
+	// FreezerRoot is cgroup v1's freezer hierarchy, where Destroy thaws a node that will not die;
+	// empty means /sys/fs/cgroup/freezer.
+	FreezerRoot string
 	// InCluster supplies ControlPlane, Gateways and Probes; nil means those report that they
 	// need the kube provider.
 	InCluster InCluster

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -110,14 +111,13 @@ func guardInPlace(out string) error {
 	return nil
 }
 
-// routeSharedNetworks gives the nodes of clusters that share a network routes to each other's
-// pod and service ranges, as Istio's kind_provisioner.sh does (connect_kind_clusters): on one
-// network, workloads reach each other directly.
+// routeSharedNetworks joins the nodes of clusters that share a network with a tunnel (tunnel.go)
+// and proves it carries traffic before any workload depends on it.
 func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluster) error {
 	type member struct {
-		c  *cluster.Cluster
-		n  nodes.Node
-		ip string
+		c   *cluster.Cluster
+		n   nodes.Node
+		end tunnelEnd
 	}
 	var ms []member
 	for _, c := range cs {
@@ -133,30 +133,45 @@ func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluste
 		if err != nil {
 			return err
 		}
-		ms = append(ms, member{c, n, ip})
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			return fmt.Errorf("node %s: address %q: %w", name, ip, err)
+		}
+		pods, err := PodSubnet(c.Index)
+		if err != nil {
+			return err
+		}
+		svcs, err := ServiceSubnet(c.Index)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, member{c, n, tunnelEnd{index: c.Index, nodeIP: addr, pods: pods, svcs: svcs}})
+	}
+	peersOf := func(a member) []tunnelEnd {
+		var out []tunnelEnd
+		for _, b := range ms {
+			if a.c.Name != b.c.Name && topology.RelationOf(a.c.Cluster, b.c.Cluster) == topology.SameNetwork {
+				out = append(out, b.end)
+			}
+		}
+		return out
 	}
 	for _, a := range ms {
-		var script []string
-		for _, b := range ms {
-			if a.c.Name == b.c.Name || topology.RelationOf(a.c.Cluster, b.c.Cluster) != topology.SameNetwork {
-				continue
-			}
-			pods, err := PodSubnet(b.c.Index)
-			if err != nil {
-				return err
-			}
-			svcs, _ := ServiceSubnet(b.c.Index)
-			for _, r := range []string{pods.String(), svcs.String()} {
-				script = append(script, fmt.Sprintf("ip route replace %s via %s", r, b.ip))
+		if peers := peersOf(a); len(peers) > 0 {
+			if _, err := nodeOutput(a.n, tunnelScript(a.end, peers)); err != nil {
+				return fmt.Errorf("the tunnel between clusters of network %s: %w", a.c.Network, err)
 			}
 		}
-		if len(script) == 0 {
+	}
+	for _, a := range ms {
+		peers := peersOf(a)
+		if len(peers) == 0 {
 			continue
 		}
-		if _, err := nodeOutput(a.n, strings.Join(script, " && ")); err != nil {
-			return fmt.Errorf("routes between clusters of network %s: %w", a.c.Network, err)
+		if _, err := nodeOutput(a.n, tunnelCheckScript(peers, kubeletPort)); err != nil {
+			return fmt.Errorf("the tunnel between clusters of network %s carries no traffic: %w", a.c.Network, err)
 		}
-		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: routes to the pod and service ranges of the clusters on its network %s\n", a.c.Name, a.c.Network)
+		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: reaches the pod and service ranges of the %d other cluster(s) on its network %s through %s\n", a.c.Name, len(peers), a.c.Network, tunnelDevice)
 	}
 	return ctx.Err()
 }

@@ -13,6 +13,9 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/proc"
@@ -195,6 +198,41 @@ func TestDestroyIsIdempotentFakeDocker(t *testing.T) {
 	if err := newFixture(t, nil).p.Destroy(context.Background()); err != nil {
 		t.Error(err)
 	}
+}
+
+// A node that will not die because a pod's cgroup is frozen (runc on cgroup v1, killed mid-update)
+// is thawed and deleted again; without a frozen cgroup the failure stands and nothing is retried.
+func TestDestroyThawsANodeThatWillNotDieFakeDocker(t *testing.T) {
+	root := t.TempDir()
+	frozen := filepath.Join(root, "docker", "id-2", "kubelet.slice", "pod-a")
+	require.NoError(t, os.MkdirAll(frozen, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(frozen, "freezer.state"), []byte("FROZEN\n"), 0o644))
+	f := newFixture(t, func(o *Options) { o.FreezerRoot = root })
+	f.kind.stuck = map[string]bool{"ambientmc-cluster-2": true}
+	f.kind.thawed = frozen
+	f.docker.containers = map[string][]string{"ambientmc-cluster-2": {"id-2"}}
+	_, err := f.p.Create(context.Background(), generate(t, 2))
+	require.NoError(t, err)
+	require.NoError(t, f.p.Destroy(context.Background()))
+	assert.Equal(t, 0, f.kind.alive())
+	n := 0
+	for _, d := range f.kind.deletes {
+		if d == "ambientmc-cluster-2" {
+			n++
+		}
+	}
+	assert.Equal(t, 2, n, "cluster-2 deleted, thawed, deleted again: %v", f.kind.deletes)
+	assert.Contains(t, f.log.String(), "thawed them and deleting again: "+frozen)
+
+	g := newFixture(t, func(o *Options) { o.FreezerRoot = t.TempDir() })
+	g.kind.stuck = map[string]bool{"ambientmc-cluster-1": true}
+	g.kind.thawed = t.TempDir()
+	_, err = g.p.Create(context.Background(), generate(t, 1))
+	require.NoError(t, err)
+	err = g.p.Destroy(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "docker rm -f -v ambientmc-cluster-1-control-plane")
+	assert.Equal(t, []string{"ambientmc-cluster-1"}, g.kind.deletes, "nothing thawed: no second delete")
 }
 
 func TestKeepLeavesClustersAndSaysHowToDeleteFakeDocker(t *testing.T) {

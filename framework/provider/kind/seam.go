@@ -58,6 +58,8 @@ type Docker interface {
 	CreateNetwork(ctx context.Context, name string, subnet netip.Prefix, internal bool) error
 	// RemoveNetwork removes docker network name.
 	RemoveNetwork(ctx context.Context, name string) error
+	// ClusterContainers returns the full IDs of kind cluster name's containers.
+	ClusterContainers(ctx context.Context, name string) ([]string, error)
 }
 
 // Network is a docker network's IPv4 addressing.
@@ -216,6 +218,14 @@ func (d dockerCLI) Subnets(ctx context.Context) ([]netip.Prefix, error) {
 		}
 	}
 	return out, nil
+}
+
+func (d dockerCLI) ClusterContainers(ctx context.Context, name string) ([]string, error) {
+	out, err := d.run(ctx, "ps", "-aq", "--no-trunc", "--filter", "label=io.x-k8s.kind.cluster="+name)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
 }
 
 func (d dockerCLI) RemoveNetwork(ctx context.Context, name string) error {

@@ -302,9 +302,12 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 		return nil, errors.New("probes: Load needs an App unless Direct")
 	}
 	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
-	before, err := measure.ReadHostCPU()
-	if err != nil {
-		return nil, err
+	var before measure.HostCPU
+	if e.p.opts.OnThisHost {
+		var err error
+		if before, err = measure.ReadHostCPU(); err != nil {
+			return nil, err
+		}
 	}
 	res, err := runREST(ctx, api, o)
 	if err != nil {
