@@ -87,7 +87,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 	p, err := m.launch(proc.Spec{
 		Name: m.topo.Name + "/kube-controller-manager",
 		Path: m.paths[bins.KubeControllerManager],
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + kc,
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(ports[0]),
@@ -108,7 +108,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 			// Ready again. A node still goes NotReady when the framework stops renewing it.
 			"--node-monitor-grace-period=" + m.nodeMonitorGrace().String(),
 			"--profiling=false",
-		},
+		}, m.kcmArgs...),
 		LogFile: filepath.Join(m.dir, "kube-controller-manager.log"),
 		Env:     kcmGCEnv(),
 	}, &m.kcm)
@@ -116,6 +116,22 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 		return err
 	}
 	return m.waitReady(ctx, p, proc.HTTPProbe(fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""))
+}
+
+// endpointBatchPeriod batches the endpoint controllers' writes at scale: with none, each pod's
+// status write costs an EndpointSlice and an Endpoints write of its whole service, which a cluster
+// loaded in bulk does not need (large clusters set the same flags). The objects in the end are the
+// same; docs/measurements.md has what it saves.
+const endpointBatchPeriod = 2 * time.Second
+
+// endpointBatching is the controller-manager's batching for clusters of that many pods: from
+// memoryBoundPods (published scale), none below, where every write's latency is kept as is.
+func endpointBatching(pods int) []string {
+	if pods < memoryBoundPods {
+		return nil
+	}
+	p := endpointBatchPeriod.String()
+	return []string{"--endpoint-updates-batch-period=" + p, "--endpointslice-updates-batch-period=" + p}
 }
 
 // nodeMonitorGrace is how long node lifecycle waits for a fake node's lease before it calls the

@@ -78,3 +78,11 @@ func TestCheckHostRefusesWhatDoesNotFit(t *testing.T) {
 	}
 	require.NoError(t, checkHost(1, 1<<20))
 }
+
+// The endpoint controllers batch their writes only at published scale; smaller runs keep each
+// write's latency as a cluster without the flags has it.
+func TestEndpointBatchingOnlyAtScale(t *testing.T) {
+	assert.Nil(t, endpointBatching(100))
+	assert.Nil(t, endpointBatching(1000), "medium scale")
+	assert.Equal(t, []string{"--endpoint-updates-batch-period=2s", "--endpointslice-updates-batch-period=2s"}, endpointBatching(4000))
+}

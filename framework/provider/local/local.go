@@ -253,7 +253,8 @@ const nodeLeaseRenewal = 10 * time.Second
 // startCluster starts one member: its egress proxy, API server and controller-manager.
 func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, seed *crdSeed, together int) (*cluster.Cluster, error) {
 	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
-		etcd: etcd, gcEnv: p.gcEnv, controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace}
+		etcd: etcd, gcEnv: p.gcEnv, controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace,
+		kcmArgs: endpointBatching(p.opts.PodsPerCluster)}
 	p.mu.Lock()
 	p.members = append(p.members, m)
 	p.mu.Unlock()

@@ -39,6 +39,7 @@ type member struct {
 	// server sends its pod, service and node proxy traffic through (egress.go).
 	controllers bool
 	nodeGrace   time.Duration // the controller-manager's node monitor grace (0: nodeMonitorGrace)
+	kcmArgs     []string      // the controller-manager's flags for this run's scale (endpointBatching)
 	egress      string
 
 	mu        sync.Mutex
