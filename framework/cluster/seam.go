@@ -366,6 +366,28 @@ type CRDPreloader interface {
 	SaveCRDSeed(ctx context.Context, c *Cluster) error
 }
 
+// WorkloadRestorer is offered by providers that can start clusters holding the scale workloads
+// an earlier run of the same inputs wrote (the local provider keeps them as stored in etcd), so a
+// large scale is written through the API once, not on every run.
+type WorkloadRestorer interface {
+	// PreloadWorkloads is told before Create what every cluster gets; clusters with a snapshot of
+	// exactly that start holding it.
+	PreloadWorkloads(w WorkloadSet) error
+	// RestoredWorkloads says whether cluster name started holding its workloads, and from where.
+	RestoredWorkloads(name string) (from string, ok bool)
+	// SaveWorkloads captures c's workloads, written and published, for later runs.
+	SaveWorkloads(ctx context.Context, c *Cluster) error
+}
+
+// WorkloadSet is what a WorkloadRestorer needs of the scale workloads: a key over everything that
+// shapes them but the cluster, and the names of what they consist of.
+type WorkloadSet struct {
+	Key        string
+	Pods       int
+	Nodes      []string // cluster-scoped fake nodes (and their leases)
+	Namespaces []string // every namespaced object of the workloads lives in one of these
+}
+
 // LogCollector is offered by providers whose clusters keep their logs outside the run directory
 // (kind's node containers).
 type LogCollector interface {

@@ -12,6 +12,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
 func createClusters(ctx context.Context, e *Env) error {
@@ -28,6 +29,15 @@ func createClusters(ctx context.Context, e *Env) error {
 	}
 	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
 		if e.crds, err = pl.PreloadCRDs(e.crds); err != nil {
+			return err
+		}
+	}
+	if wr, ok := e.Provider.(cluster.WorkloadRestorer); ok && e.Scale.Pods > 0 {
+		set, err := workload.SnapshotSet(e.Scale, root)
+		if err != nil {
+			return err
+		}
+		if err := wr.PreloadWorkloads(set); err != nil {
 			return err
 		}
 	}

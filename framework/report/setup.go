@@ -40,8 +40,13 @@ type StartWave struct {
 // WorkloadSetup says whether creating the scale workloads was limited by the API servers (as it
 // should be) or by the test process.
 type WorkloadSetup struct {
-	Seconds       float64 `json:"seconds"`
-	PodsPerSecond float64 `json:"podsPerSecond"` // all clusters together
+	Seconds float64 `json:"seconds"`
+	// PodsPerSecond is how fast the clusters that were written through the API got their pods,
+	// all together (absent when every cluster was restored).
+	PodsPerSecond *float64 `json:"podsPerSecond,omitempty"`
+	// RestoredClusters counts the clusters that started holding their workloads, restored from a
+	// snapshot an earlier run with the same inputs wrote (ClusterSetup.RestoredFrom).
+	RestoredClusters int `json:"restoredClusters,omitempty"`
 	// ClientWaits and ClientWaitSeconds count the client-side rate limiter's waits (0: it never throttled).
 	ClientWaits       int64   `json:"clientWaits"`
 	ClientWaitSeconds float64 `json:"clientWaitSeconds"`
@@ -64,8 +69,10 @@ type ClusterSetup struct {
 	Name         string             `json:"name"`
 	ReadySeconds float64            `json:"readySeconds"`
 	RSSBytes     map[string]float64 `json:"rssBytes,omitempty"`
-	// PodsPerSecond is how fast this cluster's scale pods were created.
+	// PodsPerSecond is how fast this cluster's scale pods were created (absent when restored).
 	PodsPerSecond *float64 `json:"podsPerSecond,omitempty"`
+	// RestoredFrom names the snapshot this cluster's workloads were restored from.
+	RestoredFrom string `json:"restoredFrom,omitempty"`
 	// CPUSeconds is the CPU time each process kind had used by the end of setup (local).
 	CPUSeconds map[string]float64 `json:"cpuSeconds,omitempty"`
 	// EndpointSlices and Endpoints count the scale services' EndpointSlices and the endpoints in

@@ -34,7 +34,7 @@ func rowOf(n int, wall time.Duration, r *report.Report) row {
 		out.perClusterMB, out.uniqueMB = scaled(s.PerClusterRSSBytes, 1e6), scaled(s.PerClusterUniqueBytes, 1e6)
 		out.peakGB = scaled(s.PeakHostMemoryBytes, 1e9)
 		if s.Workloads != nil {
-			out.podsPerS = &s.Workloads.PodsPerSecond
+			out.podsPerS = s.Workloads.PodsPerSecond
 		}
 	}
 	if cp := r.ControlPlane; cp != nil {

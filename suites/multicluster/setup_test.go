@@ -2,8 +2,10 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,15 +68,28 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 		setup.Clusters = append(setup.Clusters, cs)
 		mu.Unlock()
 	}
+	restorer, _ := e.Provider.(cluster.WorkloadRestorer)
+	var written atomic.Int64
 	for _, c := range e.Clusters {
 		g.Go(func() error {
-			d, err := workload.Deploy(gctx, c, mc.scale, progress, workload.WithInFlight(inFlight))
+			cs, restored, err := loadWorkloads(gctx, e, c, restorer, progress, inFlight)
 			if err != nil {
 				return err
 			}
-			e.Logf("workloads: %s: %d services, %d pods in %.1fs (%.0f pods/s)", c.Name, len(d.Services), d.Pods, d.Elapsed.Seconds(), d.PodsPerSecond)
-			cs := report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)}
+			if !restored {
+				written.Add(int64(mc.scale.Pods))
+			}
+			// A snapshot is kept only of a cluster whose every pod the controller published.
+			save := func() {
+				if restorer == nil || restored {
+					return
+				}
+				if err := restorer.SaveWorkloads(wctx, c); err != nil {
+					e.Logf("workloads: %s: keeping them for later runs failed (the next run writes them again): %v", c.Name, err)
+				}
+			}
 			if !c.Runs.Controllers {
+				save()
 				done(cs)
 				return nil
 			}
@@ -87,6 +102,7 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 				}
 				cs.EndpointSlices, cs.Endpoints = &pub.Slices, &pub.Endpoints
 				e.Logf("workloads: %s: %d EndpointSlices hold the %d endpoints (%.1fs after the pods)", c.Name, pub.Slices, pub.Endpoints, time.Since(start).Seconds())
+				save()
 				done(cs)
 				return nil
 			})
@@ -104,7 +120,15 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	w := &report.WorkloadSetup{Seconds: elapsed.Seconds(), PodsPerSecond: float64(mc.scale.Pods*len(e.Clusters)) / elapsed.Seconds()}
+	w := &report.WorkloadSetup{Seconds: elapsed.Seconds()}
+	if n := written.Load(); n > 0 {
+		w.PodsPerSecond = report.F(float64(n) / elapsed.Seconds())
+	}
+	for _, cs := range setup.Clusters {
+		if cs.RestoredFrom != "" {
+			w.RestoredClusters++
+		}
+	}
 	if cpu := processCPU() - cpuBefore; cpu >= 0 {
 		w.TestProcessCPUCores = report.F(cpu.Seconds() / elapsed.Seconds())
 	}
@@ -115,9 +139,34 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 	}
 	setup.Workloads = w
 	e.Report.Setup = setup
-	e.Logf("workloads: %.0f pods/s over %d clusters; client rate limiter waited %d times; test process %.2f cores",
-		w.PodsPerSecond, len(e.Clusters), w.ClientWaits, deref(w.TestProcessCPUCores))
+	if w.PodsPerSecond == nil {
+		e.Logf("workloads: restored in all %d clusters; test process %.2f cores", len(e.Clusters), deref(w.TestProcessCPUCores))
+		return nil
+	}
+	e.Logf("workloads: %.0f pods/s over the %d clusters that wrote them (%d restored); client rate limiter waited %d times; test process %.2f cores",
+		*w.PodsPerSecond, len(e.Clusters)-w.RestoredClusters, w.RestoredClusters, w.ClientWaits, deref(w.TestProcessCPUCores))
 	return nil
+}
+
+// loadWorkloads gives c its scale workloads: checked where the provider restored them before the
+// API server started, else written through the API.
+func loadWorkloads(ctx context.Context, e *env.Env, c *cluster.Cluster, restorer cluster.WorkloadRestorer, progress workload.Progress, inFlight int) (report.ClusterSetup, bool, error) {
+	if restorer != nil {
+		if from, ok := restorer.RestoredWorkloads(c.Name); ok {
+			d, err := workload.CheckRestored(ctx, c, mc.scale)
+			if err != nil {
+				return report.ClusterSetup{}, true, fmt.Errorf("%w (restored from %s)", err, from)
+			}
+			e.Logf("workloads: %s: %d services, %d pods restored from %s, checked in %.1fs", c.Name, len(d.Services), d.Pods, from, d.Elapsed.Seconds())
+			return report.ClusterSetup{Name: c.Name, RestoredFrom: from}, true, nil
+		}
+	}
+	d, err := workload.Deploy(ctx, c, mc.scale, progress, workload.WithInFlight(inFlight))
+	if err != nil {
+		return report.ClusterSetup{}, false, err
+	}
+	e.Logf("workloads: %s: %d services, %d pods in %.1fs (%.0f pods/s)", c.Name, len(d.Services), d.Pods, d.Elapsed.Seconds(), d.PodsPerSecond)
+	return report.ClusterSetup{Name: c.Name, PodsPerSecond: report.F(d.PodsPerSecond)}, false, nil
 }
 
 // endpointSlicesWait bounds how long the EndpointSlice controller may take to publish a cluster's

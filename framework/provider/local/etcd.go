@@ -174,31 +174,93 @@ type kv struct {
 	Key, Value []byte
 }
 
-// rangePrefix returns every key under prefix with its value.
+// rangePrefix returns every key under prefix with its value, a page at a time (a cluster's pods
+// at published scale are tens of megabytes).
 func (e *sharedEtcd) rangePrefix(ctx context.Context, prefix string) ([]kv, error) {
+	var out []kv
+	from, end := prefix, prefixEnd(prefix)
+	for {
+		page, more, err := e.rangeFrom(ctx, from, end, rangePage)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if !more || len(page) == 0 {
+			return out, nil
+		}
+		from = string(page[len(page)-1].Key) + "\x00"
+	}
+}
+
+// rangePage is how many keys one range request returns.
+const rangePage = 1000
+
+// get returns key's value, or nothing when it does not exist.
+func (e *sharedEtcd) get(ctx context.Context, key string) ([]kv, error) {
+	kvs, _, err := e.rangeFrom(ctx, key, "", 0)
+	return kvs, err
+}
+
+// rangeFrom returns up to limit keys (0: all) in [from, end), or key from alone when end is "",
+// and whether more follow.
+func (e *sharedEtcd) rangeFrom(ctx context.Context, from, end string, limit int) ([]kv, bool, error) {
 	var resp struct {
 		KVs []struct {
 			Key   string `json:"key"`
 			Value string `json:"value"`
 		} `json:"kvs"`
+		More bool `json:"more"`
 	}
-	req := map[string]string{"key": b64(prefix), "range_end": b64(prefixEnd(prefix))}
+	req := map[string]any{"key": b64(from)}
+	if end != "" {
+		req["range_end"] = b64(end)
+	}
+	if limit > 0 {
+		req["limit"] = strconv.Itoa(limit)
+	}
 	if err := e.call(ctx, "/v3/kv/range", req, &resp); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]kv, 0, len(resp.KVs))
 	for _, x := range resp.KVs {
 		k, err := base64.StdEncoding.DecodeString(x.Key)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		v, err := base64.StdEncoding.DecodeString(x.Value)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, kv{k, v})
 	}
-	return out, nil
+	return out, resp.More, nil
+}
+
+// putAll writes every entry below prefix, many to a transaction (within etcd's default 128
+// operations and 1.5 MiB per request).
+func (e *sharedEtcd) putAll(ctx context.Context, prefix string, entries []kv) error {
+	const maxOps, maxBytes = 128, 1 << 20
+	var ops []map[string]any
+	size := 0
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		err := e.call(ctx, "/v3/kv/txn", map[string]any{"success": ops}, nil)
+		ops, size = ops[:0], 0
+		return err
+	}
+	for _, x := range entries {
+		if len(ops) == maxOps || (len(ops) > 0 && size+len(x.Value) > maxBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		ops = append(ops, map[string]any{"request_put": map[string]string{
+			"key": b64(prefix + string(x.Key)), "value": base64.StdEncoding.EncodeToString(x.Value)}})
+		size += len(x.Key) + len(x.Value)
+	}
+	return flush()
 }
 
 // put writes one key.

@@ -12,6 +12,7 @@ import (
 type flagValues struct {
 	controllers bool
 	wave        int
+	snapshots   bool
 }
 
 // Name is the provider's -provider value.
@@ -28,13 +29,14 @@ func init() {
 		Check:        flags.validate,
 		New: func(e provider.Env) (cluster.Provider, error) {
 			return New(Options{RunDir: e.RunDir, Log: e.Log, Istiods: e.Istiods, PodsPerCluster: e.PodsPerCluster,
-				NoControllers: !flags.controllers, Wave: flags.wave}), nil
+				NoControllers: !flags.controllers, Wave: flags.wave, NoWorkloadSnapshots: !flags.snapshots}), nil
 		},
 	})
 }
 
 func (f *flagValues) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.controllers, "local.controllers", true, "local: run kube-controller-manager in every cluster (EndpointSlices, namespaces, garbage collection, service accounts, node IPAM and lifecycle, workload controllers); false only to compare with clusters that have none")
+	fs.BoolVar(&f.snapshots, "local.snapshots", true, fmt.Sprintf("local: from %d pods per cluster, start each cluster holding the scale workloads an earlier run with the same inputs wrote (kept in the binary cache, one per cluster), and keep them after writing them; false writes them through the API on every run", snapshotMinPods))
 	fs.IntVar(&f.wave, "local.wave", 0, fmt.Sprintf("local: clusters that start at once, so the API servers initialising together and the shared etcd keep up (0: two per CPU, 2 to 4: %d here)", DefaultWave()))
 }
 

@@ -48,6 +48,9 @@ type Options struct {
 	// for the run's size, for clusters that hold little (tests use SmallClustersGOGC). Preflight's
 	// memory model does not count it.
 	APIServerGOGC int
+	// NoWorkloadSnapshots writes large scale workloads through the API on every run
+	// (-local.snapshots=false) instead of restoring an earlier run's (workloads.go).
+	NoWorkloadSnapshots bool
 }
 
 // SmallClustersGOGC is the API servers' GOGC for clusters that hold a few objects, as tests'
@@ -61,6 +64,7 @@ var (
 	_ cluster.Listeners           = (*Provider)(nil)
 	_ cluster.SetupPlanner        = (*Provider)(nil)
 	_ cluster.CRDPreloader        = (*Provider)(nil)
+	_ cluster.WorkloadRestorer    = (*Provider)(nil)
 	_ cluster.ProcessLister       = (*Provider)(nil)
 	_ cluster.SharedProcessLister = (*Provider)(nil)
 	_ cluster.WaveLister          = (*Provider)(nil)
@@ -88,9 +92,14 @@ type Provider struct {
 	seedDir  string
 	seedFile string
 	seed     *crdSeed
-	istiods  []*Istiod
-	slots    *slots
-	keepers  []*workload.NodeKeeper
+	// workloads is what every cluster gets, when snapshots apply; restored names the clusters that
+	// started from a snapshot, and which (workloads.go).
+	workloads *cluster.WorkloadSet
+	restored  map[string]string
+	snapDir   string
+	istiods   []*Istiod
+	slots     *slots
+	keepers   []*workload.NodeKeeper
 	// addressKeepers keep each east-west Gateway's status address (mesh.KeepEastWestGatewayAddress).
 	addressKeepers []*mesh.AddressKeeper
 	waves          []cluster.StartWave
@@ -276,6 +285,9 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 		if err := etcd.writeSeed(ctx, seed, etcdPrefix(tc.Name)); err != nil {
 			return nil, fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
 		}
+	}
+	if err := p.restoreWorkloads(ctx, etcd, tc); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	c, err := m.start(ctx)
 	if err != nil {

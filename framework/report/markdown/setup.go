@@ -34,8 +34,16 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 	}
 	p("\n\n")
 	if w := s.Workloads; w != nil {
-		p("Scale workloads: %s pods/s over all clusters in %s s; the client's rate limiter waited %d times (%s s)",
-			num(w.PodsPerSecond, 0), num(w.Seconds, 1), w.ClientWaits, num(w.ClientWaitSeconds, 2))
+		if w.RestoredClusters > 0 {
+			p("Scale workloads: %d of %d clusters started holding them, restored from snapshots an earlier run with the same inputs wrote (`restoredFrom` in report.json; the local provider's `-local.snapshots=false` writes them every run), all in place after %s s",
+				w.RestoredClusters, len(s.Clusters), num(w.Seconds, 1))
+			if w.PodsPerSecond != nil {
+				p("; the others wrote theirs at %s pods/s", num(*w.PodsPerSecond, 0))
+			}
+		} else {
+			p("Scale workloads: %s pods/s over all clusters in %s s", opt(w.PodsPerSecond, 1, 0), num(w.Seconds, 1))
+		}
+		p("; the client's rate limiter waited %d times (%s s)", w.ClientWaits, num(w.ClientWaitSeconds, 2))
 		if w.TestProcessCPUCores != nil {
 			p("; the test process used %s cores", num(*w.TestProcessCPUCores, 2))
 		}
@@ -60,10 +68,18 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 		p("| Cluster | Ready s | RSS MB by process | CPU s by process | Pods/s | EndpointSlices | Endpoints |\n|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Clusters {
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(perKey(c.RSSBytes, bytesPerMB)), cell(perKey(c.CPUSeconds, 1)),
-				opt(c.PodsPerSecond, 1, 0), optInt(c.EndpointSlices), optInt(c.Endpoints))
+				podsPerSecond(c), optInt(c.EndpointSlices), optInt(c.Endpoints))
 		}
 		p("\n")
 	}
+}
+
+// podsPerSecond is a cluster's pod rate, or where its workloads were restored from.
+func podsPerSecond(c report.ClusterSetup) string {
+	if c.RestoredFrom != "" {
+		return "restored"
+	}
+	return opt(c.PodsPerSecond, 1, 0)
 }
 
 // perKey lists m as "key value, ..." in key order, each value divided by scale with one decimal.

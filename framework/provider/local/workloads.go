@@ -1,0 +1,259 @@
+package local
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/topology"
+)
+
+// A workload snapshot is one cluster's scale workloads exactly as its API server and
+// controller-manager stored them in etcd (nodes and their leases, namespaces, service accounts,
+// services with their cluster IPs, pods with the status a kubelet wrote, EndpointSlices and
+// Endpoints), captured after a run wrote them through the API. A later run with the same inputs
+// stores it under the new cluster's prefix before the API server starts, so the API server, the
+// controller-manager and istiod start on the same objects without the minutes of writes. Nothing
+// of the mesh is in it (no configmap, secret or event), and every key a cluster's snapshot holds
+// is named by the workload set, so nothing of another run's mesh comes back.
+
+// snapshotMinPods is the pods per cluster from which workloads are restored: below it writing them
+// takes seconds.
+const snapshotMinPods = 1000
+
+// workloadSnapshot is the file: the entries' keys are below the cluster's prefix.
+type workloadSnapshot struct {
+	Created time.Time
+	Entries []kv
+}
+
+// PreloadWorkloads tells Create what every cluster gets (see the top of this file). Below
+// snapshotMinPods pods, or with snapshots turned off, it does nothing.
+func (p *Provider) PreloadWorkloads(w cluster.WorkloadSet) error {
+	if p.opts.NoWorkloadSnapshots || w.Pods < snapshotMinPods {
+		return nil
+	}
+	if p.paths == nil {
+		return fmt.Errorf("local provider: Preflight must run before PreloadWorkloads")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.workloads = &w
+	return nil
+}
+
+// RestoredWorkloads says whether cluster name started holding its workloads, and from which file.
+func (p *Provider) RestoredWorkloads(name string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	from, ok := p.restored[name]
+	return from, ok
+}
+
+// snapshotDir is where snapshots are kept: in the binary cache, beside the kube-apiserver's folder
+// (tests set snapDir).
+func (p *Provider) snapshotDir() string {
+	if p.snapDir != "" {
+		return p.snapDir
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(p.paths[bins.KubeAPIServer])), "workload-snapshots")
+}
+
+// snapshotFile names tc's snapshot of w: the key adds to w's everything of this provider that
+// shapes what is stored (the API server's and controller-manager's builds, whether controllers
+// run, the cluster and its address plan).
+func (p *Provider) snapshotFile(w *cluster.WorkloadSet, tc topology.Cluster) (string, error) {
+	addrs, err := addresses(tc.Index)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, part := range []any{w, tc, addrs, p.paths[bins.KubeAPIServer], p.paths[bins.KubeControllerManager], !p.opts.NoControllers} {
+		raw, err := json.Marshal(part)
+		if err != nil {
+			return "", err
+		}
+		h.Write(raw)
+		h.Write([]byte{'\n'})
+	}
+	return filepath.Join(p.snapshotDir(), fmt.Sprintf("%s-%s.gob.gz", tc.Name, hex.EncodeToString(h.Sum(nil))[:16])), nil
+}
+
+// restoreWorkloads stores tc's snapshot, if one of the preloaded set exists, under its prefix
+// before its API server starts. A damaged snapshot is removed and the workloads are written as
+// if there were none.
+func (p *Provider) restoreWorkloads(ctx context.Context, etcd *sharedEtcd, tc topology.Cluster) error {
+	p.mu.Lock()
+	w := p.workloads
+	p.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	file, err := p.snapshotFile(w, tc)
+	if err != nil {
+		return err
+	}
+	s, err := readSnapshot(file)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		fmt.Fprintf(p.opts.Log, "ambientmc: %s: workload snapshot %s unreadable, writing the workloads through the API: %v\n", tc.Name, file, err)
+		return os.Remove(file)
+	}
+	if err := etcd.putAll(ctx, etcdPrefix(tc.Name), s.Entries); err != nil {
+		return fmt.Errorf("storing the workload snapshot %s: %w", file, err)
+	}
+	p.mu.Lock()
+	if p.restored == nil {
+		p.restored = map[string]string{}
+	}
+	p.restored[tc.Name] = fmt.Sprintf("%s (captured %s)", file, s.Created.UTC().Format(time.RFC3339))
+	p.mu.Unlock()
+	return nil
+}
+
+// SaveWorkloads captures c's workloads as its snapshot for later runs (unless it started from one)
+// and removes c's snapshots of other inputs, so the cache holds one per cluster name.
+func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error {
+	p.mu.Lock()
+	w, etcd, restored := p.workloads, p.etcd, p.restored[c.Name] != ""
+	p.mu.Unlock()
+	if w == nil || etcd == nil || restored {
+		return nil
+	}
+	file, err := p.snapshotFile(w, c.Cluster)
+	if err != nil {
+		return err
+	}
+	entries, err := p.captureWorkloads(ctx, etcd, c, w)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	if err := writeSnapshot(file, &workloadSnapshot{Created: time.Now(), Entries: entries}); err != nil {
+		return err
+	}
+	others, _ := filepath.Glob(filepath.Join(filepath.Dir(file), c.Name+"-*.gob.gz"))
+	for _, o := range others {
+		if o != file {
+			_ = os.Remove(o)
+		}
+	}
+	return nil
+}
+
+// captureWorkloads reads every key of w's objects in c: the nodes and their leases, the
+// namespaces, the namespaced kinds the workloads consist of (no configmap, secret or event: those
+// hold a run's certificates or history), and the IPAddress objects of the services' cluster IPs.
+// It refuses a capture that does not hold every pod.
+func (p *Provider) captureWorkloads(ctx context.Context, etcd *sharedEtcd, c *cluster.Cluster, w *cluster.WorkloadSet) ([]kv, error) {
+	prefix := etcdPrefix(c.Name)
+	var out []kv
+	add := func(key string, exact bool) (int, error) {
+		var kvs []kv
+		var err error
+		if exact {
+			kvs, err = etcd.get(ctx, prefix+key)
+		} else {
+			kvs, err = etcd.rangePrefix(ctx, prefix+key)
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, x := range kvs {
+			out = append(out, kv{Key: []byte(strings.TrimPrefix(string(x.Key), prefix)), Value: x.Value})
+		}
+		return len(kvs), nil
+	}
+	for _, n := range w.Nodes {
+		for _, key := range []string{"/minions/" + n, "/leases/kube-node-lease/" + n} {
+			if got, err := add(key, true); err != nil || got != 1 {
+				return nil, fmt.Errorf("cluster %s: workload snapshot: %s: %d keys (%v)", c.Name, key, got, err)
+			}
+		}
+	}
+	pods := 0
+	for _, ns := range w.Namespaces {
+		if got, err := add("/namespaces/"+ns, true); err != nil || got != 1 {
+			return nil, fmt.Errorf("cluster %s: workload snapshot: namespace %s: %d keys (%v)", c.Name, ns, got, err)
+		}
+		for _, kind := range []string{"pods", "services/specs", "services/endpoints", "endpointslices", "serviceaccounts"} {
+			got, err := add("/"+kind+"/"+ns+"/", false)
+			if err != nil {
+				return nil, err
+			}
+			if kind == "pods" {
+				pods += got
+			}
+		}
+		svcs, err := c.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: workload snapshot: %w", c.Name, err)
+		}
+		for _, s := range svcs.Items {
+			for _, ip := range s.Spec.ClusterIPs {
+				if got, err := add("/ipaddresses/"+ip, true); err != nil || got != 1 {
+					return nil, fmt.Errorf("cluster %s: workload snapshot: the IPAddress of %s/%s (%s): %d keys (%v)", c.Name, ns, s.Name, ip, got, err)
+				}
+			}
+		}
+	}
+	if pods != w.Pods {
+		return nil, fmt.Errorf("cluster %s: workload snapshot: %d pods stored, the workloads have %d", c.Name, pods, w.Pods)
+	}
+	return out, nil
+}
+
+func readSnapshot(file string) (*workloadSnapshot, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	var s workloadSnapshot
+	if err := gob.NewDecoder(z).Decode(&s); err != nil {
+		return nil, err
+	}
+	if len(s.Entries) == 0 {
+		return nil, fmt.Errorf("no entries")
+	}
+	return &s, nil
+}
+
+// writeSnapshot writes s whole and renames it into place, so a parallel run never reads half.
+func writeSnapshot(file string, s *workloadSnapshot) error {
+	var buf bytes.Buffer
+	z := gzip.NewWriter(&buf)
+	if err := gob.NewEncoder(z).Encode(s); err != nil {
+		return err
+	}
+	if err := z.Close(); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%s.tmp", file, rand.Text()[:8])
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
