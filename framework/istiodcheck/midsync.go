@@ -80,30 +80,28 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 				} else {
 					window.Undisturbed = took
 				}
-				lines[k] = line
-				r.Logf("istiod check: mid-sync deletion attempt %d: %s", k, line)
-				return
-			}
-			// istiod's secret controller handles one secret at a time, and the canary queues
-			// behind the rest of the deleted cluster's sync (docs/findings.md): its window runs
-			// from when that transfer, still going through the proxy, stood still. A transfer
-			// that never stops is bounded too.
-			canarySynced := func() bool { return scrape(t, ctx, fresh).RemoteStatus["canary-"+remote.Name] == measure.StatusSynced }
-			bound := max(controlCanaryWithin, syncTime) + window.Duration()
-			bctx, cancel := context.WithTimeout(ctx, bound)
-			lastMoved := func() time.Time { return later(proxy.LastChunk(), deleted) }
-			synced := servedAfter(bctx, canarySynced, lastMoved, deleted, window.Duration())
-			cancel()
-			took := time.Since(deleted)
-			moved := max(0, proxy.LastChunk().Sub(deleted))
-			m := scrape(t, ctx, fresh)
-			why := fmt.Sprintf("the deleted cluster's transfer last moved %.1fs after the deletion (%.1fs expected from the control's sync); window %s after it stood still, at most %s in all",
-				moved.Seconds(), remaining.Seconds(), window, bound)
-			line = fmt.Sprintf("deleted %s; canary synced in %.1fs (%s); deleted cluster's status %s", at, took.Seconds(), why, join.StatusOf(m, remote.Name))
-			if !synced {
-				line = fmt.Sprintf("deleted %s; canary not synced after %.1fs (%s: wedged); deleted cluster's status %s; istiod log tail: %s",
-					at, took.Seconds(), why, join.StatusOf(m, remote.Name), lastLine(fresh.Tail(5)))
-				wedged[k] = true
+			} else {
+				// istiod's secret controller handles one secret at a time, and the canary queues
+				// behind the rest of the deleted cluster's sync (docs/findings.md): its window runs
+				// from when that transfer, still going through the proxy, stood still. A transfer
+				// that never stops is bounded too.
+				canarySynced := func() bool { return scrape(t, ctx, fresh).RemoteStatus["canary-"+remote.Name] == measure.StatusSynced }
+				bound := max(controlCanaryWithin, syncTime) + window.Duration()
+				bctx, cancel := context.WithTimeout(ctx, bound)
+				lastMoved := func() time.Time { return later(proxy.LastChunk(), deleted) }
+				synced := servedAfter(bctx, canarySynced, lastMoved, deleted, window.Duration())
+				cancel()
+				took := time.Since(deleted)
+				moved := max(0, proxy.LastChunk().Sub(deleted))
+				m := scrape(t, ctx, fresh)
+				why := fmt.Sprintf("the deleted cluster's transfer last moved %.1fs after the deletion (%.1fs expected from the control's sync); window %s after it stood still, at most %s in all",
+					moved.Seconds(), remaining.Seconds(), window, bound)
+				line = fmt.Sprintf("deleted %s; canary synced in %.1fs (%s); deleted cluster's status %s", at, took.Seconds(), why, join.StatusOf(m, remote.Name))
+				if !synced {
+					line = fmt.Sprintf("deleted %s; canary not synced after %.1fs (%s: wedged); deleted cluster's status %s; istiod log tail: %s",
+						at, took.Seconds(), why, join.StatusOf(m, remote.Name), lastLine(fresh.Tail(5)))
+					wedged[k] = true
+				}
 			}
 			lines[k] = line
 			r.Logf("istiod check: mid-sync deletion attempt %d: %s", k, line)

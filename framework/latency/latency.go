@@ -57,7 +57,8 @@ func Carried(achieved, rate float64, d time.Duration, connections int) float64 {
 
 // Search finds the highest rate of Rates this host carries on app's path (named path), new
 // connections: each step is accepted while no request failed, the rate got through (Carried) and
-// host CPU stayed under carriedCPU. logf receives one line per step.
+// host CPU stayed under carriedCPU. When not even Rates' first is carried it tries Below, falling,
+// and settles on the first carried (or Below's last). logf receives one line per step.
 func Search(ctx context.Context, l Loader, app, path string, o Options, logf func(string, ...any)) (*report.RateSearch, error) {
 	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections, rising from %g QPS (falling to %g where that is not carried); accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
 		probeStep, path, Rates[0], Below[len(Below)-1], 100*carriedCPU, 100*carriedShare)}

@@ -92,6 +92,7 @@ func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error)
 func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error)             { return nil, d.err }
 func (d *fakeDocker) RemoveNetwork(context.Context, string) error                 { return d.err }
 func (d *fakeDocker) ClusterContainers(context.Context, string) ([]string, error) { return nil, d.err }
+func (d *fakeDocker) RemoveContainers(context.Context, []string) error            { return d.err }
 func (d *fakeDocker) Network(context.Context, string) (kind.Network, error) {
 	if d.err != nil {
 		return kind.Network{}, d.err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -170,8 +169,8 @@ func (p *Provider) killNow() {
 	defer cancel()
 	for _, n := range names {
 		if ids, err := p.docker.ClusterContainers(ctx, n); err == nil && len(ids) > 0 {
-			if exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run() != nil && p.thawNodes(n) {
-				_ = exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+			if p.docker.RemoveContainers(ctx, ids) != nil && p.thawNodes(n) {
+				_ = p.docker.RemoveContainers(ctx, ids)
 			}
 		}
 	}

@@ -287,8 +287,12 @@ type fakeDocker struct {
 	created  []string
 	internal []string // networks created --internal
 	removed  []string
-	// containers are each kind cluster's container IDs.
-	containers map[string][]string
+	// containers are each kind cluster's container IDs; removedContainers those RemoveContainers
+	// removed, in rmCalls calls; stuck: see RemoveContainers.
+	containers        map[string][]string
+	removedContainers []string
+	rmCalls           int
+	stuck             map[string]string
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -324,6 +328,21 @@ func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) {
 }
 func (d *fakeDocker) ClusterContainers(_ context.Context, name string) ([]string, error) {
 	return d.containers[name], nil
+}
+
+// RemoveContainers fails while one of the containers is stuck (freezer.state in its stuck
+// directory is not THAWED), as `docker rm -f` does on a node with a frozen cgroup.
+func (d *fakeDocker) RemoveContainers(_ context.Context, ids []string) error {
+	d.rmCalls++
+	for _, id := range ids {
+		if dir, ok := d.stuck[id]; ok {
+			if b, err := os.ReadFile(filepath.Join(dir, "freezer.state")); err != nil || string(b) != "THAWED" {
+				return fmt.Errorf("tried to kill container %s, but did not receive an exit event", id)
+			}
+		}
+	}
+	d.removedContainers = append(d.removedContainers, ids...)
+	return nil
 }
 
 func (d *fakeDocker) RemoveNetwork(_ context.Context, name string) error {

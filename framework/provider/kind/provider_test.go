@@ -235,6 +235,25 @@ func TestDestroyThawsANodeThatWillNotDieFakeDocker(t *testing.T) {
 	assert.Equal(t, []string{"ambientmc-cluster-1"}, g.kind.deletes, "nothing thawed: no second delete")
 }
 
+// The second Ctrl-C's kill removes every cluster's containers through Docker at once, thawing a
+// node whose frozen cgroup made the first removal fail and removing it again, and the run network.
+func TestKillNowRemovesContainersAndThawsFakeDocker(t *testing.T) {
+	root := t.TempDir()
+	frozen := filepath.Join(root, "docker", "id-2", "kubelet.slice", "pod-a")
+	require.NoError(t, os.MkdirAll(frozen, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(frozen, "freezer.state"), []byte("FROZEN\n"), 0o644))
+	f := newFixture(t, func(o *Options) { o.FreezerRoot = root })
+	f.docker.containers = map[string][]string{"ambientmc-cluster-1": {"id-1"}, "ambientmc-cluster-2": {"id-2"}}
+	f.docker.stuck = map[string]string{"id-2": frozen}
+	_, err := f.p.Create(context.Background(), generate(t, 2))
+	require.NoError(t, err)
+	removedNetworks := len(f.docker.removed)
+	f.p.killNow()
+	assert.ElementsMatch(t, []string{"id-1", "id-2"}, f.docker.removedContainers, "every container removed once the frozen node thawed")
+	assert.Equal(t, 3, f.docker.rmCalls, "cluster-1 removed at once; cluster-2 failed, was thawed and removed again")
+	assert.Greater(t, len(f.docker.removed), removedNetworks, "the run network removed")
+}
+
 func TestKeepLeavesClustersAndSaysHowToDeleteFakeDocker(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Keep = true })
 	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {

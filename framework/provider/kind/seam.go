@@ -60,6 +60,8 @@ type Docker interface {
 	RemoveNetwork(ctx context.Context, name string) error
 	// ClusterContainers returns the full IDs of kind cluster name's containers.
 	ClusterContainers(ctx context.Context, name string) ([]string, error)
+	// RemoveContainers force-removes containers ids with their anonymous volumes.
+	RemoveContainers(ctx context.Context, ids []string) error
 }
 
 // Network is a docker network's IPv4 addressing.
@@ -226,6 +228,11 @@ func (d dockerCLI) ClusterContainers(ctx context.Context, name string) ([]string
 		return nil, err
 	}
 	return strings.Fields(string(out)), nil
+}
+
+func (d dockerCLI) RemoveContainers(ctx context.Context, ids []string) error {
+	_, err := d.run(ctx, append([]string{"rm", "-f", "-v"}, ids...)...)
+	return err
 }
 
 func (d dockerCLI) RemoveNetwork(ctx context.Context, name string) error {
