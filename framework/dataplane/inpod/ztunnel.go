@@ -24,6 +24,7 @@ import (
 	"istio.io/istio/pkg/zdsapi"
 
 	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/dataplane/dnsproxy"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
 	"github.com/ambientmc/ambientmc/framework/dataplane/zds"
@@ -348,17 +349,22 @@ func (p *pod) plaintext(c net.Conn) error {
 	return hbone.Pipe(c, app)
 }
 
-// dnsUDP forwards the pod's captured DNS queries to the cluster's resolver, from the pod's
-// namespace, and the answers back: a forwarder, not ztunnel's DNS proxy (which also answers for
-// service entries itself).
+// dnsUDP answers the pod's captured DNS queries for mesh services from the workload view, as
+// ztunnel's DNS proxy does (dnsproxy), and forwards the rest to the cluster's resolver from the
+// pod's namespace, the answers back.
 func (p *pod) dnsUDP(pc net.PacketConn) {
 	buf := make([]byte, 65535)
+	client := dnsproxy.Client{Namespace: p.info.GetNamespace(), Network: p.z.cfg.Network, ClusterDomain: clusterDomain}
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
 			return
 		}
 		q := append([]byte(nil), buf[:n]...)
+		if reply, ok := dnsproxy.Answer(q, p.z.cfg.View(), client); ok {
+			_, _ = pc.WriteTo(reply, from)
+			continue
+		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -382,7 +388,11 @@ func (p *pod) dnsUDP(pc net.PacketConn) {
 	}
 }
 
-// dnsTCP forwards a captured DNS-over-TCP connection to the cluster's resolver.
+// clusterDomain is the clusters' DNS domain, whose search domains a pod's resolver appends.
+const clusterDomain = "cluster.local"
+
+// dnsTCP forwards a captured DNS-over-TCP connection to the cluster's resolver: resolvers ask
+// over UDP and fall back to TCP only for answers too long for it, which the view never gives.
 func (p *pod) dnsTCP(c net.Conn) error {
 	up, err := p.ns.Dialer(true)(context.Background(), "tcp", p.z.cfg.DNS)
 	if err != nil {
