@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -112,4 +113,40 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 	s, err := p.etcd.status(ctx)
 	require.NoError(t, err)
 	assert.Positive(t, s.DBSize)
+}
+
+// putAll's transactions and rangePrefix's pages on a real etcd: more keys than a page and a
+// transaction hold, large values split by size, and nothing outside the prefix read back.
+func TestEtcdPutAllAndRangePrefixPages(t *testing.T) {
+	p := cachedProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, p.ensureBinaries(ctx)) // built already: cachedProvider skips otherwise
+	e, err := startEtcd(ctx, t.TempDir(), p.paths[bins.Etcd], 1, time.Minute)
+	require.NoError(t, err)
+	defer e.stop()
+	var want []kv
+	for i := range 2*rangePage + 7 {
+		v := []byte(fmt.Sprintf("value-%d", i))
+		if i%20 == 0 {
+			v = make([]byte, 300<<10) // six to a transaction would pass etcd's request limit: split by size
+		}
+		want = append(want, kv{Key: []byte(fmt.Sprintf("/k/%06d", i)), Value: v})
+	}
+	require.NoError(t, e.putAll(ctx, "/in", want))
+	require.NoError(t, e.put(ctx, "/in0", []byte("just past the prefix")))
+	got, err := e.rangePrefix(ctx, "/in/k/")
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, "/in"+string(want[i].Key), string(got[i].Key))
+		assert.Equal(t, want[i].Value, got[i].Value, string(want[i].Key))
+	}
+	one, err := e.get(ctx, "/in/k/000007")
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	assert.Equal(t, "value-7", string(one[0].Value))
+	none, err := e.get(ctx, "/in/k/missing")
+	require.NoError(t, err)
+	assert.Empty(t, none)
 }
