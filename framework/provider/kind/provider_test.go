@@ -203,10 +203,7 @@ func TestDestroyIsIdempotentFakeDocker(t *testing.T) {
 // A node that will not die because a pod's cgroup is frozen (runc on cgroup v1, killed mid-update)
 // is thawed and deleted again; without a frozen cgroup the failure stands and nothing is retried.
 func TestDestroyThawsANodeThatWillNotDieFakeDocker(t *testing.T) {
-	root := t.TempDir()
-	frozen := filepath.Join(root, "docker", "id-2", "kubelet.slice", "pod-a")
-	require.NoError(t, os.MkdirAll(frozen, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(frozen, "freezer.state"), []byte("FROZEN\n"), 0o644))
+	root, frozen := frozenCgroup(t, "id-2")
 	f := newFixture(t, func(o *Options) { o.FreezerRoot = root })
 	f.kind.stuck = map[string]bool{"ambientmc-cluster-2": true}
 	f.kind.thawed = frozen
@@ -235,13 +232,20 @@ func TestDestroyThawsANodeThatWillNotDieFakeDocker(t *testing.T) {
 	assert.Equal(t, []string{"ambientmc-cluster-1"}, g.kind.deletes, "nothing thawed: no second delete")
 }
 
+// frozenCgroup makes a freezer hierarchy in which container id has a FROZEN pod cgroup, as runc
+// leaves one on cgroup v1, and returns the hierarchy's root and the cgroup.
+func frozenCgroup(t *testing.T, id string) (root, frozen string) {
+	root = t.TempDir()
+	frozen = filepath.Join(root, "docker", id, "kubelet.slice", "pod-a")
+	require.NoError(t, os.MkdirAll(frozen, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(frozen, "freezer.state"), []byte("FROZEN\n"), 0o644))
+	return root, frozen
+}
+
 // The second Ctrl-C's kill removes every cluster's containers through Docker at once, thawing a
 // node whose frozen cgroup made the first removal fail and removing it again, and the run network.
 func TestKillNowRemovesContainersAndThawsFakeDocker(t *testing.T) {
-	root := t.TempDir()
-	frozen := filepath.Join(root, "docker", "id-2", "kubelet.slice", "pod-a")
-	require.NoError(t, os.MkdirAll(frozen, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(frozen, "freezer.state"), []byte("FROZEN\n"), 0o644))
+	root, frozen := frozenCgroup(t, "id-2")
 	f := newFixture(t, func(o *Options) { o.FreezerRoot = root })
 	f.docker.containers = map[string][]string{"ambientmc-cluster-1": {"id-1"}, "ambientmc-cluster-2": {"id-2"}}
 	f.docker.stuck = map[string]string{"id-2": frozen}
