@@ -147,9 +147,14 @@ func (p *Provider) SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	// Written whole and renamed, so a parallel run never reads half a seed.
+	return writeWhole(file, raw)
+}
+
+// writeWhole writes data to a temporary file beside file and renames it into place, so a
+// parallel run never reads half of it.
+func writeWhole(file string, data []byte) error {
 	tmp := fmt.Sprintf("%s.%s.tmp", file, rand.Text()[:8])
-	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, file)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
@@ -241,7 +240,7 @@ func readSnapshot(file string) (*workloadSnapshot, error) {
 	return &s, nil
 }
 
-// writeSnapshot writes s whole and renames it into place, so a parallel run never reads half.
+// writeSnapshot writes s, compressed, whole (writeWhole).
 func writeSnapshot(file string, s *workloadSnapshot) error {
 	var buf bytes.Buffer
 	z := gzip.NewWriter(&buf)
@@ -251,9 +250,5 @@ func writeSnapshot(file string, s *workloadSnapshot) error {
 	if err := z.Close(); err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.%s.tmp", file, rand.Text()[:8])
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return writeWhole(file, buf.Bytes())
 }
