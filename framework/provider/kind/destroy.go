@@ -118,6 +118,11 @@ func (p *Provider) thawNodes(name string) bool {
 		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: listing its containers: %v\n", name, err)
 		return false
 	}
+	return p.thawContainers(name, ids)
+}
+
+// thawContainers is thawNodes for cluster name's containers ids, already listed.
+func (p *Provider) thawContainers(name string, ids []string) bool {
 	thawed, err := thawFrozen(p.freezerRoot(), ids)
 	if err != nil {
 		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: thawing its frozen cgroups: %v\n", name, err)
@@ -169,7 +174,7 @@ func (p *Provider) killNow() {
 	defer cancel()
 	for _, n := range names {
 		if ids, err := p.docker.ClusterContainers(ctx, n); err == nil && len(ids) > 0 {
-			if p.docker.RemoveContainers(ctx, ids) != nil && p.thawNodes(n) {
+			if p.docker.RemoveContainers(ctx, ids) != nil && p.thawContainers(n, ids) {
 				_ = p.docker.RemoveContainers(ctx, ids)
 			}
 		}
