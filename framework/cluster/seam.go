@@ -448,3 +448,10 @@ type StartWave struct {
 	Start, Ready   time.Duration
 	ClusterSeconds []float64 // each cluster's own start-to-ready seconds, in Clusters order
 }
+
+// WatchedOnlyCutter is a provider that builds the clusters an istiod only watches lighter
+// (provider.Env.IstiodClusters).
+type WatchedOnlyCutter interface {
+	// WatchedOnlyCuts lists what it leaves out of them, for the report's setup section.
+	WatchedOnlyCuts() []string
+}

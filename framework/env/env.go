@@ -143,6 +143,21 @@ type PlanInput struct {
 	Istiods int
 }
 
+// RunsIstiod says whether the suites start an istiod in cluster name: every primary, or with
+// -mesh.istiods=observed only the observed one.
+func (e *Env) RunsIstiod(name string) bool {
+	obs, err := e.Observed()
+	if e.Flags.Istiods == report.IstiodsObserved {
+		return err == nil && obs.Name == name
+	}
+	for _, c := range e.Topology.Clusters {
+		if c.Name == name {
+			return c.IsPrimary()
+		}
+	}
+	return false
+}
+
 // Observed is the cluster whose istiod the suites measure: -observe, else the first primary.
 func (e *Env) Observed() (topology.Cluster, error) {
 	for _, c := range e.Topology.Clusters {

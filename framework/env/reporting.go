@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/render"
 	"github.com/ambientmc/ambientmc/topology"
@@ -120,6 +121,7 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 		}
 		s.Clusters = append(s.Clusters, cs)
 	}
+	s.WatchedOnly = watchedOnlySetup(e)
 	if wl, ok := e.Provider.(cluster.WaveLister); ok {
 		for _, w := range wl.StartWaves() {
 			s.StartWaves = append(s.StartWaves, report.StartWave{Clusters: w.Clusters, StartSeconds: w.Start.Seconds(), ReadySeconds: w.Ready.Seconds()})
@@ -136,6 +138,27 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 		s.PerClusterUniqueBytes = report.F(unique / float64(len(e.Clusters)))
 	}
 	return s
+}
+
+// watchedOnlySetup lists the cuts made in clusters the run's only istiod merely watches, where
+// the provider builds them lighter (cluster.WatchedOnlyCutter): their CRDs (crdsFor) and what the
+// provider leaves out. Nil where there are none.
+func watchedOnlySetup(e *Env) *report.WatchedOnlySetup {
+	cut, ok := e.Provider.(cluster.WatchedOnlyCutter)
+	if !ok {
+		return nil
+	}
+	w := &report.WatchedOnlySetup{Cuts: append([]string{"CRDs: every one present, only " + strings.Join(crds.ServedWhereNoIstiod(), ", ") +
+		" served; the others with the smallest schema"}, cut.WatchedOnlyCuts()...)}
+	for _, c := range e.Clusters {
+		if e.WatchedOnly(c.Name) {
+			w.Clusters++
+		}
+	}
+	if w.Clusters == 0 {
+		return nil
+	}
+	return w
 }
 
 // componentOf turns "cluster-1/kube-apiserver" into "kube-apiserver".

@@ -58,11 +58,15 @@ func (e *Env) checkInput(s Suite) error {
 // providerEnv is what the provider gets from the environment, writing into runDir.
 func (e *Env) providerEnv(runDir string) provider.Env {
 	istiods := 0 // one per primary
+	var istiodClusters []string
 	if e.Flags.Istiods == report.IstiodsObserved {
 		istiods = 1
+		if obs, err := e.Observed(); err == nil {
+			istiodClusters = []string{obs.Name}
+		}
 	}
-	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, PodsPerCluster: e.Scale.Pods,
-		Keep: e.Flags.Keep, Deadline: providerDeadline()}
+	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, IstiodClusters: istiodClusters,
+		PodsPerCluster: e.Scale.Pods, Keep: e.Flags.Keep, Deadline: providerDeadline()}
 }
 
 func (e *Env) setup(ctx context.Context, suite Suite) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -55,16 +56,20 @@ func createClusters(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// installCRDs applies the Istio and Gateway API CRDs in every cluster (checking those a provider
-// stored before its API servers started), waits until all are Established and served, and labels
-// istio-system with the cluster's network.
+// installCRDs applies the Istio and Gateway API CRDs in every cluster (served only where an istiod
+// reads them, crdsFor), checking those a provider stored before its API servers started; waits
+// until all are Established and the served ones served, and labels istio-system with the
+// cluster's network.
 func installCRDs(ctx context.Context, e *Env) error {
-	set := e.crds
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(crdParallelism(e.Provider))
-	for _, c := range e.Clusters {
+	full := -1 // a cluster holding every CRD, for the seed
+	for i, c := range e.Clusters {
+		if full < 0 && e.RunsIstiod(c.Name) {
+			full = i
+		}
 		g.Go(func() error {
-			if err := crds.Apply(gctx, c.Dynamic, set); err != nil {
+			if err := crds.Apply(gctx, c.Dynamic, e.crdsFor(c.Name)); err != nil {
 				return fmt.Errorf("cluster %s: %w", c.Name, err)
 			}
 			return mesh.EnsureSystemNamespace(gctx, c)
@@ -75,15 +80,38 @@ func installCRDs(ctx context.Context, e *Env) error {
 	}
 	e.setupTimes.crdsEstablished = time.Now()
 	how := "created through the API"
-	if pl, ok := e.Provider.(cluster.CRDPreloader); ok && len(e.Clusters) > 0 {
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok && full >= 0 {
 		if pl.SeededCRDs() {
 			how = "stored from the seed before the API servers started"
-		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[0]); err != nil {
+		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[full]); err != nil {
 			e.Logf("crds: saving the CRD seed for later runs: %v", err)
 		}
 	}
-	e.Logf("crds: %d CRDs established and served in each of %d clusters (%s)", len(set), len(e.Clusters), how)
+	if w := watchedOnlySetup(e); w != nil {
+		e.Logf("crds: %d CRDs established and served where the istiod runs; in the %d clusters it only watches established, %d of them served (%s)",
+			len(e.crds), w.Clusters, len(crds.ServedWhereNoIstiod()), how)
+		return nil
+	}
+	e.Logf("crds: %d CRDs established and served in each of %d clusters (%s)", len(e.crds), len(e.Clusters), how)
 	return nil
+}
+
+// crdsFor is the CRDs cluster name gets: in a cluster the run's only istiod merely watches
+// (WatchedOnly) and the provider builds lighter (cluster.WatchedOnlyCutter), served only those an
+// istiod reads from a cluster it does not run in; elsewhere all served (never changing a CRD an
+// existing cluster serves).
+func (e *Env) crdsFor(name string) crds.Set {
+	if _, cuts := e.Provider.(cluster.WatchedOnlyCutter); cuts && e.WatchedOnly(name) {
+		return e.crds.WhereNoIstiod()
+	}
+	return e.crds
+}
+
+// WatchedOnly says cluster name runs no istiod in a run that starts only the observed one
+// (-mesh.istiods=observed): nothing there is read but what that istiod watches, so the cluster
+// may be built lighter (provider.Env.IstiodClusters). Other runs keep every cluster whole.
+func (e *Env) WatchedOnly(name string) bool {
+	return e.Flags.Istiods == report.IstiodsObserved && !e.RunsIstiod(name)
 }
 
 // crdParallelism bounds how many clusters get their CRDs at once. Creating them through the API

@@ -24,6 +24,10 @@ type Env struct {
 	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the
 	// scale's pods per cluster, for providers that size the host before starting anything.
 	Istiods, PodsPerCluster int
+	// IstiodClusters names the clusters an istiod runs in when that is not every primary
+	// (-mesh.istiods=observed); nil otherwise. A provider may build the others lighter: they
+	// need serve only what an istiod reads from a cluster it does not run in.
+	IstiodClusters []string
 	// Keep is -keep: the clusters stay after the run.
 	Keep bool
 	// Deadline is when the clusters must be gone for go test's -timeout (zero: no timeout).

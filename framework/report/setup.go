@@ -25,8 +25,17 @@ type Setup struct {
 	// PerClusterUniqueBytes is the same memory with the binary's file pages, which every process
 	// of one binary shares through the page cache, counted once per binary rather than per process.
 	PerClusterUniqueBytes *float64 `json:"perClusterUniqueBytes,omitempty"`
+	// WatchedOnly says which clusters were built lighter because the run's only istiod merely
+	// watches them (-mesh.istiods=observed), and what was left out of them.
+	WatchedOnly *WatchedOnlySetup `json:"watchedOnly,omitempty"`
 	// StartWaves are the groups of clusters the provider started together (local), in order.
 	StartWaves []StartWave `json:"startWaves,omitempty"`
+}
+
+// WatchedOnlySetup is the clusters an istiod only watches and each cut made in them.
+type WatchedOnlySetup struct {
+	Clusters int      `json:"clusters"`
+	Cuts     []string `json:"cuts"`
 }
 
 // StartWave is one group of clusters started together: when it began and when its last cluster

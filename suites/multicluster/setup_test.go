@@ -194,14 +194,11 @@ func processCPU() time.Duration {
 }
 
 func startIstiods(ctx context.Context, e *env.Env) error {
-	obs := mc.observed()
 	err := mc.mesh.StartIstiods(ctx, mesh.Options{
 		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
 		Dir:          filepath.Join(e.RunDir, "istiod"),
 		Log:          e.Log,
-		Istiods: func(c *cluster.Cluster) bool {
-			return e.Flags.Istiods == "all" || c.Name == obs.Name
-		},
+		Istiods:      func(c *cluster.Cluster) bool { return e.RunsIstiod(c.Name) },
 	})
 	for _, i := range mc.mesh.Istiods {
 		e.RecordMetrics(i) // every scrape into the report's metrics.csv

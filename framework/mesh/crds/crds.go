@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +45,61 @@ func (s Set) Names() []string {
 		out[i] = o.GetName()
 	}
 	return out
+}
+
+// servedWhereNoIstiod are the CRDs an istiod reads from a cluster it does not run in: its ambient
+// view of another cluster holds Gateways among built-in kinds (istio.io/istio
+// pkg/kube/multicluster/cluster.go), and its kube registry for that cluster keeps a WorkloadEntry
+// store there (pilot/pkg/serviceregistry/kube/controller/multicluster.go, cross-cluster
+// WorkloadEntries, on by default).
+var servedWhereNoIstiod = []string{"gateways.gateway.networking.k8s.io", "workloadentries.networking.istio.io"}
+
+// ServedWhereNoIstiod names the CRDs a cluster serves where no istiod runs.
+func ServedWhereNoIstiod() []string { return slices.Clone(servedWhereNoIstiod) }
+
+// WhereNoIstiod returns the CRDs of s for a cluster where no istiod runs: every one is there, as
+// istiod's CRD watcher sees them in any cluster, but only those it reads are served; the others
+// keep their names, labels and annotations and lose their schemas, so the API server builds no
+// storage, watch cache or OpenAPI for them.
+func (s Set) WhereNoIstiod() Set {
+	out := make(Set, len(s))
+	for i, o := range s {
+		if slices.Contains(servedWhereNoIstiod, o.GetName()) {
+			out[i] = o
+			continue
+		}
+		out[i] = unserved(o)
+	}
+	return out
+}
+
+// unserved is a copy of crd with every version unserved and its schema the smallest one allowed.
+func unserved(crd *unstructured.Unstructured) *unstructured.Unstructured {
+	c := crd.DeepCopy()
+	spec, _ := c.Object["spec"].(map[string]any)
+	versions, _ := spec["versions"].([]any)
+	for _, v := range versions {
+		if m, ok := v.(map[string]any); ok {
+			m["served"] = false
+			m["schema"] = map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+			delete(m, "subresources")
+			delete(m, "additionalPrinterColumns")
+			delete(m, "selectableFields")
+		}
+	}
+	delete(spec, "conversion")
+	return c
+}
+
+// isServed says whether any version of crd is served.
+func isServed(crd *unstructured.Unstructured) bool {
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		if m, ok := v.(map[string]any); ok && m["served"] == true {
+			return true
+		}
+	}
+	return false
 }
 
 // Load reads the Istio CRDs (embedded in istio.io/istio/manifests) and the Gateway API
@@ -197,10 +253,13 @@ func Apply(ctx context.Context, client dynamic.Interface, set Set) error {
 	return served(ctx, client, set)
 }
 
-// served lists each CRD's storage version (at most one object): an Established condition is only
-// what is stored; this proves the API server serves the resource.
+// served lists each served CRD's storage version (at most one object): an Established condition
+// is only what is stored; this proves the API server serves the resource.
 func served(ctx context.Context, client dynamic.Interface, set Set) error {
 	for _, crd := range set {
+		if !isServed(crd) {
+			continue
+		}
 		gvr, err := storageGVR(crd)
 		if err != nil {
 			return err

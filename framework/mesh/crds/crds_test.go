@@ -53,3 +53,31 @@ metadata:
 	_, err = LoadFrom(context.Background(), root, dir)
 	assert.ErrorContains(t, err, "does not require sigs.k8s.io/gateway-api")
 }
+
+// TestWhereNoIstiodServesOnlyWhatIstiodReads: every CRD is kept with its names, labels and
+// annotations (what istiod's CRD watcher holds), only Gateways and WorkloadEntries stay served and
+// whole, and the
+// loaded set is not changed.
+func TestWhereNoIstiodServesOnlyWhatIstiodReads(t *testing.T) {
+	root, err := bins.SourceRoot()
+	require.NoError(t, err)
+	set, err := Load(context.Background(), root)
+	require.NoError(t, err)
+	light := set.WhereNoIstiod()
+	require.Equal(t, set.Names(), light.Names())
+	for i, crd := range light {
+		orig := set[i]
+		assert.Equal(t, orig.GetLabels(), crd.GetLabels(), crd.GetName())
+		assert.Equal(t, orig.GetAnnotations(), crd.GetAnnotations(), crd.GetName())
+		assert.True(t, isServed(orig), "loaded %s is served", crd.GetName())
+		if crd.GetName() == "gateways.gateway.networking.k8s.io" || crd.GetName() == "workloadentries.networking.istio.io" {
+			assert.Same(t, orig, crd, "what istiod reads stays as loaded")
+			continue
+		}
+		assert.False(t, isServed(crd), "%s is served", crd.GetName())
+		gvr, err := storageGVR(crd)
+		require.NoError(t, err)
+		want, _ := storageGVR(orig)
+		assert.Equal(t, want, gvr, "%s keeps its storage version", crd.GetName())
+	}
+}

@@ -92,7 +92,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(ports[0]),
 			"--cert-dir=" + filepath.Join(m.dir, "kube-controller-manager-pki"),
-			"--controllers=" + strings.Join(controllers, ","),
+			"--controllers=" + strings.Join(controllersFor(m.watchedOnly), ","),
 			"--use-service-account-credentials=true",
 			"--service-account-private-key-file=" + filepath.Join(m.dir, "sa.key"),
 			// What pods verify the API server with: its self-signed serving certificate.
@@ -110,7 +110,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 			"--profiling=false",
 		}, m.kcmArgs...),
 		LogFile: filepath.Join(m.dir, "kube-controller-manager.log"),
-		Env:     kcmGCEnv(),
+		Env:     withProcs(kcmGCEnv(), m.watchedOnly),
 	}, &m.kcm)
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func init() {
 		Flags:        flags.register,
 		Check:        flags.validate,
 		New: func(e provider.Env) (cluster.Provider, error) {
-			return New(Options{RunDir: e.RunDir, Log: e.Log, Istiods: e.Istiods, PodsPerCluster: e.PodsPerCluster,
+			return New(Options{RunDir: e.RunDir, Log: e.Log, Istiods: e.Istiods, IstiodClusters: e.IstiodClusters, PodsPerCluster: e.PodsPerCluster,
 				NoControllers: !flags.controllers, Wave: flags.wave, NoWorkloadSnapshots: !flags.snapshots}), nil
 		},
 	})

@@ -24,9 +24,13 @@ const (
 	controllersPerPod = 18 << 10
 	controllersBinary = 80 << 20
 	istiodMemory      = 300 << 20
-	istiodPerMeshPod  = 25 << 10
-	fileDescriptors   = 1024
-	fileDescPerMember = 64
+	// A watched-only cluster's API server and controller-manager (watchedonly.go), each private
+	// part and share with the same room as the figures above.
+	watchedOnlyAPIServerMemory   = 120 << 20
+	watchedOnlyControllersMemory = 25 << 20
+	istiodPerMeshPod             = 25 << 10
+	fileDescriptors              = 1024
+	fileDescPerMember            = 64
 )
 
 // roomyGCMemory is what an API server at roomyGOGC takes beyond one at Go's default GC, and
@@ -57,12 +61,18 @@ func (p *Provider) roomyGC(t *topology.Topology, roomy, avail uint64) bool {
 // (0: one per primary), each of which watches every cluster.
 func (p *Provider) hostMemory(t *topology.Topology) uint64 {
 	n, pods := uint64(len(t.Clusters)), uint64(max(p.opts.PodsPerCluster, 0))
-	need := n * (apiServerMemory + pods*apiServerPerPod)
+	var watched uint64
+	for _, c := range t.Clusters {
+		if p.watchedOnly(c.Name) {
+			watched++
+		}
+	}
+	need := (n-watched)*apiServerMemory + watched*watchedOnlyAPIServerMemory + n*pods*apiServerPerPod
 	if defaultGC(len(t.Clusters), int(pods)) {
 		need += n * defaultGCMemory
 	}
 	if !p.opts.NoControllers {
-		need += controllersBinary + n*(controllersMemory+pods*controllersPerPod)
+		need += controllersBinary + (n-watched)*controllersMemory + watched*watchedOnlyControllersMemory + n*pods*controllersPerPod
 	}
 	var istiods uint64
 	switch {

@@ -24,6 +24,15 @@ func TestHostMemoryCountsIstiodsAndPods(t *testing.T) {
 	assert.Greater(t, need(1, 4000), observed+uint64(50*3900*apiServerPerPod), "pods are counted")
 	without := (&Provider{opts: Options{Istiods: 1, PodsPerCluster: 100, NoControllers: true}}).hostMemory(topo)
 	assert.Greater(t, observed, without+uint64(50*controllersMemory), "the controller-managers are counted")
+
+	hundred, err := topology.Generate(100)
+	require.NoError(t, err)
+	whole := (&Provider{opts: Options{Istiods: 1, PodsPerCluster: 100}}).hostMemory(hundred)
+	light := (&Provider{opts: Options{Istiods: 1, IstiodClusters: []string{"cluster-1"}, PodsPerCluster: 100}}).hostMemory(hundred)
+	assert.Greater(t, whole, uint64(24<<30), "100 whole small clusters do not fit a 24 GiB host")
+	assert.Less(t, light, uint64(18<<30), "100 small clusters the one istiod only watches do")
+	assert.Equal(t, whole-light, uint64(99*(apiServerMemory-watchedOnlyAPIServerMemory+controllersMemory-watchedOnlyControllersMemory)),
+		"every cluster but the istiod's is counted watched-only")
 }
 
 // TestAPIServerGCTradesMemoryForCPUUpToTwentyClusters: Go's default GC for the small runs it

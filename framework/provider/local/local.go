@@ -36,6 +36,9 @@ type Options struct {
 	// Istiods is how many istiods the run starts (0: one per primary) and PodsPerCluster the pods
 	// each cluster gets; preflight sizes the host memory from them.
 	Istiods, PodsPerCluster int
+	// IstiodClusters names the clusters an istiod runs in when not every primary: the others are
+	// built watched-only (watchedonly.go). Nil builds every cluster whole.
+	IstiodClusters []string
 	// NoControllers leaves kube-controller-manager out (-local.controllers=false), for comparisons:
 	// then nothing publishes EndpointSlices, namespaces never finish deleting, and so on.
 	NoControllers bool
@@ -70,6 +73,7 @@ var (
 	_ cluster.WaveLister          = (*Provider)(nil)
 	_ cluster.Probes              = (*Provider)(nil)
 	_ cluster.ExtraIstiods        = (*Provider)(nil)
+	_ cluster.WatchedOnlyCutter   = (*Provider)(nil)
 	_ cluster.IstiodRestarter     = (*Istiod)(nil)
 	_ cluster.HopAccess           = (*probeEnv)(nil)
 	_ cluster.ClientRestarter     = (*probeEnv)(nil)
@@ -263,7 +267,7 @@ const nodeLeaseRenewal = 10 * time.Second
 func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, seed *crdSeed, together int) (*cluster.Cluster, error) {
 	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
 		etcd: etcd, gcEnv: p.gcEnv, controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace,
-		kcmArgs: endpointBatching(p.opts.PodsPerCluster)}
+		kcmArgs: endpointBatching(p.opts.PodsPerCluster), watchedOnly: p.watchedOnly(tc.Name)}
 	p.mu.Lock()
 	p.members = append(p.members, m)
 	p.mu.Unlock()
@@ -282,7 +286,7 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	if seed != nil {
-		if err := etcd.writeSeed(ctx, seed, etcdPrefix(tc.Name)); err != nil {
+		if err := etcd.writeSeed(ctx, seedFor(seed, m.watchedOnly), etcdPrefix(tc.Name)); err != nil {
 			return nil, fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +37,8 @@ type member struct {
 	// controllers starts kube-controller-manager; egress is the socket of the proxy the API
 	// server sends its pod, service and node proxy traffic through (egress.go).
 	controllers bool
+	// watchedOnly: no istiod runs here and the run's istiod only watches it (watchedonly.go).
+	watchedOnly bool
 	nodeGrace   time.Duration // the controller-manager's node monitor grace (0: nodeMonitorGrace)
 	kcmArgs     []string      // the controller-manager's flags for this run's scale (endpointBatching)
 	egress      string
@@ -164,7 +165,7 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 	api, err := m.launch(proc.Spec{
 		Name: m.topo.Name + "/kube-apiserver",
 		Path: m.paths[bins.KubeAPIServer],
-		Args: []string{
+		Args: append([]string{
 			"--etcd-servers=" + m.etcd.url,
 			"--etcd-prefix=" + etcdPrefix(m.topo.Name),
 			"--bind-address=127.0.0.1",
@@ -190,11 +191,9 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 			"--endpoint-reconciler-type=none",
 			// Pod, service and node proxy traffic goes through the framework's proxy (egress.go).
 			"--egress-selector-config-file=" + m.egress,
-			runtimeConfig(),
-			"--disable-admission-plugins=" + strings.Join(disabledAdmission, ","),
-		},
+		}, apiServerScope(m.watchedOnly)...),
 		LogFile: filepath.Join(m.dir, "kube-apiserver.log"),
-		Env:     m.gcEnv,
+		Env:     withProcs(m.gcEnv, m.watchedOnly),
 	}, &m.apiserver)
 	if err != nil {
 		return 0, err
@@ -263,15 +262,6 @@ var disabledAdmission = []string{
 	"CertificateApproval", "CertificateSigning", "CertificateSubjectRestriction", "ClusterTrustBundleAttest",
 	"DefaultStorageClass", "PersistentVolumeClaimResize", "StorageObjectInUseProtection", "RuntimeClass", "Priority",
 	"LimitRanger", "PodSecurity", "ResourceQuota",
-}
-
-// runtimeConfig turns disabledGroups off (v1 is each one's only version served by default).
-func runtimeConfig() string {
-	parts := make([]string, len(disabledGroups))
-	for i, g := range disabledGroups {
-		parts[i] = g + "/v1=false"
-	}
-	return "--runtime-config=" + strings.Join(parts, ",")
 }
 
 func (m *member) launch(spec proc.Spec, slot **proc.Process) (*proc.Process, error) {

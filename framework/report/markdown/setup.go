@@ -49,6 +49,13 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 		}
 		p(".\n\n")
 	}
+	if w := s.WatchedOnly; w != nil {
+		p("Clusters the istiod only watches (%d) were built without what nothing there reads:\n\n", w.Clusters)
+		for _, c := range w.Cuts {
+			p("- %s\n", c)
+		}
+		p("\n")
+	}
 	if len(s.Shared) > 0 {
 		p("| Shared process | Clusters | RSS MB | Share per cluster MB | Database MB |\n|---|---|---|---|---|\n")
 		for _, sp := range s.Shared {

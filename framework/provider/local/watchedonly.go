@@ -1,0 +1,108 @@
+package local
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+)
+
+// A watched-only cluster is one where no istiod runs in a run that starts only the observed one
+// (provider.Env.IstiodClusters): the istiod reads its namespaces, pods, services, EndpointSlices,
+// nodes and Gateways, and the controller-manager keeps the EndpointSlices, service accounts,
+// namespaces and nodes as in any cluster. What nothing there reads is left out, because every
+// built-in resource an API server serves costs it a watch cache, an etcd connection and two dozen
+// goroutines, idle or not (docs/measurements.md#clusters-an-istiod-only-watches).
+
+// watchedOnlyGroups are the API groups a watched-only cluster does not serve, beyond disabledGroups:
+// autoscalers, disruption budgets and admission configuration are written by istiod's gateway
+// deployment controller and webhooks only where it runs.
+var watchedOnlyGroups = []string{"autoscaling/v1", "autoscaling/v2", "policy/v1", "admissionregistration.k8s.io/v1"}
+
+// watchedOnlyResources are single resources of served groups it does not serve either (the core
+// group's key begins with "/": its group is empty). DaemonSets stay: node lifecycle waits for
+// their informer.
+var watchedOnlyResources = []string{
+	"apps/v1/deployments", "apps/v1/replicasets", "apps/v1/statefulsets", "apps/v1/controllerrevisions",
+	"/v1/podtemplates", "/v1/replicationcontrollers", "/v1/limitranges", "/v1/resourcequotas",
+	"/v1/persistentvolumes", "/v1/persistentvolumeclaims",
+	"networking.k8s.io/v1/ingresses", "networking.k8s.io/v1/ingressclasses", "networking.k8s.io/v1/networkpolicies",
+}
+
+// watchedOnlyAdmission are the admission plugins that read admissionregistration or ingress
+// classes (they never sync without them).
+var watchedOnlyAdmission = []string{
+	"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy", "DefaultIngressClass",
+}
+
+// watchedOnlyControllersOff are the controllers that act on what a watched-only cluster does not serve.
+var watchedOnlyControllersOff = []string{
+	"deployment-controller", "replicaset-controller", "replicationcontroller-controller", "daemonset-controller",
+	"statefulset-controller", "disruption-controller", "validatingadmissionpolicy-status-controller",
+}
+
+// apiServerScope returns the API server's --runtime-config and --disable-admission-plugins flags.
+func apiServerScope(watchedOnly bool) []string {
+	off, admission := make([]string, 0, len(disabledGroups)+len(watchedOnlyGroups)+len(watchedOnlyResources)), disabledAdmission
+	for _, g := range disabledGroups {
+		off = append(off, g+"/v1=false") // v1 is each one's only version served by default
+	}
+	if watchedOnly {
+		for _, r := range slices.Concat(watchedOnlyGroups, watchedOnlyResources) {
+			off = append(off, r+"=false")
+		}
+		admission = slices.Concat(disabledAdmission, watchedOnlyAdmission)
+	}
+	return []string{"--runtime-config=" + strings.Join(off, ","), "--disable-admission-plugins=" + strings.Join(admission, ",")}
+}
+
+// withProcs returns env with, in a watched-only cluster, GOMAXPROCS=1: its processes are idle
+// but for the istiod's reads, and an idle Go process with one P wakes fewer threads for its
+// timers (docs/measurements.md#clusters-an-istiod-only-watches).
+func withProcs(env []string, watchedOnly bool) []string {
+	if !watchedOnly {
+		return env
+	}
+	return append(slices.Clone(env), "GOMAXPROCS=1")
+}
+
+// controllersFor returns the controller-manager's controllers.
+func controllersFor(watchedOnly bool) []string {
+	if !watchedOnly {
+		return controllers
+	}
+	return slices.DeleteFunc(slices.Clone(controllers), func(c string) bool { return slices.Contains(watchedOnlyControllersOff, c) })
+}
+
+// WatchedOnlyCuts lists what watched-only clusters leave out (cluster.WatchedOnlyCutter); the
+// framework lists their CRDs.
+func (p *Provider) WatchedOnlyCuts() []string {
+	return []string{
+		"API groups off: " + strings.Join(watchedOnlyGroups, ", "),
+		"resources off: " + strings.Join(watchedOnlyResources, ", "),
+		"admission plugins off: " + strings.Join(watchedOnlyAdmission, ", "),
+		"controllers off: " + strings.Join(watchedOnlyControllersOff, ", "),
+		"GOMAXPROCS=1 for the API server and controller-manager",
+	}
+}
+
+// seedFor returns the entries of s a cluster stores before its API server starts: in a
+// watched-only cluster only the CRDs it serves; the framework creates the others unserved
+// (crds.Set.WhereNoIstiod), small without their schemas.
+func seedFor(s *crdSeed, watchedOnly bool) *crdSeed {
+	if s == nil || !watchedOnly {
+		return s
+	}
+	out := &crdSeed{}
+	for _, en := range s.Entries {
+		if slices.Contains(crds.ServedWhereNoIstiod(), strings.TrimPrefix(en.Key, crdKeyPrefix)) {
+			out.Entries = append(out.Entries, en)
+		}
+	}
+	return out
+}
+
+// watchedOnly says whether cluster name is built watched-only.
+func (p *Provider) watchedOnly(name string) bool {
+	return p.opts.IstiodClusters != nil && !slices.Contains(p.opts.IstiodClusters, name)
+}
