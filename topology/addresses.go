@@ -9,15 +9,23 @@ import (
 // different clusters never overlap. Pod addresses are 10.(10+i).a.b, which the API server accepts
 // in EndpointSlices (it refuses loopback ones); they are API data only. The emulated data plane
 // serves each on the loopback address with the same low octets, 127.(10+i).a.b (LoopbackOf), so
-// all traffic stays on loopback. Nodes, ClusterIPs and gateways are loopback addresses.
+// all traffic stays on loopback; from cluster 91 the pods' loopback twins take the second octets
+// 1..10, the last ones free below the ClusterIP ranges (twinOctet). Nodes, ClusterIPs and
+// gateways are loopback addresses; gateways past cluster 50 share the /16s of the first 50's.
 
-// MaxClusters is the most clusters the address plan has room for (second octets 11..60, 101..150, 201..250).
-const MaxClusters = 50
+// MaxClusters is the most clusters the address plan has room for (second octets 1..10 and 11..100
+// for pods' loopback twins, 101..200 for ClusterIPs, 201..250 for gateways).
+const MaxClusters = 100
 
 const (
 	podOctetBase     = 10  // pods: 10.(10+i).0.0/16, served on 127.(10+i).0.0/16; nodes 127.(10+i).255.0/24
 	serviceOctetBase = 100 // ClusterIPs: 127.(100+i).0.0/16
-	gatewayOctetBase = 200 // east-west gateway: 127.(200+i).0.1
+	gatewayOctetBase = 200 // east-west gateway: 127.(200+i).0.1, past cluster 50 127.(150+i).1.1
+
+	// twinOctetsAbove90: clusters past 90 have their pods' loopback twins in 127.(i-90).0.0/16.
+	twinOctetsAbove90 = 90
+	// gatewaysPerOctet: clusters past 50 have their gateway in the /16 of cluster i-50's.
+	gatewaysPerOctet = 50
 
 	// nodeOctet: 127.(10+i).255.0/24 holds node addresses, so no pod takes 10.(10+i).255.x, whose
 	// loopback socket would be a node's.
@@ -33,6 +41,14 @@ func checkIndex(i int) error {
 		return fmt.Errorf("address plan: cluster index %d out of range 1..%d", i, MaxClusters)
 	}
 	return nil
+}
+
+// twinOctet is the second octet of cluster i's pods' loopback twins and nodes.
+func twinOctet(i int) int {
+	if i > twinOctetsAbove90 {
+		return i - twinOctetsAbove90
+	}
+	return podOctetBase + i
 }
 
 func loopback(b, c, d int) netip.Addr {
@@ -57,14 +73,14 @@ func PodCIDR(i int) (netip.Prefix, error) {
 	return clusterPrefix(i, podAddr(podOctetBase+i, 0, 0), 16)
 }
 
-// NodeCIDR is where cluster i's node addresses are, 127.(10+i).255.0/24.
+// NodeCIDR is where cluster i's node addresses are, 127.(10+i).255.0/24 (twinOctet).
 func NodeCIDR(i int) (netip.Prefix, error) {
-	return clusterPrefix(i, loopback(podOctetBase+i, nodeOctet, 0), 24)
+	return clusterPrefix(i, loopback(twinOctet(i), nodeOctet, 0), 24)
 }
 
 // LoopbackOf is the loopback address a pod address of the plan is served on: 10.(10+i).a.b maps
-// to 127.(10+i).a.b. ok is false for any other address, including 10.(10+i).255.x, which no pod
-// has (its loopback twin is a node's).
+// to 127.(10+i).a.b (twinOctet). ok is false for any other address, including 10.(10+i).255.x,
+// which no pod has (its loopback twin is a node's).
 func LoopbackOf(pod netip.Addr) (netip.Addr, bool) {
 	if !pod.Is4() {
 		return netip.Addr{}, false
@@ -74,7 +90,7 @@ func LoopbackOf(pod netip.Addr) (netip.Addr, bool) {
 	if b[0] != 10 || checkIndex(i) != nil || b[2] == nodeOctet {
 		return netip.Addr{}, false
 	}
-	return loopback(int(b[1]), int(b[2]), int(b[3])), true
+	return loopback(twinOctet(i), int(b[2]), int(b[3])), true
 }
 
 // ServiceCIDR is cluster i's ClusterIP range, 127.(100+i).0.0/16 (kube-apiserver --service-cluster-ip-range).
@@ -82,10 +98,14 @@ func ServiceCIDR(i int) (netip.Prefix, error) {
 	return clusterPrefix(i, loopback(serviceOctetBase+i, 0, 0), 16)
 }
 
-// GatewayIP is cluster i's east-west gateway address, 127.(200+i).0.1.
+// GatewayIP is cluster i's east-west gateway address, 127.(200+i).0.1; past cluster 50,
+// 127.(150+i).1.1.
 func GatewayIP(i int) (netip.Addr, error) {
 	if err := checkIndex(i); err != nil {
 		return netip.Addr{}, err
+	}
+	if i > gatewaysPerOctet {
+		return loopback(gatewayOctetBase+i-gatewaysPerOctet, 1, 1), nil
 	}
 	return loopback(gatewayOctetBase+i, 0, 1), nil
 }
@@ -110,5 +130,5 @@ func NodeIP(i, node int) (netip.Addr, error) {
 	if node < 0 || node >= MaxNodes {
 		return netip.Addr{}, fmt.Errorf("address plan: node %d of cluster %d out of range: %d nodes fit per cluster (0..%d)", node, i, MaxNodes, MaxNodes-1)
 	}
-	return loopback(podOctetBase+i, nodeOctet, node+1), nil
+	return loopback(twinOctet(i), nodeOctet, node+1), nil
 }

@@ -71,15 +71,15 @@ func TestNodeIP(t *testing.T) {
 func TestAddressPlanIndexBounds(t *testing.T) {
 	for _, i := range []int{-1, 0, MaxClusters + 1} {
 		_, err := PodCIDR(i)
-		assert.ErrorContains(t, err, "out of range 1..50", "PodCIDR(%d)", i)
+		assert.ErrorContains(t, err, "out of range 1..100", "PodCIDR(%d)", i)
 		_, err = ServiceCIDR(i)
-		assert.ErrorContains(t, err, "out of range 1..50", "ServiceCIDR(%d)", i)
+		assert.ErrorContains(t, err, "out of range 1..100", "ServiceCIDR(%d)", i)
 		_, err = GatewayIP(i)
-		assert.ErrorContains(t, err, "out of range 1..50", "GatewayIP(%d)", i)
+		assert.ErrorContains(t, err, "out of range 1..100", "GatewayIP(%d)", i)
 		_, err = PodIP(i, 0)
-		assert.ErrorContains(t, err, "out of range 1..50", "PodIP(%d, 0)", i)
+		assert.ErrorContains(t, err, "out of range 1..100", "PodIP(%d, 0)", i)
 		_, err = NodeIP(i, 0)
-		assert.ErrorContains(t, err, "out of range 1..50", "NodeIP(%d, 0)", i)
+		assert.ErrorContains(t, err, "out of range 1..100", "NodeIP(%d, 0)", i)
 	}
 }
 
@@ -110,7 +110,7 @@ func TestAddressPlanNoOverlap(t *testing.T) {
 
 		// Pod addresses at the edges stay in the pod range, and their sockets in the loopback
 		// twin of it, outside the node /24; node addresses stay in the node range.
-		sockets := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(10 + i), 0, 0}), 16)
+		sockets := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(twinOctet(i)), 0, 0}), 16)
 		for _, n := range []int{0, MaxPods - 1} {
 			addr, err := PodIP(i, n)
 			require.NoError(t, err)
@@ -148,6 +148,10 @@ func TestLoopbackOf(t *testing.T) {
 		{"10.11.0.1", "127.11.0.1"},
 		{"10.60.254.254", "127.60.254.254"},
 		{"10.13.3.239", "127.13.3.239"},
+		{"10.61.0.1", "127.61.0.1"},
+		{"10.100.4.5", "127.100.4.5"},
+		{"10.101.0.1", "127.1.0.1"},
+		{"10.110.254.254", "127.10.254.254"},
 	} {
 		got, ok := LoopbackOf(netip.MustParseAddr(tc.pod))
 		require.True(t, ok, tc.pod)
@@ -155,7 +159,7 @@ func TestLoopbackOf(t *testing.T) {
 	}
 	// Neither in the plan nor its node /24, nor loopback, nor IPv6: no mapping (the data plane
 	// then refuses, it never dials these).
-	for _, a := range []string{"10.10.0.1", "10.61.0.1", "10.11.255.1", "10.244.0.5", "192.168.1.1", "127.11.0.1", "::1", "fd00::1"} {
+	for _, a := range []string{"10.10.0.1", "10.111.0.1", "10.101.255.1", "10.11.255.1", "10.244.0.5", "192.168.1.1", "127.11.0.1", "::1", "fd00::1"} {
 		_, ok := LoopbackOf(netip.MustParseAddr(a))
 		assert.False(t, ok, a)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var local = Capabilities{Provider: "local", MaxClusters: MaxClusters, MaxClustersReason: "its loopback address plan has room for 50"}
+var local = Capabilities{Provider: "local", MaxClusters: MaxClusters, MaxClustersReason: "its loopback address plan has room for 100"}
 
 // Alternatives as the fixes see them: one as limited as local, one without a limit that builds
 // remotes, one that builds everything.
@@ -22,18 +22,18 @@ var (
 func TestCheckLocalTooMany(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("clusters:\n")
-	for i := 1; i <= 51; i++ {
+	for i := 1; i <= MaxClusters+1; i++ {
 		fmt.Fprintf(&b, "- name: c%d\n", i)
 	}
 	topo, err := Parse([]byte(b.String()), "big.yaml")
 	require.NoError(t, err, "Validate has no cluster limit; providers do")
 	err = topo.Check(local, capped, remotes)
 	require.Error(t, err)
-	assert.Equal(t, "topology big.yaml: clusters: 51 clusters, but the local provider builds at most 50 (its loopback address plan has room for 50); use at most 50 clusters with -provider=local, or -provider=remotes for more", err.Error(),
+	assert.Equal(t, "topology big.yaml: clusters: 101 clusters, but the local provider builds at most 100 (its loopback address plan has room for 100); use at most 100 clusters with -provider=local, or -provider=remotes for more", err.Error(),
 		"only the alternative without the limit is suggested")
 	err = topo.Check(local, capped)
 	require.Error(t, err)
-	assert.True(t, strings.HasSuffix(err.Error(), "use at most 50 clusters with -provider=local"), "no alternative builds more: %v", err)
+	assert.True(t, strings.HasSuffix(err.Error(), "use at most 100 clusters with -provider=local"), "no alternative builds more: %v", err)
 
 	assert.NoError(t, topo.Check(Capabilities{Provider: "kube"}), "0 means no limit")
 }

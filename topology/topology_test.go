@@ -48,12 +48,12 @@ func TestGenerateBounds(t *testing.T) {
 		var te *Error
 		assert.ErrorAs(t, err, &te)
 	}
-	// The cap is the provider's: 51 clusters generate, and the local provider refuses them.
+	// The cap is the provider's: 101 clusters generate, and the local provider refuses them.
 	topo, err := Generate(MaxClusters + 1)
 	require.NoError(t, err)
 	err = topo.Check(local)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "at most 50 clusters with -provider=local")
+	assert.Contains(t, err.Error(), "at most 100 clusters with -provider=local")
 }
 
 func TestGetPrimariesNetworks(t *testing.T) {

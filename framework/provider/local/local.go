@@ -148,9 +148,10 @@ func (p *Provider) Name() string      { return Name }
 func (p *Provider) DataPlane() string { return report.DataPlaneEmulated }
 func (p *Provider) LogDir() string    { return p.opts.RunDir }
 
-// capabilities: the loopback address plan has room for 50 clusters, and only primaries are built.
+// capabilities: the loopback address plan has room for topology.MaxClusters clusters, and only
+// primaries are built.
 var capabilities = topology.Capabilities{Provider: Name, MaxClusters: topology.MaxClusters,
-	MaxClustersReason: "its loopback address plan has room for 50"}
+	MaxClustersReason: fmt.Sprintf("its loopback address plan has room for %d", topology.MaxClusters)}
 
 // ClusterBinaries: the local provider runs pilot-discovery as a process (cluster.IstiodBinary).
 func (p *Provider) ClusterBinaries() []string {
