@@ -362,7 +362,8 @@ type CRDPreloader interface {
 	PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
 	// SeededCRDs says the CRDs were stored before the API servers started.
 	SeededCRDs() bool
-	// SaveCRDSeed captures c's established CRDs for later runs.
+	// SaveCRDSeed captures c's established CRDs for later runs of clusters like c; a no-op
+	// where this run stored them from a seed.
 	SaveCRDSeed(ctx context.Context, c *Cluster) error
 }
 

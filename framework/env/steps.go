@@ -63,10 +63,13 @@ func createClusters(ctx context.Context, e *Env) error {
 func installCRDs(ctx context.Context, e *Env) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(crdParallelism(e.Provider))
-	full := -1 // a cluster holding every CRD, for the seed
-	for i, c := range e.Clusters {
-		if full < 0 && e.RunsIstiod(c.Name) {
-			full = i
+	// The first cluster of each kind, whole and watched-only, for the provider's seeds.
+	var seedFrom []*cluster.Cluster
+	kinds := map[bool]bool{}
+	for _, c := range e.Clusters {
+		if light := e.WatchedOnly(c.Name); !kinds[light] {
+			kinds[light] = true
+			seedFrom = append(seedFrom, c)
 		}
 		g.Go(func() error {
 			if err := crds.Apply(gctx, c.Dynamic, e.crdsFor(c.Name)); err != nil {
@@ -80,11 +83,14 @@ func installCRDs(ctx context.Context, e *Env) error {
 	}
 	e.setupTimes.crdsEstablished = time.Now()
 	how := "created through the API"
-	if pl, ok := e.Provider.(cluster.CRDPreloader); ok && full >= 0 {
+	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
 		if pl.SeededCRDs() {
 			how = "stored from the seed before the API servers started"
-		} else if err := pl.SaveCRDSeed(ctx, e.Clusters[full]); err != nil {
-			e.Logf("crds: saving the CRD seed for later runs: %v", err)
+		}
+		for _, c := range seedFrom { // each a no-op where that kind's seed was used
+			if err := pl.SaveCRDSeed(ctx, c); err != nil {
+				e.Logf("crds: saving the CRD seed for later runs: %v", err)
+			}
 		}
 	}
 	if w := watchedOnlySetup(e); w != nil {

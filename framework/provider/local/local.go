@@ -92,10 +92,10 @@ type Provider struct {
 	noIstiod bool
 	// roomy: preflight found the memory for roomyGOGC (roomyGC).
 	roomy bool
-	// seedDir (default: beside the kube-apiserver binary), seedFile and seed: see seed.go.
-	seedDir  string
-	seedFile string
-	seed     *crdSeed
+	// seedDir (default: beside the kube-apiserver binary) and seeds, whole and watched-only
+	// clusters' (the key: watchedOnly): see seed.go.
+	seedDir string
+	seeds   map[bool]seedSlot
 	// workloads is what every cluster gets, when snapshots apply; restored names the clusters that
 	// started from a snapshot, and which (workloads.go).
 	workloads *cluster.WorkloadSet
@@ -242,9 +242,8 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	p.mu.Lock()
 	p.etcd = etcd
 	p.gcEnv = p.opts.apiServerEnv(len(t.Clusters), p.roomy)
-	seed := p.seed
 	p.mu.Unlock()
-	out, err := p.startWaves(ctx, t, etcd, seed)
+	out, err := p.startWaves(ctx, t, etcd)
 	if err != nil {
 		p.stopAll()
 		return nil, err
@@ -265,7 +264,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 const nodeLeaseRenewal = 10 * time.Second
 
 // startCluster starts one member: its egress proxy, API server and controller-manager.
-func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, seed *crdSeed, together int) (*cluster.Cluster, error) {
+func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, together int) (*cluster.Cluster, error) {
 	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
 		etcd: etcd, gcEnv: p.gcEnv, controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace,
 		kcmArgs: endpointBatching(p.opts.PodsPerCluster), watchedOnly: p.watchedOnly(tc.Name)}
@@ -286,8 +285,8 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 	if m.egress, err = egress.writeConfig(m.dir); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
-	if seed != nil {
-		if err := etcd.writeSeed(ctx, seedFor(seed, m.watchedOnly), etcdPrefix(tc.Name)); err != nil {
+	if seed := p.seedOf(m.watchedOnly); seed != nil {
+		if err := etcd.writeSeed(ctx, seed, etcdPrefix(tc.Name)); err != nil {
 			return nil, fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
 		}
 	}

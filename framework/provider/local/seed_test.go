@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/kube/apply"
@@ -84,4 +85,44 @@ func condition(crd *unstructured.Unstructured, typ string) any {
 		}
 	}
 	return nil
+}
+
+// TestWatchedOnlyCRDSeed: a watched-only cluster's CRDs (every one, most unserved) get a seed of
+// their own, captured once and stored before a later run's API server starts, after which Apply
+// writes nothing.
+func TestWatchedOnlyCRDSeed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	set := pinnedCRDs(t, ctx)
+	seedDir := t.TempDir()
+	start := func() (*Provider, *cluster.Cluster, crds.Set) {
+		p := cachedProvider(t)
+		p.seedDir, p.opts.IstiodClusters = seedDir, []string{"cluster-1"}
+		cs, slim := startClustersWithCRDs(t, ctx, p, 2, set)
+		return p, cs[1], crds.Set(slim).WhereNoIstiod()
+	}
+
+	cold, watched, light := start()
+	require.NoError(t, crds.Apply(ctx, watched.Dynamic, light))
+	require.NoError(t, cold.SaveCRDSeed(ctx, watched))
+	files, _ := filepath.Glob(filepath.Join(seedDir, "crd-seed-*.json"))
+	require.Len(t, files, 1, "the watched-only cluster's seed, not the whole one")
+	require.NoError(t, cold.Destroy(ctx))
+
+	warm, watched, light := start()
+	before, err := watched.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, before.Items, len(set), "every CRD stored before the API server started")
+	for _, crd := range before.Items {
+		assert.Equal(t, "True", condition(&crd, "Established"), crd.GetName())
+	}
+	require.NoError(t, crds.Apply(ctx, watched.Dynamic, light))
+	after, err := watched.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for j, crd := range after.Items {
+		assert.Equal(t, before.Items[j].GetResourceVersion(), crd.GetResourceVersion(), "Apply rewrote %s", crd.GetName())
+	}
+	_, err = watched.Dynamic.Resource(schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}).List(ctx, metav1.ListOptions{Limit: 1})
+	assert.Error(t, err, "the seeded CRDs are the unserved ones")
+	require.NoError(t, warm.Destroy(ctx))
 }

@@ -9,10 +9,10 @@ import (
 
 // A watched-only cluster is one where no istiod runs in a run that starts only the observed one
 // (provider.Env.IstiodClusters): the istiod reads its namespaces, pods, services, EndpointSlices,
-// nodes and Gateways, and the controller-manager keeps the EndpointSlices, service accounts,
+// nodes, Gateways and WorkloadEntries, and the controller-manager keeps the EndpointSlices, service accounts,
 // namespaces and nodes as in any cluster. What nothing there reads is left out, because every
 // built-in resource an API server serves costs it a watch cache, an etcd connection and two dozen
-// goroutines, idle or not (docs/measurements.md#clusters-an-istiod-only-watches).
+// goroutines, idle or not (docs/measurements.md#clusters-an-istiod-only-watches-issue-36-item-2).
 
 // watchedOnlyGroups are the API groups a watched-only cluster does not serve, beyond disabledGroups:
 // autoscalers, disruption budgets and admission configuration are written by istiod's gateway
@@ -58,7 +58,7 @@ func apiServerScope(watchedOnly bool) []string {
 
 // withProcs returns env with, in a watched-only cluster, GOMAXPROCS=1: its processes are idle
 // but for the istiod's reads, and an idle Go process with one P wakes fewer threads for its
-// timers (docs/measurements.md#clusters-an-istiod-only-watches).
+// timers (docs/measurements.md#clusters-an-istiod-only-watches-issue-36-item-2).
 func withProcs(env []string, watchedOnly bool) []string {
 	if !watchedOnly {
 		return env

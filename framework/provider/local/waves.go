@@ -38,7 +38,7 @@ func (p *Provider) waveSize() int {
 }
 
 // startWaves starts every cluster of t, a wave at a time, and returns them in t's order.
-func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *sharedEtcd, seed *crdSeed) ([]*cluster.Cluster, error) {
+func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *sharedEtcd) ([]*cluster.Cluster, error) {
 	size := p.waveSize()
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	begin := time.Now()
@@ -50,7 +50,7 @@ func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *s
 			tc := t.Clusters[i]
 			w.Clusters = append(w.Clusters, tc.Name)
 			g.Go(func() error {
-				c, err := p.startCluster(gctx, tc, etcd, seed, last-first)
+				c, err := p.startCluster(gctx, tc, etcd, last-first)
 				out[i] = c
 				return err
 			})
