@@ -250,9 +250,12 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	if !p.opts.NoControllers {
 		// Node lifecycle would mark the pods of fake nodes whose leases lapse NotReady: renew them
-		// every 10 s, as kubelets do.
+		// every 10 s, as kubelets do, where it runs (not in watched-only clusters).
 		p.mu.Lock()
 		for _, c := range out {
+			if p.watchedOnly(c.Name) {
+				continue
+			}
 			p.keepers = append(p.keepers, workload.StartNodeKeeper(context.Background(), c, nodeLeaseRenewal, p.opts.Log))
 		}
 		p.mu.Unlock()

@@ -35,13 +35,28 @@ var watchedOnlyAdmission = []string{
 	"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy", "DefaultIngressClass",
 }
 
-// watchedOnlyControllersOff are the controllers that act on what a watched-only cluster does not serve.
+// watchedOnlyControllersOff are the controllers that act on what a watched-only cluster does not
+// serve, and node lifecycle with its taint eviction: there a fake node's status is only what the
+// framework wrote (nothing renews its lease, nothing reads one), and node lifecycle's passes wake
+// ten times a second for nothing.
 var watchedOnlyControllersOff = []string{
 	"deployment-controller", "replicaset-controller", "replicationcontroller-controller", "daemonset-controller",
 	"statefulset-controller", "disruption-controller", "validatingadmissionpolicy-status-controller",
+	"node-lifecycle-controller", "taint-eviction-controller",
 }
 
-// apiServerScope returns the API server's --runtime-config and --disable-admission-plugins flags.
+// watchedOnlyIdle are API server flags that take a watched-only cluster's idle loops away: the
+// watch cache (each served resource's cache ticks every second for its bookmarks; without it an
+// istiod's lists and watches are served from etcd), the per-resource object count poll, and the
+// API server's identity lease, renewed every 10 s for peers a single API server does not have.
+var watchedOnlyIdle = []string{
+	"--watch-cache=false",
+	"--etcd-count-metric-poll-period=0",
+	"--feature-gates=APIServerIdentity=false,UnknownVersionInteroperabilityProxy=false",
+}
+
+// apiServerScope returns the API server's --runtime-config and --disable-admission-plugins flags,
+// and in a watched-only cluster watchedOnlyIdle.
 func apiServerScope(watchedOnly bool) []string {
 	off, admission := make([]string, 0, len(disabledGroups)+len(watchedOnlyGroups)+len(watchedOnlyResources)), disabledAdmission
 	for _, g := range disabledGroups {
@@ -53,7 +68,11 @@ func apiServerScope(watchedOnly bool) []string {
 		}
 		admission = slices.Concat(disabledAdmission, watchedOnlyAdmission)
 	}
-	return []string{"--runtime-config=" + strings.Join(off, ","), "--disable-admission-plugins=" + strings.Join(admission, ",")}
+	flags := []string{"--runtime-config=" + strings.Join(off, ","), "--disable-admission-plugins=" + strings.Join(admission, ",")}
+	if watchedOnly {
+		flags = append(flags, watchedOnlyIdle...)
+	}
+	return flags
 }
 
 // withProcs returns env with, in a watched-only cluster, GOMAXPROCS=1: its processes are idle
@@ -82,6 +101,8 @@ func (p *Provider) WatchedOnlyCuts() []string {
 		"resources off: " + strings.Join(watchedOnlyResources, ", "),
 		"admission plugins off: " + strings.Join(watchedOnlyAdmission, ", "),
 		"controllers off: " + strings.Join(watchedOnlyControllersOff, ", "),
+		"API server flags: " + strings.Join(watchedOnlyIdle, " "),
+		"fake nodes' leases not renewed (no node lifecycle reads them)",
 		"GOMAXPROCS=1 for the API server and controller-manager",
 	}
 }

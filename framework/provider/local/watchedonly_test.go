@@ -127,7 +127,8 @@ func TestControllersForWatchedOnly(t *testing.T) {
 	got := controllersFor(true)
 	assert.Len(t, got, len(controllers)-len(watchedOnlyControllersOff), "every controller turned off is one the list has")
 	assert.Contains(t, got, "endpointslice-controller")
-	assert.Contains(t, got, "node-lifecycle-controller")
+	assert.Contains(t, got, "node-ipam-controller")
+	assert.NotContains(t, got, "node-lifecycle-controller")
 	assert.NotContains(t, got, "deployment-controller")
 	assert.Equal(t, before, controllers, "controllersFor leaves the shared list as it was")
 }
