@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	kindexec "sigs.k8s.io/kind/pkg/exec"
 	kindlog "sigs.k8s.io/kind/pkg/log"
 )
 
@@ -88,7 +89,7 @@ func (k *realKind) provider(name string) *kindcluster.Provider {
 }
 
 func (k *realKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, wait time.Duration) error {
-	return k.provider(name).Create(name,
+	return withCommandOutput(k.provider(name).Create(name,
 		// kind mutates the struct it is given (SetDefaultsCluster): hand it a copy.
 		kindcluster.CreateWithV1Alpha4Config(cfg.DeepCopy()),
 		kindcluster.CreateWithKubeconfigPath(kubeconfig),
@@ -96,7 +97,18 @@ func (k *realKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 		// Keep a failed cluster's nodes so CollectLogs can read them; Destroy deletes them.
 		kindcluster.CreateWithRetain(true),
 		kindcluster.CreateWithDisplayUsage(false),
-		kindcluster.CreateWithDisplaySalutation(false))
+		kindcluster.CreateWithDisplaySalutation(false)))
+}
+
+// withCommandOutput adds to err the last lines a failed node command (kubeadm init, say) printed:
+// kind keeps them in its error but does not show them.
+func withCommandOutput(err error) error {
+	run := kindexec.RunErrorForError(err)
+	if run == nil || len(run.Output) == 0 {
+		return err
+	}
+	lines := strings.Split(strings.TrimRight(string(run.Output), "\n"), "\n")
+	return fmt.Errorf("%w; its last output:\n%s", err, strings.Join(lines[max(0, len(lines)-30):], "\n"))
 }
 
 func (k *realKind) Delete(name, kubeconfig string) error {
