@@ -125,6 +125,12 @@ func kubeadmPatch(apiVersion string) string {
 		"scheduler:\n" + args("  ", "leader-elect", "false")
 }
 
+// kubeadmTimeoutsPatch gives kubeadm init's API calls 4 minutes instead of 1. Its first call,
+// the admin user's ClusterRoleBinding, starts with the kubelet: it is the API server's whole
+// start-up that must fit, and with three clusters starting at once on two cores it took more than a
+// minute (docs/providers.md#kind). v1beta3 has no timeouts: its 1 minute is fixed.
+const kubeadmTimeoutsPatch = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nmetadata:\n  name: config\ntimeouts:\n  kubernetesAPICall: 4m0s\n"
+
 // Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the
 // cluster's own pod and service subnets, and kubeadm patches for the image's kubeadm API. The API
 // server's host port is left to Create. Each call returns a fresh struct (kind mutates it).
@@ -163,6 +169,9 @@ func Config(tc topology.Cluster, o Options) (*v1alpha4.Cluster, error) {
 			ServiceSubnet: svcs.String(),
 		},
 		KubeadmConfigPatches: []string{kubeadmPatch(api)},
+	}
+	if api == "kubeadm.k8s.io/v1beta4" {
+		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, kubeadmTimeoutsPatch)
 	}
 	if major, minor, _ := KubernetesVersion(image); o.CgroupV1 && (major > 1 || minor >= 35) {
 		// kubelet 1.35+ refuses a cgroup v1 host unless its configuration allows it.

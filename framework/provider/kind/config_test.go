@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -147,12 +149,30 @@ func TestKubeadmPatchFollowsNodeImage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", image, err)
 		}
-		if len(cfg.KubeadmConfigPatches) != 1 || !strings.HasPrefix(cfg.KubeadmConfigPatches[0], "apiVersion: "+want+"\n") {
-			t.Errorf("%s: patches %q, want apiVersion %s", image, cfg.KubeadmConfigPatches, want)
+		v4 := want == "kubeadm.k8s.io/v1beta4"
+		patches := 1
+		if v4 {
+			patches = 2 // and the timeouts only v1beta4 has
 		}
-		v4 := strings.Contains(cfg.KubeadmConfigPatches[0], "- name: leader-elect")
-		if v4 != (want == "kubeadm.k8s.io/v1beta4") {
+		if len(cfg.KubeadmConfigPatches) != patches || !strings.HasPrefix(cfg.KubeadmConfigPatches[0], "apiVersion: "+want+"\n") {
+			t.Fatalf("%s: patches %q, want %d of apiVersion %s", image, cfg.KubeadmConfigPatches, patches, want)
+		}
+		if strings.Contains(cfg.KubeadmConfigPatches[0], "- name: leader-elect") != v4 {
 			t.Errorf("%s: extraArgs not in %s form:\n%s", image, want, cfg.KubeadmConfigPatches[0])
+		}
+		if v4 {
+			var init struct {
+				APIVersion, Kind string
+				Metadata         struct{ Name string }
+				Timeouts         struct{ KubernetesAPICall string }
+			}
+			if err := yaml.Unmarshal([]byte(cfg.KubeadmConfigPatches[1]), &init); err != nil {
+				t.Fatalf("%s: timeouts patch: %v", image, err)
+			}
+			// kind applies a patch to the document of the same apiVersion, kind and name.
+			if init.APIVersion != want || init.Kind != "InitConfiguration" || init.Metadata.Name != "config" || init.Timeouts.KubernetesAPICall != "4m0s" {
+				t.Errorf("%s: timeouts patch %+v, want kubeadm init's API calls given 4m0s", image, init)
+			}
 		}
 	}
 }

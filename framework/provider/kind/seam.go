@@ -107,8 +107,25 @@ func withCommandOutput(err error) error {
 	if run == nil || len(run.Output) == 0 {
 		return err
 	}
-	lines := strings.Split(strings.TrimRight(string(run.Output), "\n"), "\n")
+	lines := withoutStackFrames(strings.Split(strings.TrimRight(string(run.Output), "\n"), "\n"))
 	return fmt.Errorf("%w; its last output:\n%s", err, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+}
+
+// withoutStackFrames drops the Go stack trace kubeadm prints after its error (a function's line,
+// then its tab-indented file:line), which would otherwise fill the lines kept and push the error
+// message out of them.
+func withoutStackFrames(lines []string) []string {
+	var kept []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "\t/") {
+			if len(kept) > 0 {
+				kept = kept[:len(kept)-1]
+			}
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return kept
 }
 
 func (k *realKind) Delete(name, kubeconfig string) error {

@@ -253,7 +253,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 		// every 10 s, as kubelets do, where it runs (not in watched-only clusters).
 		p.mu.Lock()
 		for _, c := range out {
-			if p.watchedOnly(c.Name) {
+			if !needsLeaseRenewal(controllersFor(p.watchedOnly(c.Name))) {
 				continue
 			}
 			p.keepers = append(p.keepers, workload.StartNodeKeeper(context.Background(), c, nodeLeaseRenewal, p.opts.Log))

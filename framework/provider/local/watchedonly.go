@@ -93,6 +93,12 @@ func controllersFor(watchedOnly bool) []string {
 	return slices.DeleteFunc(slices.Clone(controllers), func(c string) bool { return slices.Contains(watchedOnlyControllersOff, c) })
 }
 
+// needsLeaseRenewal says whether fake nodes' leases must be renewed under a controller-manager
+// running these controllers: only node lifecycle reads them.
+func needsLeaseRenewal(controllers []string) bool {
+	return slices.Contains(controllers, "node-lifecycle-controller")
+}
+
 // WatchedOnlyCuts lists what watched-only clusters leave out (cluster.WatchedOnlyCutter); the
 // framework lists their CRDs.
 func (p *Provider) WatchedOnlyCuts() []string {

@@ -131,4 +131,6 @@ func TestControllersForWatchedOnly(t *testing.T) {
 	assert.NotContains(t, got, "node-lifecycle-controller")
 	assert.NotContains(t, got, "deployment-controller")
 	assert.Equal(t, before, controllers, "controllersFor leaves the shared list as it was")
+	assert.True(t, needsLeaseRenewal(controllersFor(false)), "a whole cluster's node lifecycle reads the fake nodes' leases")
+	assert.False(t, needsLeaseRenewal(got), "nothing in a watched-only cluster reads them")
 }
