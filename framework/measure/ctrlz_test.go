@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,6 +99,28 @@ func TestForceGCFailsOnHTTPError(t *testing.T) {
 	err := (&Istiod{Name: "cluster-1", CtrlzURL: srv.URL}).ForceGC(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "404")
+}
+
+// A forced collection takes as long as istiod's heap and the host make it: the scrapes' client
+// timeout (shortened here) must not cut it, while it still bounds a scrape.
+func TestForceGCOutlastsTheScrapeTimeout(t *testing.T) {
+	saved := defaultClient.Timeout
+	defaultClient.Timeout = 50 * time.Millisecond
+	t.Cleanup(func() { defaultClient.Timeout = saved })
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		w.WriteHeader(http.StatusAccepted)
+	})
+	i := &Istiod{Name: "cluster-1", CtrlzURL: loopbackServer(t, slow).URL}
+	require.NoError(t, i.ForceGC(context.Background()))
+	_, err := i.MemStats(context.Background())
+	require.Error(t, err, "a scrape slower than the client timeout succeeded: the test no longer shows the difference")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = i.ForceGC(ctx)
+	require.Error(t, err, "the caller's deadline must still bound a forced collection")
+	assert.Contains(t, err.Error(), "a forced collection")
 }
 
 // istioControlZ runs Istio's real ControlZ server in this process on 127.0.0.1 until t ends.

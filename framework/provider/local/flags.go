@@ -36,7 +36,7 @@ func init() {
 
 func (f *flagValues) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.controllers, "local.controllers", true, "local: run kube-controller-manager in every cluster (EndpointSlices, namespaces, garbage collection, service accounts, node IPAM and lifecycle, workload controllers); false only to compare with clusters that have none")
-	fs.BoolVar(&f.snapshots, "local.snapshots", true, fmt.Sprintf("local: from %d pods per cluster, start each cluster holding the scale workloads an earlier run with the same inputs wrote (kept in the binary cache, one per cluster), and keep them after writing them; false writes them through the API on every run", snapshotMinPods))
+	fs.BoolVar(&f.snapshots, "local.snapshots", true, fmt.Sprintf("local: from %d pods per cluster or %d in the run, start each cluster holding the scale workloads an earlier run with the same inputs wrote (kept in the binary cache, one per cluster), and keep them after writing them; false writes them through the API on every run", snapshotMinPods, snapshotMinRunPods))
 	fs.IntVar(&f.wave, "local.wave", 0, fmt.Sprintf("local: clusters that start at once, so the API servers initialising together and the shared etcd keep up (0: two per CPU, 2 to 4: %d here)", DefaultWave()))
 }
 

@@ -92,6 +92,8 @@ type Provider struct {
 	noIstiod bool
 	// roomy: preflight found the memory for roomyGOGC (roomyGC).
 	roomy bool
+	// clusters is how many clusters the run has (Preflight): snapshots apply by the run's pods.
+	clusters int
 	// seedDir (default: beside the kube-apiserver binary) and seeds, whole and watched-only
 	// clusters' (the key: watchedOnly): see seed.go.
 	seedDir string
@@ -182,7 +184,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	avail, err := measure.HostMemoryAvailable()
 	roomy := err == nil && p.roomyGC(t, withRoomyGC, avail)
 	p.mu.Lock()
-	p.roomy = roomy
+	p.roomy, p.clusters = roomy, len(t.Clusters)
 	p.mu.Unlock()
 	if roomy {
 		fmt.Fprintf(p.opts.Log, "ambientmc: API servers run GOGC=%d, not Go's default: this host has %.1f GB available, the run about %.1f GB with it\n",

@@ -30,9 +30,18 @@ import (
 // of the mesh is in it (no configmap, secret or event), and every key a cluster's snapshot holds
 // is named by the workload set, so nothing of another run's mesh comes back.
 
-// snapshotMinPods is the pods per cluster from which workloads are restored: below it writing them
-// takes seconds.
-const snapshotMinPods = 1000
+// Workloads are restored from snapshotMinPods pods per cluster or snapshotMinRunPods in the run:
+// below both writing them takes seconds, above either minutes (100 small clusters: 10,000 pods in
+// more than 9 minutes on 2 cores, docs/measurements.md).
+const (
+	snapshotMinPods    = 1000
+	snapshotMinRunPods = 5000
+)
+
+// snapshotsApply says whether a run of that many clusters with pods each restores its workloads.
+func snapshotsApply(pods, clusters int) bool {
+	return pods >= snapshotMinPods || pods*clusters >= snapshotMinRunPods
+}
 
 // workloadSnapshot is the file: the entries' keys are below the cluster's prefix.
 type workloadSnapshot struct {
@@ -40,17 +49,17 @@ type workloadSnapshot struct {
 	Entries []kv
 }
 
-// PreloadWorkloads tells Create what every cluster gets (see the top of this file). Below
-// snapshotMinPods pods, or with snapshots turned off, it does nothing.
+// PreloadWorkloads tells Create what every cluster gets (see the top of this file). Where
+// snapshots do not apply (snapshotsApply), or are turned off, it does nothing.
 func (p *Provider) PreloadWorkloads(w cluster.WorkloadSet) error {
-	if p.opts.NoWorkloadSnapshots || w.Pods < snapshotMinPods {
-		return nil
-	}
 	if p.paths == nil {
 		return fmt.Errorf("local provider: Preflight must run before PreloadWorkloads")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.opts.NoWorkloadSnapshots || !snapshotsApply(w.Pods, p.clusters) {
+		return nil
+	}
 	p.workloads = &w
 	return nil
 }
@@ -74,14 +83,14 @@ func (p *Provider) snapshotDir() string {
 
 // snapshotFile names tc's snapshot of w: the key adds to w's everything of this provider that
 // shapes what is stored (the API server's and controller-manager's builds, whether controllers
-// run, the cluster and its address plan).
+// run and which (a watched-only cluster's differ), the cluster and its address plan).
 func (p *Provider) snapshotFile(w *cluster.WorkloadSet, tc topology.Cluster) (string, error) {
 	addrs, err := addresses(tc.Index)
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	for _, part := range []any{w, tc, addrs, p.paths[bins.KubeAPIServer], p.paths[bins.KubeControllerManager], !p.opts.NoControllers} {
+	for _, part := range []any{w, tc, addrs, p.paths[bins.KubeAPIServer], p.paths[bins.KubeControllerManager], !p.opts.NoControllers, p.watchedOnly(tc.Name)} {
 		raw, err := json.Marshal(part)
 		if err != nil {
 			return "", err

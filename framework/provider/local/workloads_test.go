@@ -107,3 +107,33 @@ func TestWorkloadSnapshot(t *testing.T) {
 	assert.False(t, restored, "a damaged snapshot was restored")
 	assert.NoFileExists(t, files[0])
 }
+
+// Snapshots pay where writing the workloads takes minutes: many pods in a cluster or in the run.
+func TestSnapshotsApplyByClusterOrRun(t *testing.T) {
+	for _, c := range []struct {
+		pods, clusters int
+		want           bool
+	}{{1000, 1, true}, {999, 1, false}, {100, 3, false}, {100, 49, false}, {100, 50, true}, {100, 100, true}, {0, 100, false}} {
+		assert.Equal(t, c.want, snapshotsApply(c.pods, c.clusters), "%d pods in each of %d clusters", c.pods, c.clusters)
+	}
+}
+
+// A watched-only cluster's controllers differ from a whole one's, so the same cluster's snapshot
+// is not shared between the two.
+func TestSnapshotKeySaysWatchedOnly(t *testing.T) {
+	topo, err := topology.Generate(2)
+	require.NoError(t, err)
+	w := &cluster.WorkloadSet{Pods: 100}
+	whole := &Provider{snapDir: t.TempDir(), paths: map[bins.Binary]string{bins.KubeAPIServer: "a", bins.KubeControllerManager: "c"}}
+	watched := &Provider{snapDir: whole.snapDir, paths: whole.paths, opts: Options{IstiodClusters: []string{topo.Clusters[0].Name}}}
+	a, err := whole.snapshotFile(w, topo.Clusters[1])
+	require.NoError(t, err)
+	b, err := watched.snapshotFile(w, topo.Clusters[1])
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	c, err := watched.snapshotFile(w, topo.Clusters[0])
+	require.NoError(t, err)
+	d, err := whole.snapshotFile(w, topo.Clusters[0])
+	require.NoError(t, err)
+	assert.Equal(t, d, c, "the cluster the istiod runs in is whole in both runs")
+}
