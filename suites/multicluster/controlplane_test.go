@@ -37,10 +37,13 @@ var _ = planned.Add("TestControlPlaneJoin", func(in options.PlanIn) (plan.Item, 
 	}
 	repeats := max(1, in.O.Join.Repeats)
 	d := fmt.Sprintf("baseline + %d joins x ~%.1fs", in.Remotes, in.Join)
+	if in.Remotes > 1 {
+		d += fmt.Sprintf(" + %.2fs per cluster already joined", in.JoinGrowth)
+	}
 	if repeats > 1 {
 		d = fmt.Sprintf("%d sequences of %s, each on a fresh istiod", repeats, d)
 	}
-	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+float64(in.Remotes)*in.Join) + probes), Detail: d}, true
+	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+in.Joins(in.Remotes)) + probes), Detail: d}, true
 })
 
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster

@@ -132,6 +132,19 @@ func TestPlanGrowsWithJoinsOnly(t *testing.T) {
 	assert.Less(t, growth, 40*time.Second, "churn grows by its joins and per-window drains only")
 }
 
+// A join costs more the more clusters istiod already holds and the more idle clusters share the
+// host: 100 small clusters' 99 joins took 1420 s on the reference host (docs/suites.md), three
+// times 99 first joins; a plan below that would let a run start that its -timeout cannot hold.
+func TestPlanJoinsGrowWithTheClustersAlreadyJoined(t *testing.T) {
+	_, _, at10 := planWith(t, 10, "small")
+	_, _, at100 := planWith(t, 100, "small")
+	joins10, joins100 := itemOf(t, at10, "TestControlPlaneJoin"), itemOf(t, at100, "TestControlPlaneJoin")
+	assert.GreaterOrEqual(t, joins100.Expected, 1420*time.Second, joins100.Detail)
+	assert.Less(t, joins100.Expected, 2*1420*time.Second, joins100.Detail)
+	assert.Less(t, joins10.Expected, 70*time.Second, "10 clusters' joins barely grow: %s", joins10.Detail)
+	assert.Contains(t, joins100.Detail, "per cluster already joined")
+}
+
 func TestPlanChurnTrimSaysWhichFlagRestoresIt(t *testing.T) {
 	o, _, tests := planWith(t, 3, "small", "-churn.rates=2,5,20,50", "-churn.duration=20s")
 	it := itemOf(t, tests, "TestChurn")

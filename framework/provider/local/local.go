@@ -110,6 +110,8 @@ type Provider struct {
 	addressKeepers []*mesh.AddressKeeper
 	waves          []cluster.StartWave
 	egress         []*egressProxy
+	// startingHook, when a test sets it, is called as each cluster begins to start.
+	startingHook func(tc topology.Cluster)
 }
 
 // apiServerReadyTimeout stretches the readiness bound with the API servers that start together:
@@ -250,19 +252,20 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 		p.stopAll()
 		return nil, err
 	}
-	if !p.opts.NoControllers {
-		// Node lifecycle would mark the pods of fake nodes whose leases lapse NotReady: renew them
-		// every 10 s, as kubelets do, where it runs (not in watched-only clusters).
-		p.mu.Lock()
-		for _, c := range out {
-			if !needsLeaseRenewal(controllersFor(p.watchedOnly(c.Name))) {
-				continue
-			}
-			p.keepers = append(p.keepers, workload.StartNodeKeeper(context.Background(), c, nodeLeaseRenewal, p.opts.Log))
-		}
-		p.mu.Unlock()
-	}
 	return out, nil
+}
+
+// keepNodes renews the leases of c's fake nodes every 10 s, as kubelets do, where node lifecycle
+// runs (not in watched-only clusters): it would mark the pods of nodes whose leases lapse
+// NotReady. It starts as soon as c is ready, not after the last wave: restored workloads bring
+// their nodes, whose leases would lapse while later waves start.
+func (p *Provider) keepNodes(c *cluster.Cluster) {
+	if p.opts.NoControllers || !needsLeaseRenewal(controllersFor(p.watchedOnly(c.Name))) {
+		return
+	}
+	p.mu.Lock()
+	p.keepers = append(p.keepers, workload.StartNodeKeeper(context.Background(), c, nodeLeaseRenewal, p.opts.Log))
+	p.mu.Unlock()
 }
 
 // nodeLeaseRenewal is the kubelet's lease renewal interval (a quarter of the 40 s lease).
@@ -275,7 +278,11 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 		kcmArgs: endpointBatching(p.opts.PodsPerCluster), watchedOnly: p.watchedOnly(tc.Name)}
 	p.mu.Lock()
 	p.members = append(p.members, m)
+	hook := p.startingHook
 	p.mu.Unlock()
+	if hook != nil {
+		hook(tc)
+	}
 	start := time.Now()
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return nil, err
@@ -303,6 +310,7 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	c.StartSeconds = time.Since(start).Seconds()
+	p.keepNodes(c)
 	what := "API server and controller-manager"
 	if !m.controllers {
 		what = "API server"

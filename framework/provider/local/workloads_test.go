@@ -108,6 +108,24 @@ func TestWorkloadSnapshot(t *testing.T) {
 	assert.NoFileExists(t, files[0])
 }
 
+// Restored workloads bring their fake nodes, whose leases node lifecycle reads from its first
+// pass: each cluster's leases are renewed from its own start, not after the last wave (100
+// clusters' waves took 9 minutes, and the first cluster's pods were NotReady by then).
+func TestNodeLeasesRenewFromTheirClusterStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := cachedProvider(t)
+	p.opts.Wave = 1
+	kept := map[string]int{}
+	p.startingHook = func(tc topology.Cluster) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		kept[tc.Name] = len(p.keepers)
+	}
+	startClusters(t, ctx, p, 2)
+	assert.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 1}, kept, "keepers running as each cluster began to start")
+}
+
 // Snapshots pay where writing the workloads takes minutes: many pods in a cluster or in the run.
 func TestSnapshotsApplyByClusterOrRun(t *testing.T) {
 	for _, c := range []struct {

@@ -35,6 +35,10 @@ type PlanIn struct {
 	// Join is one join's seconds at this scale (convergence, the burst, the quiet steady window,
 	// three samples and a forced GC; istiod's own work grows with the pods a cluster brings).
 	Join float64
+	// JoinGrowth is the seconds each cluster already joined adds to a join: istiod pushes the
+	// clusters it holds on every join, on a host that the run's idle clusters keep busier the
+	// more there are (docs/suites.md#what-the-plan-is-calibrated-on).
+	JoinGrowth float64
 	// Restart is a restart for a fresh istiod (it lists its own cluster again).
 	Restart float64
 	// DataPlane is the probes' deployment in every cluster, once, and a fresh client per test;
@@ -56,10 +60,18 @@ func (o *Options) PlanIn(in env.PlanInput) PlanIn {
 	if o.Join.Settle > 0 {
 		pi.Join = 0.6 + o.Join.Settle.Seconds() + 0.7 + pi.Pods/4000*2
 	}
+	pi.JoinGrowth = 0.002 * float64(n)
 	pi.Restart = 3 + pi.Pods/1000
 	pi.DataPlane = 2.0 + 0.1*float64(n)
 	pi.DataPlaneRuns = in.Istiods >= 2 && n >= 2
 	return pi
+}
+
+// Joins is the seconds of joins clusters joining one after another: the k-th (k already joined)
+// takes Join plus k times JoinGrowth.
+func (pi PlanIn) Joins(joins int) float64 {
+	j := float64(joins)
+	return j*pi.Join + pi.JoinGrowth*j*(j-1)/2
 }
 
 // Plan returns the suites' setup steps and the items of catalog's tests for in.
