@@ -84,13 +84,13 @@ func latencyPaths(p *probeEnv) []latencyPath {
 // runs; only where the data plane runs.
 var _ = planned.Add("TestLatency", func(in options.PlanIn) (plan.Item, bool) {
 	l := in.O.Latency
-	search := 0.0
+	search, rate := 0.0, fmt.Sprintf("%g QPS", l.QPS)
 	if l.QPS == 0 {
-		search = 4 * 2.1
+		search, rate = 4*2.1, "rate search"
 	}
 	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
 	return plan.Item{Expected: options.S(in.DataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
-		Detail: fmt.Sprintf("rate search, 4 runs of %s, 2 floor runs of %s", l.Duration, l.FloorDuration)}, in.DataPlaneRuns
+		Detail: fmt.Sprintf("%s, 4 runs of %s, 2 floor runs of %s", rate, l.Duration, l.FloorDuration)}, in.DataPlaneRuns
 })
 
 // TestLatency reproduces the data-plane half of Istio's published numbers: the same client calls a
