@@ -40,7 +40,13 @@ type Proxy struct {
 	once  sync.Once
 	// lastChunk is when the last delayed chunk reached a client (unix nanoseconds, 0: none yet).
 	lastChunk atomic.Int64
+	// delivered counts the bytes written to clients from upstream.
+	delivered atomic.Int64
 }
+
+// Delivered is how many bytes the proxy has passed from upstream to its clients: how far a slowed
+// transfer has got, whatever the host's speed.
+func (p *Proxy) Delivered() int64 { return p.delivered.Load() }
 
 // LastChunk is when the last delayed chunk reached a client (zero: none yet): a slowed transfer
 // has ended once it stops moving.
@@ -216,7 +222,9 @@ func (p *Proxy) copyDelayed(dst, src net.Conn, d Delay) {
 				return
 			}
 			p.lastChunk.Store(time.Now().UnixNano()) // before the write: a reader may act on it at once
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			p.delivered.Add(int64(w))
+			if werr != nil {
 				return
 			}
 		}

@@ -93,6 +93,15 @@ func TestProxyDelaysSetupAndChunks(t *testing.T) {
 	assert.Less(t, second, 450*time.Millisecond, "no setup delay on a connection already up")
 }
 
+func TestProxyCountsTheBytesItDelivers(t *testing.T) {
+	p := echoProxy(t, Delay{})
+	assert.Zero(t, p.Delivered(), "nothing moved yet")
+	c := dial(t, p)
+	roundTrip(t, c, "hello")
+	roundTrip(t, c, "again!")
+	assert.EqualValues(t, len("hello")+len("again!"), p.Delivered(), "only what upstream sent to the client counts")
+}
+
 func TestProxyWithoutDelayIsPlainForwarding(t *testing.T) {
 	c := dial(t, echoProxy(t, Delay{}))
 	assert.Less(t, roundTrip(t, c, "quick"), 100*time.Millisecond)

@@ -34,9 +34,13 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 	lines := make([]string, len(fracs))
 	wedged := make([]bool, len(fracs))
 	// Attempt 0 deletes after the sync finished: the control, which must pass on any istiod and
-	// measures how long the slowed sync takes. The later attempts delete at fractions of that, at
-	// once: each has its own istiod, and the sync's length is the proxy's delay, not CPU.
+	// measures how long the slowed sync takes and how many bytes it moves through the proxy. The
+	// later attempts delete at fractions of those bytes, at once: each has its own istiod. Aiming
+	// by bytes, not time, keeps the aim on a host whose CPU stretches the sync (seen on kind: the
+	// control's sync took 6.3-8.4 s, and a deletion aimed at 80% of 8.4 s came after a sync had
+	// ended).
 	var syncTime time.Duration
+	var syncBytes int64
 	// The later attempts' canary window, from the control's canary at this run's scale.
 	window := Window{AtOnce: len(fracs) - 1}
 	attempt := func(k int) func(t *testing.T) {
@@ -53,17 +57,20 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 			if frac < 0 {
 				took, _, err := join.WaitStatus(ctx, fresh, remote.Name, measure.StatusSynced, time.Minute)
 				require.NoError(t, err)
-				syncTime = time.Since(start)
+				syncTime, syncBytes = time.Since(start), proxy.Delivered()
 				require.Greater(t, syncTime, 2*time.Second, "the proxy must make the sync slow enough to delete inside it (took %s)", took)
 				at = fmt.Sprintf("after the sync (%.1fs)", syncTime.Seconds())
 			} else {
-				join.SleepUntil(ctx, start.Add(time.Duration(frac*float64(syncTime))))
+				target := int64(frac * float64(syncBytes))
+				moved, err := waitDelivered(ctx, proxy, target, max(controlCanaryWithin, windowFactor*syncTime))
+				require.NoError(t, err, "the slowed sync of %s moves %.0f%% of the control's %d bytes", remote.Name, 100*frac, syncBytes)
 				m, err := fresh.Sampler().Scrape(ctx)
 				require.NoError(t, err)
 				st := m.RemoteStatus[remote.Name]
-				require.Equal(t, measure.StatusSyncing, st, "istiod must still be syncing %s at the deletion (%.0f%% of %s)", remote.Name, 100*frac, syncTime)
-				at = fmt.Sprintf("at %.1fs (syncing)", time.Since(start).Seconds())
-				remaining = max(0, syncTime-time.Since(start))
+				require.Equal(t, measure.StatusSyncing, st, "istiod must still be syncing %s at the deletion (%d of the control's %d bytes moved, %.1fs in)",
+					remote.Name, moved, syncBytes, time.Since(start).Seconds())
+				at = fmt.Sprintf("at %.1fs, %.0f%% of the control's bytes moved (syncing)", time.Since(start).Seconds(), 100*float64(moved)/float64(syncBytes))
+				remaining = time.Duration(float64(syncTime) * max(0, 1-float64(moved)/float64(syncBytes)))
 			}
 			require.NoError(t, fresh.Remove(slow))
 			deleted := time.Now()
@@ -124,6 +131,23 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 		r.broken(t, MidSyncDeletion, fmt.Sprintf("only %d of %d attempts ran to a verdict: %s", len(ran), len(fracs), strings.Join(ran, "; ")))
 	}
 	r.verdict(t, report.IstiodCheck{Name: MidSyncDeletion, Detail: strings.Join(ran, "; ")}, !slices.Contains(wedged, true))
+}
+
+// waitDelivered waits until p has delivered at least n bytes, at most within, and returns how many
+// it had delivered then.
+func waitDelivered(ctx context.Context, p *faults.Proxy, n int64, within time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		if got := p.Delivered(); got >= n {
+			return got, nil
+		}
+		select {
+		case <-ctx.Done():
+			return p.Delivered(), fmt.Errorf("%d of %d bytes delivered within %s", p.Delivered(), n, within)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func later(a, b time.Time) time.Time {
