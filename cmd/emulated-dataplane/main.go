@@ -27,6 +27,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/dataplane/inpod"
+	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
 	"github.com/ambientmc/ambientmc/framework/dataplane/podenv"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
@@ -126,7 +127,11 @@ func ztunnel(ctx context.Context) error {
 	var mu sync.Mutex
 	certs := map[string]*pki.Cert{}
 	metrics := inpod.NewMetrics()
+	// As ztunnel: applications see the original source where the process may bind it.
+	transparent := netns.CanBindTransparent()
+	log.Printf("inbound: transparent=%t (%v)", transparent == nil, transparent)
 	z := inpod.New(inpod.Config{Cluster: env.Cluster, Network: env.Network, Roots: p.roots, View: watched.View, DNS: dns, Metrics: metrics, Logf: log.Printf,
+		Transparent: transparent == nil,
 		Certificate: func(ns, sa string) (*pki.Cert, error) {
 			id := pki.SPIFFEID(ns, sa)
 			mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -81,4 +82,37 @@ func FetchServedBy(ctx context.Context, client *http.Client, url string) (string
 		return "", fmt.Errorf("status %s", resp.Status)
 	}
 	return resp.Header.Get(ServedByHeader), nil
+}
+
+// debugFrom is how fortio's debug page (/debug) names the connection it answers.
+var debugFrom = regexp.MustCompile(`request from (\S+)`)
+
+// FetchSource gets a fortio server's debug page at url once and returns the address it saw the
+// request come from: what the application sees of its caller.
+func FetchSource(ctx context.Context, client *http.Client, url string) (netip.Addr, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return netip.Addr{}, fmt.Errorf("status %s", resp.Status)
+	}
+	m := debugFrom.FindSubmatch(body)
+	if m == nil {
+		return netip.Addr{}, fmt.Errorf("no %q in fortio's debug page: %.200q", "request from", body)
+	}
+	ap, err := netip.ParseAddrPort(string(m[1]))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("fortio's debug page: %w", err)
+	}
+	return ap.Addr().Unmap(), nil
 }

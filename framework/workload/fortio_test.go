@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -37,4 +38,19 @@ func TestFortioRunLeavesSignalHandlingAlone(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("SIGINT never reached the handler registered before the run")
 	}
+}
+
+// FetchSource reads the caller's address from fortio's own debug page (the handler `fortio
+// server` serves on /debug in the echo pods).
+func TestFetchSourceReadsFortiosDebugPage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(fhttp.DebugHandler))
+	defer srv.Close()
+	got, err := FetchSource(t.Context(), srv.Client(), srv.URL+"/debug")
+	require.NoError(t, err)
+	require.Equal(t, netip.MustParseAddr("127.0.0.1"), got)
+
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer plain.Close()
+	_, err = FetchSource(t.Context(), plain.Client(), plain.URL)
+	require.ErrorContains(t, err, "request from", "a page that names no caller is an error")
 }

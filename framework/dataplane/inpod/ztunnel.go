@@ -48,9 +48,13 @@ type Config struct {
 	// View is istiod's current workload state.
 	View func() *dataplane.View
 	// DNS is the resolver the pods' captured DNS goes on to (host:port), the node's cluster DNS.
-	DNS     string
-	Metrics *Metrics
-	Logf    func(format string, args ...any)
+	DNS string
+	// Transparent connects to a pod's application from the address the connection came from,
+	// as ztunnel does when it may set IP_TRANSPARENT (netns.CanBindTransparent); else from the
+	// pod's own address.
+	Transparent bool
+	Metrics     *Metrics
+	Logf        func(format string, args ...any)
 }
 
 // Ztunnel serves the pods istio-cni hands it.
@@ -321,7 +325,8 @@ func (p *pod) inbound(ctx context.Context, r *http.Request, _ string) (net.Conn,
 		}
 		target, service = netip.AddrPortFrom(self.Addr, uint16(svc.TargetPort(self, uint32(port)))), svc.Hostname
 	}
-	app, err := p.ns.Dialer(true)(ctx, "tcp", target.String())
+	from, _ := netip.ParseAddrPort(r.RemoteAddr) // the tunnel's peer: the source pod, or the gateway
+	app, err := p.appDialer(from.Addr())(ctx, "tcp", target.String())
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("application %s: %v", target, err)
 	}
@@ -331,13 +336,26 @@ func (p *pod) inbound(ctx context.Context, r *http.Request, _ string) (net.Conn,
 	return app, http.StatusOK, nil
 }
 
+// appDialer dials the pod's application: from the connection's source (from) when the ztunnel is
+// transparent and knows it, else from the pod's own address.
+func (p *pod) appDialer(from netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if p.z.cfg.Transparent && from.IsValid() {
+		return p.ns.DialerFrom(from.Unmap())
+	}
+	return p.ns.Dialer(true)
+}
+
 // plaintext carries a connection from outside the mesh to the pod's application, as it was addressed.
 func (p *pod) plaintext(c net.Conn) error {
 	dst, err := netns.OriginalDst(c)
 	if err != nil {
 		return p.fail("inbound plaintext: original destination: %v", err)
 	}
-	app, err := p.ns.Dialer(true)(context.Background(), "tcp", dst.String())
+	var from netip.Addr
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		from = ta.AddrPort().Addr()
+	}
+	app, err := p.appDialer(from)(context.Background(), "tcp", dst.String())
 	if err != nil {
 		return p.fail("inbound plaintext to %s: %v", dst, err)
 	}

@@ -103,6 +103,66 @@ func (n NS) Dialer(mark bool) func(ctx context.Context, network, addr string) (n
 	}
 }
 
+// DialerFrom is Dialer(true) with every socket bound to src before it connects, with
+// IP_TRANSPARENT so that src need not be one of n's addresses: ztunnel connects to a pod's
+// application from the address the connection came from (its "original source"), and istio-cni's
+// in-pod rules route the application's replies back to the socket (the mark 0x539 becomes the
+// connection mark 0x111, which the replies get back and which a routing rule sends to lo).
+func (n NS) DialerFrom(src netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{
+		LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)),
+		// Called before the bind: a foreign address binds only with IP_TRANSPARENT set.
+		Control: func(network, address string, rc syscall.RawConn) error {
+			if err := setMark(network, address, rc); err != nil {
+				return err
+			}
+			return setTransparent(rc, src.Is6())
+		},
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if _, err := netip.ParseAddrPort(addr); err != nil {
+			return nil, fmt.Errorf("netns: dial %s: need an ip:port: %w", addr, err)
+		}
+		var c net.Conn
+		err := n.Do(func() (err error) {
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return orClose(c, err)
+	}
+}
+
+// CanBindTransparent says whether this process may set IP_TRANSPARENT (CAP_NET_ADMIN), as
+// ztunnel decides at start whether it connects to applications from the original source.
+func CanBindTransparent() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("netns: socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_TRANSPARENT, 1); err != nil {
+		return fmt.Errorf("netns: set IP_TRANSPARENT: %w", err)
+	}
+	return nil
+}
+
+func setTransparent(rc syscall.RawConn, v6 bool) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		if v6 {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_TRANSPARENT, 1)
+			return
+		}
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("netns: set IP_TRANSPARENT: %w", serr)
+	}
+	return nil
+}
+
 func setMark(_, _ string, rc syscall.RawConn) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {

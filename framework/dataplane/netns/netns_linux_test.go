@@ -18,6 +18,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+	"istio.io/istio/cni/pkg/config"
+	"istio.io/istio/cni/pkg/iptables"
+	"istio.io/istio/cni/pkg/scopes"
+	dep "istio.io/istio/tools/istio-iptables/pkg/dependencies"
 )
 
 // newNS creates a fresh network namespace with lo up, held only by the returned NS's file, so
@@ -271,4 +275,55 @@ func TestOriginalDst(t *testing.T) {
 			assert.ErrorIs(t, err, syscall.ECONNREFUSED, "marked dial was redirected")
 		})
 	}
+}
+
+// An application that the ztunnel reaches through DialerFrom sees the original source's address,
+// and its replies find the socket: the namespace holds istio-cni's own in-pod rules, built by its
+// iptables package as its node agent builds them in each ambient pod. In a twin namespace without
+// them the replies leave by the pod's interface and the dial never completes.
+func TestDialerFromKeepsTheOriginalSource(t *testing.T) {
+	if err := CanBindTransparent(); err != nil {
+		t.Skipf("no IP_TRANSPARENT here: %v", err)
+	}
+	pod := func(rules bool) (NS, net.Listener) {
+		n := newNS(t)
+		// The pod's interface: one end of a veth pair whose other end leads nowhere.
+		runIn(t, n, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "nowhere")
+		runIn(t, n, "ip", "addr", "add", "10.99.0.2/24", "dev", "eth0")
+		runIn(t, n, "ip", "link", "set", "eth0", "up")
+		runIn(t, n, "ip", "link", "set", "nowhere", "up")
+		if rules {
+			require.NoError(t, n.Do(func() error {
+				cfg := &config.AmbientConfig{HostProbeSNATAddress: netip.MustParseAddr("169.254.7.127"),
+					HostProbeV6SNATAddress: netip.MustParseAddr("fd16:9254:7127:1337:ffff:ffff:ffff:ffff")}
+				_, inpod, err := iptables.NewIptablesConfigurator(cfg, cfg, &dep.RealDependencies{}, &dep.RealDependencies{}, iptables.RealNlDeps())
+				if err != nil {
+					return err
+				}
+				return inpod.CreateInpodRules(scopes.CNIAgent, config.PodLevelOverrides{})
+			}), "istio-cni's in-pod rules")
+		}
+		return n, listen(t, n, "10.99.0.2:0")
+	}
+	src := netip.MustParseAddr("10.99.0.77")
+
+	n, app := pod(true)
+	c, err := n.DialerFrom(src)(context.Background(), "tcp", app.Addr().String())
+	require.NoError(t, err, "the dial completes: the SYN-ACK to %s came back to the socket", src)
+	t.Cleanup(func() { c.Close() })
+	got := accept(t, app)
+	assert.Equal(t, src, got.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(), "the application sees the original source")
+	_, err = got.Write([]byte("reply"))
+	require.NoError(t, err)
+	buf := make([]byte, 5)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = io.ReadFull(c, buf)
+	require.NoError(t, err)
+	assert.Equal(t, "reply", string(buf))
+
+	bare, app := pod(false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = bare.DialerFrom(src)(ctx, "tcp", app.Addr().String())
+	assert.Error(t, err, "without istio-cni's rules the replies to %s do not come back", src)
 }

@@ -26,5 +26,13 @@ func (n NS) Dialer(mark bool) func(ctx context.Context, network, addr string) (n
 	return func(context.Context, string, string) (net.Conn, error) { return nil, errUnsupported }
 }
 
+// DialerFrom dials from inside n with a transparent source; unsupported here.
+func (n NS) DialerFrom(src netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return n.Dialer(true)
+}
+
+// CanBindTransparent says whether transparent sockets are allowed; never here.
+func CanBindTransparent() error { return errUnsupported }
+
 // OriginalDst is where a redirected connection was headed; unsupported here.
 func OriginalDst(c net.Conn) (netip.AddrPort, error) { return netip.AddrPort{}, errUnsupported }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,7 +188,40 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 			}
 		}
 	}
+	if err := e.sourcesKept(ctx); err != nil {
+		return err
+	}
 	return e.ztunnelHolds(ctx)
+}
+
+// sourcesKept checks that the applications on the client's network see the client pod's own
+// address as their caller, as ztunnel connects to them from the original source; across networks
+// the caller is the east-west gateway, whose tunnel ends at the destination's ztunnel.
+func (e *probeEnv) sourcesKept(ctx context.Context) error {
+	client, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, install.FortioClient)
+	if err != nil {
+		return err
+	}
+	want, err := netip.ParseAddr(client.Status.PodIP)
+	if err != nil {
+		return fmt.Errorf("probes: fortio-client's pod address %q: %w", client.Status.PodIP, err)
+	}
+	apps := []string{cluster.EchoLocal}
+	if e.setup.Peer != nil {
+		apps = append(apps, cluster.EchoPeer)
+	}
+	for _, app := range apps {
+		url := e.api + "/fortio/fetch/" + fmt.Sprintf("%s:%d/debug", workload.ProbeHost(app), workload.ProbePort)
+		got, err := workload.FetchSource(ctx, oneShot, url)
+		if err != nil {
+			return fmt.Errorf("probes: %s's debug page through the mesh from %s: %w", app, e.setup.Local.Name, err)
+		}
+		if got != want {
+			return fmt.Errorf("probes: %s saw its caller as %s, want the client pod's %s: the ztunnel does not connect to applications from the original source%s",
+				app, got, want, e.clientZtunnelLog())
+		}
+	}
+	return nil
 }
 
 // clientZtunnelLog is the end of the log of the ztunnel that captures the client's traffic, to

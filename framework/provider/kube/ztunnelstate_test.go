@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -189,12 +190,17 @@ func runningPod(ns, name, node string, labels map[string]string, ready bool) *co
 	}
 }
 
+// clientPodIP is the fake client pod's address.
+const clientPodIP = "10.11.0.10"
+
 // probeClusters are the client's cluster (fake clientset: the client pod on node-b, ztunnels on
 // node-a and node-b, plus a not-ready one on node-b) and the remote cluster.
 func probeClusters() (*cluster.Cluster, *cluster.Cluster) {
 	zt := map[string]string{"app": "ztunnel"}
+	client := runningPod(workload.ProbeNamespace, "fortio-client-1", "node-b", map[string]string{"app": install.FortioClient}, true)
+	client.Status.PodIP = clientPodIP
 	cs := fake.NewClientset(
-		runningPod(workload.ProbeNamespace, "fortio-client-1", "node-b", map[string]string{"app": install.FortioClient}, true),
+		client,
 		runningPod(mesh.SystemNamespace, "ztunnel-a", "node-a", zt, true),
 		runningPod(mesh.SystemNamespace, "ztunnel-0-old", "node-b", zt, false),
 		runningPod(mesh.SystemNamespace, "ztunnel-b", "node-b", zt, true),
@@ -223,7 +229,13 @@ func TestNodeZtunnelIsTheClientNodes_FakeClientset(t *testing.T) {
 // through the client's fortio fetch proxy), it returns only once the client node's ztunnel holds
 // the remote endpoints, read from that ztunnel's config dump.
 func TestReadyWaitsForTheClientZtunnel_FakeClientset(t *testing.T) {
+	var caller atomic.Value // what echo-local's debug page says of its caller
+	caller.Store(clientPodIP)
 	answers := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/debug") {
+			fmt.Fprintf(w, "Φορτίο version 1.75.3 echo debug server on echo-local - request from %s:40000\n", caller.Load())
+			return
+		}
 		by := "cluster-1"
 		if strings.Contains(r.URL.Path, cluster.EchoRemote+".") {
 			by = "cluster-2"
@@ -251,6 +263,15 @@ func TestReadyWaitsForTheClientZtunnel_FakeClientset(t *testing.T) {
 		require.NoError(t, e.Ready(context.Background(), 30*time.Second))
 		assert.Equal(t, []string{"cluster-1 istio-system/ztunnel-b"}, *opened, "the ztunnel on the client's node")
 		assert.Equal(t, int32(3), reads.Load())
+	})
+	t.Run("FailsWhenTheApplicationDoesNotSeeTheClient", func(t *testing.T) {
+		caller.Store("10.11.0.9") // the echo pod's own address: a ztunnel without the original source
+		defer caller.Store(clientPodIP)
+		addr, _ := dumpServer(t, beforeFailoverConverged(t), converged(t), 2)
+		e, _ := env(t, addr)
+		err := e.Ready(context.Background(), 3*time.Second)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "echo-local saw its caller as 10.11.0.9, want the client pod's 10.11.0.10")
 	})
 	t.Run("FailsWhenOnlyTheLocalEndpointIsHeld", func(t *testing.T) {
 		addr, _ := dumpServer(t, beforeFailoverConverged(t), nil, 1<<30)
