@@ -173,7 +173,7 @@ type pod struct {
 	info   *zdsapi.WorkloadInfo
 	nsFile *os.File
 	ns     netns.NS
-	cert   *pki.Cert
+	cert   *podCert
 	client *hbone.Client
 	closer []io.Closer
 }
@@ -186,11 +186,10 @@ func (z *Ztunnel) add(uid string, info *zdsapi.WorkloadInfo, nsFile *os.File) er
 		}
 		return fmt.Errorf("pod %s: an add without its namespace or workload info", uid)
 	}
-	cert, err := z.cfg.Certificate(info.GetNamespace(), info.GetServiceAccount())
-	if err != nil {
-		nsFile.Close()
-		return fmt.Errorf("pod %s/%s: certificate for %s: %w", info.GetNamespace(), info.GetName(), info.GetServiceAccount(), err)
-	}
+	cert := fetchCert(func() (*pki.Cert, error) { return z.cfg.Certificate(info.GetNamespace(), info.GetServiceAccount()) },
+		func(format string, args ...any) {
+			z.cfg.Logf("pod %s/%s (%s): "+format, append([]any{info.GetNamespace(), info.GetName(), info.GetServiceAccount()}, args...)...)
+		})
 	ns := netns.FromFile(nsFile)
 	p := &pod{z: z, uid: uid, info: info, nsFile: nsFile, ns: ns, cert: cert, client: hbone.NewClient(hbone.WithDialer(hbone.DialFunc(ns.Dialer(true))))}
 	if err := p.listen(); err != nil {
@@ -227,7 +226,7 @@ func (p *pod) listen() error {
 	if err != nil {
 		return err
 	}
-	p.closer = append(p.closer, hbone.Serve(l, pki.ServerConfig(p.cert, p.z.cfg.Roots), p.inbound))
+	p.closer = append(p.closer, hbone.Serve(l, p.cert.serverConfig(p.z.cfg.Roots), p.inbound))
 	pc, err := p.ns.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(DNSPort))
 	if err != nil {
 		return err
@@ -238,6 +237,7 @@ func (p *pod) listen() error {
 }
 
 func (p *pod) close() {
+	p.cert.close()
 	for _, c := range p.closer {
 		c.Close()
 	}
@@ -289,7 +289,11 @@ func (p *pod) outbound(c net.Conn) error {
 	p.z.mu.Lock()
 	r := rand.New(rand.NewPCG(p.z.rand.Uint64(), 2))
 	p.z.mu.Unlock()
-	o := dataplane.Outbound{View: v, Source: src, Cert: p.cert, Roots: p.z.cfg.Roots, Cluster: p.z.cfg.Cluster, Service: svc, Port: uint32(dst.Port())}
+	cert, err := p.cert.get(ctx)
+	if err != nil {
+		return p.fail("outbound to %s: certificate: %v", svc.Hostname, err)
+	}
+	o := dataplane.Outbound{View: v, Source: src, Cert: cert, Roots: p.z.cfg.Roots, Cluster: p.z.cfg.Cluster, Service: svc, Port: uint32(dst.Port())}
 	up, ep, err := o.Dial(ctx, p.client, r)
 	if err != nil {
 		return p.fail("outbound to %s: %v", svc.Hostname, err)
