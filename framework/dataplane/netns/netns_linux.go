@@ -89,6 +89,11 @@ func (n NS) Dialer(mark bool) func(ctx context.Context, network, addr string) (n
 	if mark {
 		d.Control = setMark
 	}
+	return n.dialWith(d)
+}
+
+// dialWith dials with d from inside n.
+func (n NS) dialWith(d net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if _, err := netip.ParseAddrPort(addr); err != nil {
 			return nil, fmt.Errorf("netns: dial %s: need an ip:port: %w", addr, err)
@@ -119,17 +124,7 @@ func (n NS) DialerFrom(src netip.Addr) func(ctx context.Context, network, addr s
 			return setTransparent(rc, src.Is6())
 		},
 	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if _, err := netip.ParseAddrPort(addr); err != nil {
-			return nil, fmt.Errorf("netns: dial %s: need an ip:port: %w", addr, err)
-		}
-		var c net.Conn
-		err := n.Do(func() (err error) {
-			c, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return orClose(c, err)
-	}
+	return n.dialWith(d)
 }
 
 // CanBindTransparent says whether this process may set IP_TRANSPARENT (CAP_NET_ADMIN), as
