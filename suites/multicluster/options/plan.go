@@ -67,8 +67,8 @@ func (o *Options) PlanIn(in env.PlanInput) PlanIn {
 	return pi
 }
 
-// Joins is the seconds of joins clusters joining one after another: the k-th (k already joined)
-// takes Join plus k times JoinGrowth.
+// Joins is the seconds a sequence of that many joins takes, one cluster after another: the k-th
+// (k already joined) takes Join plus k times JoinGrowth.
 func (pi PlanIn) Joins(joins int) float64 {
 	j := float64(joins)
 	return j*pi.Join + pi.JoinGrowth*j*(j-1)/2
