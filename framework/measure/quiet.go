@@ -28,18 +28,26 @@ const bandFloor = 0.01
 
 // IdleBand reads istiod's CPU over n ticks while nothing happens to it and returns its band.
 func (i *Istiod) IdleBand(ctx context.Context, tick time.Duration, n int) (CPUBand, error) {
-	rates, err := i.tickRates(ctx, tick, n)
+	rates, err := i.TickRates(ctx, tick, n)
 	if err != nil {
 		return CPUBand{}, err
 	}
-	b := CPUBand{Tick: tick, Mean: stats.Mean(rates), Max: slices.Max(rates)}
-	res := i.CPUSource().Resolution() / tick.Seconds()
-	b.Limit = b.Max + max(bandFloor, 2*res)
-	return b, nil
+	return BandOf(tick, rates, i.CPUSource().Resolution(), 0), nil
 }
 
-// tickRates reads n consecutive tick-long CPU rates.
-func (i *Istiod) tickRates(ctx context.Context, tick time.Duration, n int) ([]float64, error) {
+// BandOf is the band of idle tick rates read by a source of resolution res, leaving the drop
+// highest out of its maximum: a long reading of an istiod holding many clusters can catch a
+// garbage collection of its heap, one tick of a large fraction of a core that is not its idleness.
+func BandOf(tick time.Duration, rates []float64, res float64, drop int) CPUBand {
+	sorted := slices.Sorted(slices.Values(rates))
+	top := sorted[max(0, len(sorted)-1-drop)]
+	b := CPUBand{Tick: tick, Mean: stats.Mean(rates), Max: top}
+	b.Limit = b.Max + max(bandFloor, 2*res/tick.Seconds())
+	return b
+}
+
+// TickRates reads n consecutive tick-long CPU rates.
+func (i *Istiod) TickRates(ctx context.Context, tick time.Duration, n int) ([]float64, error) {
 	out := make([]float64, 0, n)
 	err := i.eachTick(ctx, tick, func(cores float64) bool {
 		out = append(out, cores)

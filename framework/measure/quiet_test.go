@@ -67,6 +67,21 @@ func TestIdleBandOfAQuietProcess(t *testing.T) {
 	assert.InDelta(t, b.Max+bandFloor, b.Limit, 1e-9, "the limit is its maximum plus the floor")
 }
 
+// Ticks an istiod holding 39 remote clusters read while idle (schedstat, 250 ms), one of them a
+// collection of its heap: left out, the band follows the idle ticks, not the collection.
+func TestBandOfLeavesTheHighestTicksOut(t *testing.T) {
+	rates := []float64{0.007, 0.042, 0.001, 0.818, 0.007, 0.014, 0.008, 0.003}
+	all := BandOf(250*time.Millisecond, rates, 1e-9, 0)
+	assert.InDelta(t, 0.818+bandFloor, all.Limit, 1e-9, "nothing left out: the collection sets the limit")
+	one := BandOf(250*time.Millisecond, rates, 1e-9, 1)
+	assert.InDelta(t, 0.042, one.Max, 1e-9, "the highest left out")
+	assert.InDelta(t, 0.042+bandFloor, one.Limit, 1e-9)
+	assert.InDelta(t, 0.1125, one.Mean, 1e-9, "the mean is every tick's")
+	coarse := BandOf(250*time.Millisecond, rates, 0.01, 2)
+	assert.InDelta(t, 0.014+0.08, coarse.Limit, 1e-9, "a 10 ms source's two steps per tick above the maximum")
+	assert.InDelta(t, 0.001, BandOf(time.Second, rates, 1e-9, 100).Max, 1e-9, "dropping more than there are keeps the lowest")
+}
+
 func TestSteadyWindowFollowsTheResolution(t *testing.T) {
 	assert.Equal(t, 2*time.Second, SteadyWindow(SchedstatResolution, 0.001, 2*time.Second), "nanoseconds need nothing beyond the least")
 	assert.Equal(t, 10*time.Second, SteadyWindow(MetricCPUResolution, 0.001, 2*time.Second), "10 ms ticks need 10 s for a thousandth of a core")

@@ -34,8 +34,9 @@ type tableEntry struct {
 	inode string
 }
 
-// readTables returns every connected socket of this network namespace: every TCP socket that is
-// not listening, every UDP socket with a peer, whoever holds it.
+// readTables returns every connected socket of this network namespace from /proc/net: every TCP
+// socket that is not listening, every UDP socket with a peer, whoever holds it. The watch reads
+// them where the kernel has no socket diagnostics (diagTables).
 func readTables() ([]tableEntry, error) {
 	var out []tableEntry
 	for _, proto := range socketTables {
@@ -83,6 +84,7 @@ func parseTable(r io.Reader, proto string) ([]tableEntry, error) {
 // offLoopbackOf keeps the entries whose peer is not on loopback and that one of pids holds,
 // attributed to it. Only then are the processes' descriptors read: at 50 clusters a hundred
 // processes hold thousands (etcd alone about 50 a cluster), and a watch samples four times a second.
+// (sock_diag's entries are off loopback already; the check costs nothing there.)
 func offLoopbackOf(entries []tableEntry, pids []int) []Conn {
 	var off []tableEntry
 	for _, e := range entries {
@@ -126,17 +128,31 @@ type ConnWatch struct {
 	stop chan struct{}
 	done chan struct{}
 
+	// read reads the tables: the kernel's socket diagnostics, filtered to peers off loopback, or
+	// /proc/net's tables whole where those fail (source says which).
+	read   func() ([]tableEntry, error)
+	source string
+
 	mu       sync.Mutex
 	samples  int
-	seen     int // connected sockets in the tables over all samples, any process's, loopback included
+	seen     int // sockets read over all samples, any process's (only those off loopback from sock_diag)
 	offLoop  []Conn
 	lastErr  error
 	procSeen map[int]string
 }
 
+// Where the watch reads the sockets from (ConnReport.Source).
+const (
+	SourceSockDiag = "sock_diag, filtered in the kernel to peers off loopback"
+	SourceProcNet  = "/proc/net/{tcp,tcp6,udp,udp6}, every connected socket"
+)
+
 // WatchConnections starts sampling every interval until Stop.
 func WatchConnections(every time.Duration) *ConnWatch {
-	w := &ConnWatch{stop: make(chan struct{}), done: make(chan struct{}), procSeen: map[int]string{}}
+	w := &ConnWatch{stop: make(chan struct{}), done: make(chan struct{}), procSeen: map[int]string{}, read: diagTables, source: SourceSockDiag}
+	if _, err := diagTables(); err != nil { // no inet_diag in this kernel
+		w.read, w.source = readTables, SourceProcNet
+	}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(every)
@@ -161,7 +177,7 @@ func (w *ConnWatch) sample() {
 		pids = append(pids, p.Pid())
 		names[p.Pid()] = p.Name()
 	}
-	entries, err := readTables()
+	entries, err := w.read()
 	off := offLoopbackOf(entries, pids)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -183,8 +199,10 @@ func (w *ConnWatch) sample() {
 
 // ConnReport is what a watch saw.
 type ConnReport struct {
-	// Connections counts the connected sockets of the tables over all samples, any process's.
+	// Connections counts the sockets read over all samples, any process's: every connected one
+	// from /proc/net, only those off loopback from sock_diag (Source).
 	Samples, Connections, Processes int
+	Source                          string
 	// OffLoopback are the connections whose peer was not on loopback, each once.
 	OffLoopback []Conn
 	// Names names the processes by pid.
@@ -198,6 +216,6 @@ func (w *ConnWatch) Stop() ConnReport {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return ConnReport{Samples: w.samples, Connections: w.seen, Processes: len(w.procSeen),
+	return ConnReport{Samples: w.samples, Connections: w.seen, Processes: len(w.procSeen), Source: w.source,
 		OffLoopback: slices.Clone(w.offLoop), Names: w.procSeen, Err: w.lastErr}
 }

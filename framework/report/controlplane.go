@@ -114,8 +114,11 @@ type Join struct {
 	Criterion string `json:"criterion,omitempty"`
 	// SettleSeconds is how long after convergence the memory samples began; SettleCapped says the
 	// settle ended at its cap rather than with istiod's CPU back in its idle band.
-	SettleSeconds      *float64 `json:"settleSeconds,omitempty"`
-	SettleCapped       bool     `json:"settleCapped,omitempty"`
+	SettleSeconds *float64 `json:"settleSeconds,omitempty"`
+	SettleCapped  bool     `json:"settleCapped,omitempty"`
+	// QuietLimitCores is the rate istiod's CPU had to stay under for the adaptive settle: the idle
+	// band's limit, raised when the band was read again after a capped settle.
+	QuietLimitCores    *float64 `json:"quietLimitCores,omitempty"`
 	SyncSeconds        *float64 `json:"syncSeconds,omitempty"`
 	XDSSeconds         *float64 `json:"xdsSeconds,omitempty"`
 	ConvergenceSeconds *float64 `json:"convergenceSeconds,omitempty"`

@@ -176,6 +176,9 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 			JoinCPUSecondsResolution: report.F(st.Blended.Resolution),
 			HostCPUBusy:              hostBusy,
 		}
+		if !s.Fixed {
+			j.QuietLimitCores = report.F(st.QuietLimit)
+		}
 		j.SetCPU(st.Blended, st.Steady)
 		seq.Joins = append(seq.Joins, j)
 		if last {
@@ -184,6 +187,9 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		mc.Logf("%s %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB, join CPU %.3fs, steady %.4f cores",
 			tag, k+1, len(others), name, st.SettledAfter.Seconds(), cappedNote(st.Capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
+		if b := st.Reread; b != nil {
+			mc.Logf("%s %d/%d: istiod's idle band read again after the capped settle: limit %.4f -> %.4f cores (idle mean %.4f)", tag, k+1, len(others), st.QuietLimit, b.Limit, b.Mean)
+		}
 	}
 
 	final := scrape(t, ctx, istiod)

@@ -11,7 +11,11 @@ import (
 )
 
 func TestSlotsAreExclusiveAcrossRuns(t *testing.T) {
+	// Later tests in this package claim slots too: they must go back to the real directory, or
+	// they recreate this one after its cleanup and leave it behind.
+	saved := slotDir
 	slotDir = t.TempDir()
+	t.Cleanup(func() { slotDir = saved })
 	first, err := claimSlots(3)
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2, 3}, first.indices)
