@@ -68,6 +68,9 @@ func (b *Builder) Build(ctx context.Context) (Set, error) {
 	if out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
 		return s, fmt.Errorf("no Docker engine answers (%s): run `make engine` first", strings.TrimSpace(string(out)))
 	}
+	if err := b.ensureDataPlane(ctx, s); err != nil {
+		return s, err
+	}
 	if ok, err := Current(ctx, s); err != nil {
 		return s, err
 	} else if ok {
@@ -90,11 +93,6 @@ func (b *Builder) Build(ctx context.Context) (Set, error) {
 	if err != nil {
 		return s, err
 	}
-	dp, err := b.buildDataPlane(ctx, dir)
-	if err != nil {
-		return s, err
-	}
-	comps = append(comps, dataPlaneComponents(s, dp)...)
 	archive := filepath.Join(dir, "preload-"+s.Key+".tar")
 	t := time.Now()
 	if err := writeArchive(archive, rootfs, comps); err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // emulatedDataPlane is this module's command that make images puts in place of Istio's ztunnel
@@ -92,13 +93,50 @@ func (b *Builder) buildDataPlane(ctx context.Context, dir string) (string, error
 	return out, nil
 }
 
-// dataPlaneComponents are the ztunnel and proxyv2 images, laid out as Istio's Dockerfiles lay
-// theirs (the entrypoint's path, the gateway's user 1337), holding the emulated data plane.
+// dataPlaneComponents are the ztunnel and proxyv2 images, each with the entrypoint's path and user
+// Istio's Dockerfiles give theirs (the gateway's 1337), holding the emulated data plane over no
+// base: one static binary under both names, in one layer both images share, and the directories
+// the charts mount or write. They are a small archive of their own, loaded into the nodes when a
+// cluster starts, so that changing the emulator rebuilds neither the node image nor its preload.
 func dataPlaneComponents(s Set, bin string) []component {
-	return []component{
-		{refs: []string{s.IstioHub + "/ztunnel:" + s.IstioTag}, files: []file{{bin, "/usr/local/bin/ztunnel"}}, entrypoint: []string{"/usr/local/bin/ztunnel"}},
-		{refs: []string{s.IstioHub + "/proxyv2:" + s.IstioTag}, files: []file{{bin, "/usr/local/bin/pilot-agent"}}, entrypoint: []string{"/usr/local/bin/pilot-agent"}, user: "1337:1337"},
+	layer := component{files: []file{{bin, "/usr/local/bin/ztunnel"}}, links: []string{"/usr/local/bin/pilot-agent"},
+		dirs: []dir{{"/tmp", 0o1777}, {"/etc", 0o755}, {"/var/run/ztunnel", 0o755}, {"/var/lib/istio/data", 0o755}}}
+	zt, gw := layer, layer
+	zt.refs, zt.entrypoint = []string{s.IstioHub + "/ztunnel:" + s.IstioTag}, []string{"/usr/local/bin/ztunnel"}
+	gw.refs, gw.entrypoint, gw.user = []string{s.IstioHub + "/proxyv2:" + s.IstioTag}, []string{"/usr/local/bin/pilot-agent"}, "1337:1337"
+	return []component{zt, gw}
+}
+
+// dataPlaneArchivePrefix names the data-plane archives in the images cache: one per key.
+const dataPlaneArchivePrefix = "dataplane-"
+
+// ensureDataPlane writes the data-plane archive of s unless it is there, removing those of other
+// keys.
+func (b *Builder) ensureDataPlane(ctx context.Context, s Set) error {
+	if st, err := os.Stat(s.DataPlane); err == nil && st.Mode().IsRegular() {
+		b.logf("%s is current (the emulated data plane as %s/ztunnel and proxyv2:%s)", filepath.Base(s.DataPlane), s.IstioHub, s.IstioTag)
+		return nil
 	}
+	start := time.Now()
+	dir := filepath.Dir(s.DataPlane)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	bin, err := b.buildDataPlane(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if err := writeArchive(s.DataPlane, "", dataPlaneComponents(s, bin)); err != nil {
+		return err
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, dataPlaneArchivePrefix+"*.tar"))
+	for _, o := range old {
+		if o != s.DataPlane {
+			_ = os.Remove(o)
+		}
+	}
+	b.logf("wrote %s in %s (%s): the emulated data plane, loaded into the nodes when a cluster starts", filepath.Base(s.DataPlane), time.Since(start).Round(time.Second), sizeOf(s.DataPlane))
+	return nil
 }
 
 // errorOf adds a failed command's stderr to its error.

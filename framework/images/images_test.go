@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
@@ -77,7 +80,7 @@ func TestFilesLayer(t *testing.T) {
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	require.NoError(t, os.WriteFile(a, []byte("A"), 0o755))
 	require.NoError(t, os.WriteFile(b, []byte("BB"), 0o755))
-	l, err := filesLayer([]file{{a, "/opt/cni/bin/istio-cni"}, {b, "/opt/cni/install"}})
+	l, err := filesLayer(component{files: []file{{a, "/opt/cni/bin/istio-cni"}, {b, "/opt/cni/install"}}})
 	require.NoError(t, err)
 	rc, err := l.Uncompressed()
 	require.NoError(t, err)
@@ -93,4 +96,59 @@ func TestFilesLayer(t *testing.T) {
 		names = append(names, h.Name)
 	}
 	require.Equal(t, []string{"opt/", "opt/cni/", "opt/cni/bin/", "opt/cni/bin/istio-cni", "opt/cni/install"}, names)
+}
+
+// The emulated data plane's archive holds its two images over no base, in one layer they share:
+// the binary once, its second name a hard link, and the directories the charts mount.
+func TestDataPlaneArchiveSharesOneLayer(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "emulated-dataplane")
+	require.NoError(t, os.WriteFile(bin, []byte("emulator"), 0o755))
+	s := Set{IstioHub: IstioHub, IstioTag: "eed52ebb66ad"}
+	out := filepath.Join(dir, "dataplane.tar")
+	require.NoError(t, writeArchive(out, "", dataPlaneComponents(s, bin)))
+
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(out) })
+	require.NoError(t, err)
+	require.Len(t, m, 2)
+	var tags []string
+	for _, d := range m {
+		tags = append(tags, d.RepoTags...)
+		require.Len(t, d.Layers, 1, "no base layer")
+		assert.Equal(t, m[0].Layers[0], d.Layers[0], "the images share their layer")
+	}
+	assert.ElementsMatch(t, []string{IstioHub + "/ztunnel:eed52ebb66ad", IstioHub + "/proxyv2:eed52ebb66ad"}, tags)
+
+	zt, err := name.NewTag(IstioHub + "/ztunnel:eed52ebb66ad")
+	require.NoError(t, err)
+	img, err := tarball.ImageFromPath(out, &zt)
+	require.NoError(t, err)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	rc, err := layers[0].Uncompressed()
+	require.NoError(t, err)
+	defer rc.Close()
+	entries := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		entries[h.Name] = h
+	}
+	require.Contains(t, entries, "usr/local/bin/ztunnel")
+	assert.EqualValues(t, len("emulator"), entries["usr/local/bin/ztunnel"].Size)
+	require.Contains(t, entries, "usr/local/bin/pilot-agent")
+	assert.Equal(t, byte(tar.TypeLink), entries["usr/local/bin/pilot-agent"].Typeflag)
+	assert.Equal(t, "usr/local/bin/ztunnel", entries["usr/local/bin/pilot-agent"].Linkname)
+	require.Contains(t, entries, "tmp/")
+	assert.EqualValues(t, 0o1777, entries["tmp/"].Mode)
+	for _, d := range []string{"etc/", "var/run/ztunnel/", "var/lib/istio/data/"} {
+		assert.Contains(t, entries, d)
+	}
+	cfg, err := img.ConfigFile()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/usr/local/bin/ztunnel"}, cfg.Config.Entrypoint)
 }

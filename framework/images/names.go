@@ -1,7 +1,8 @@
 // Package images names and builds every image a kind run needs, from the pinned sources and the
 // distribution's packages, with nothing pulled (`make images`): a kind node image for the pinned
 // Kubernetes with the control plane, etcd, CoreDNS, pause, MetalLB, Istio's pilot and install-cni,
-// the emulated data plane in place of Istio's ztunnel and proxyv2, and the probes' fortio preloaded.
+// and the probes' fortio preloaded; and beside it an archive of the emulated data plane in place of
+// Istio's ztunnel and proxyv2, which the kind provider loads into the nodes.
 // The kind provider finds the images through Expected, without flags.
 package images
 
@@ -28,7 +29,7 @@ const (
 	// PreloadLabel lists, comma-separated, the images preloaded into a node image.
 	PreloadLabel = "io.ambientmc.images.preloaded"
 	// scheme changes whenever the builder lays images out differently.
-	scheme = "node-image/5"
+	scheme = "node-image/6"
 )
 
 //go:embed files
@@ -48,6 +49,10 @@ type Set struct {
 	Istio string
 	// Probe is the probe pods' fortio image, e.g. fortio/fortio:1.75.3 (the name the probes ask for).
 	Probe string
+	// DataPlane is the archive of the emulated data plane's images (ztunnel and proxyv2 under
+	// IstioHub and IstioTag), named by the emulator's own key: not in the node image, a kind
+	// cluster loads it into its nodes when it starts.
+	DataPlane string
 }
 
 // Expected works out the names and content key of the images from the pinned sources, without
@@ -91,8 +96,8 @@ func Expected(c *bins.Cache) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
-	fmt.Fprintln(h, dp)
 	return Set{
+		DataPlane:  filepath.Join(c.Dir, "images", dataPlaneArchivePrefix+dp+".tar"),
 		Node:       NodeRepo + ":" + k8s,
 		Kubernetes: k8s,
 		IstioHub:   IstioHub,

@@ -37,7 +37,7 @@ func (i *Istiod) IdleBand(ctx context.Context, tick time.Duration, n int) (CPUBa
 
 // BandOf is the band of idle tick rates read by a source of resolution res, leaving the drop
 // highest out of its maximum: a long reading of an istiod holding many clusters can catch a
-// garbage collection of its heap, one tick of a large fraction of a core that is not its idleness.
+// garbage collection of its heap, ticks of a large fraction of a core that are not its idleness.
 func BandOf(tick time.Duration, rates []float64, res float64, drop int) CPUBand {
 	sorted := slices.Sorted(slices.Values(rates))
 	top := sorted[max(0, len(sorted)-1-drop)]

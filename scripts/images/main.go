@@ -21,7 +21,7 @@ func main() {
 		var s images.Set
 		s, err = (&images.Builder{Cache: cache, Log: os.Stdout}).Build(ctx)
 		if err == nil {
-			fmt.Printf("node image  %s\nIstio       -istio.hub=%s -istio.tag=%s (pilot, install-cni, and the emulated data plane as ztunnel and proxyv2; preloaded in the node)\nprobes      %s (preloaded)\n", s.Node, s.IstioHub, s.IstioTag, s.Probe)
+			fmt.Printf("node image  %s\nIstio       -istio.hub=%s -istio.tag=%s (pilot and install-cni preloaded in the node; the emulated data plane as ztunnel and proxyv2 in %s, loaded into the nodes at the start)\nprobes      %s (preloaded)\n", s.Node, s.IstioHub, s.IstioTag, s.DataPlane, s.Probe)
 		}
 	}
 	if err != nil {

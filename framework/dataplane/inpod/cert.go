@@ -25,10 +25,9 @@ type podCert struct {
 	ready chan struct{} // closed once cert is set
 	stop  chan struct{} // closed when the pod is no longer served
 
-	mu       sync.Mutex
-	cert     *pki.Cert
-	lastErr  error
-	attempts int
+	mu      sync.Mutex
+	cert    *pki.Cert
+	lastErr error
 }
 
 // fetchCert starts requesting a certificate with request until it succeeds or close is called;
@@ -37,12 +36,13 @@ func fetchCert(request func() (*pki.Cert, error), logf func(format string, args 
 	c := &podCert{ready: make(chan struct{}), stop: make(chan struct{})}
 	go func() {
 		wait := certRetryFirst
-		for {
+		for attempts := 1; ; attempts++ {
 			cert, err := request()
 			c.mu.Lock()
-			c.attempts++
-			c.cert, c.lastErr = cert, err
-			attempts := c.attempts
+			if err == nil {
+				c.cert = cert
+			}
+			c.lastErr = err
 			c.mu.Unlock()
 			if err == nil {
 				close(c.ready)

@@ -142,31 +142,24 @@ func CanBindTransparent() error {
 }
 
 func setTransparent(rc syscall.RawConn, v6 bool) error {
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		if v6 {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_TRANSPARENT, 1)
-			return
-		}
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
-	}); err != nil {
-		return err
+	if v6 {
+		return setsockoptInt(rc, unix.SOL_IPV6, unix.IPV6_TRANSPARENT, 1, "IPV6_TRANSPARENT")
 	}
-	if serr != nil {
-		return fmt.Errorf("netns: set IP_TRANSPARENT: %w", serr)
-	}
-	return nil
+	return setsockoptInt(rc, unix.SOL_IP, unix.IP_TRANSPARENT, 1, "IP_TRANSPARENT")
 }
 
 func setMark(_, _ string, rc syscall.RawConn) error {
+	return setsockoptInt(rc, unix.SOL_SOCKET, unix.SO_MARK, Mark, "SO_MARK")
+}
+
+// setsockoptInt sets one integer option on rc's socket, naming it in the error.
+func setsockoptInt(rc syscall.RawConn, level, opt, value int, name string) error {
 	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, Mark)
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, value) }); err != nil {
 		return err
 	}
 	if serr != nil {
-		return fmt.Errorf("netns: set SO_MARK: %w", serr)
+		return fmt.Errorf("netns: set %s: %w", name, serr)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/provider/kube"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // flagValues are the kind provider's own flags (-kind.*).
@@ -89,6 +90,10 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: %w", err)
 	}
-	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(),
+	dataPlane := ""
+	if im.Hub == built.IstioHub && im.RunsDataPlane() == report.DataPlaneEmulated {
+		dataPlane = built.DataPlane
+	}
+	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(), DataPlane: dataPlane,
 		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: im, Built: built, InCluster: inCluster.Offered()}).Offered(), nil
 }

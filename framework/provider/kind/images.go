@@ -12,12 +12,12 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 )
 
-// loadArchives imports every -kind.load archive into every node of cluster name, as `kind load
-// image-archive` does (containerd's ctr import). Archives must be single-platform: the import
-// runs with --all-platforms, which fails on multi-platform archives saved from Docker's
-// containerd image store (kind#3795).
+// loadArchives imports the emulated data plane's archive and every -kind.load archive into every
+// node of cluster name, as `kind load image-archive` does (containerd's ctr import). Archives must
+// be single-platform: the import runs with --all-platforms, which fails on multi-platform archives
+// saved from Docker's containerd image store (kind#3795).
 func (p *Provider) loadArchives(ctx context.Context, name string, ns []nodes.Node) error {
-	for _, a := range p.opts.Load {
+	for _, a := range p.archives() {
 		for _, n := range ns {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -30,6 +30,14 @@ func (p *Provider) loadArchives(ctx context.Context, name string, ns []nodes.Nod
 		}
 	}
 	return nil
+}
+
+// archives are the archives every node gets: the data plane's, then -kind.load's.
+func (p *Provider) archives() []string {
+	if p.opts.DataPlane == "" {
+		return p.opts.Load
+	}
+	return append([]string{p.opts.DataPlane}, p.opts.Load...)
 }
 
 func loadArchive(n nodes.Node, path string) error {

@@ -59,6 +59,10 @@ type Options struct {
 	Parallel int
 	// Load lists image archives (docker image save, single-platform) loaded into every node.
 	Load []string
+	// DataPlane is the archive of the emulated data plane's images make images writes
+	// (images.Set.DataPlane), loaded into every node before Load; empty where the run's Istio
+	// images are not the built ones or run no data plane.
+	DataPlane string
 	// Istio names the Istio images (hub and tag required).
 	Istio install.Images
 	// Keep leaves the clusters at Destroy and prints how to delete them.

@@ -73,6 +73,11 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 			break
 		}
 	}
+	if a := p.opts.DataPlane; a != "" {
+		if st, err := os.Stat(a); err != nil || !st.Mode().IsRegular() {
+			fail("the emulated data plane's images: %s is not there, or was written from other sources; run `make images`", a)
+		}
+	}
 	for _, a := range p.opts.Load {
 		if st, err := os.Stat(a); err != nil || !st.Mode().IsRegular() {
 			fail("-kind.load=%s: not a readable image archive file; write one with `docker image save --platform linux/amd64 -o %s IMAGE` (single-platform: kind's import fails on multi-platform archives from Docker's containerd store)", a, filepath.Base(a))
@@ -197,9 +202,12 @@ func (p *Provider) checkNodeImage(ctx context.Context, ok, fail func(string, ...
 	for _, r := range strings.Split(preloaded, ",") {
 		have[r] = true
 	}
-	for _, a := range p.opts.Load {
+	for _, a := range p.archives() {
 		tags, err := archiveTags(a)
 		if err != nil {
+			if a == p.opts.DataPlane {
+				continue // said above
+			}
 			fail("-kind.load=%s: %v", a, err)
 			continue
 		}
@@ -220,11 +228,11 @@ func (p *Provider) checkNodeImage(ctx context.Context, ok, fail func(string, ...
 	}
 	switch {
 	case len(missing) > 0 && key != "":
-		fail("images: %s are neither in the node image %s nor in a -kind.load archive, and kubelet is never let pull: run `make images`, or -kind.load an archive that holds them", strings.Join(missing, ", "), image)
+		fail("images: %s are neither in the node image %s, the data plane's archive, nor a -kind.load archive, and kubelet is never let pull: run `make images`, or -kind.load an archive that holds them", strings.Join(missing, ", "), image)
 	case len(missing) > 0:
 		ok("images: %s are not preloaded; kubelet will have to pull them", strings.Join(missing, ", "))
 	default:
-		ok("images: every image the run starts is in the node image or a -kind.load archive (%d)", len(needed))
+		ok("images: every image the run starts is in the node image, the data plane's archive or a -kind.load archive (%d)", len(needed))
 	}
 }
 

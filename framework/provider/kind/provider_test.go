@@ -313,18 +313,22 @@ func TestLoadBalancerPoolsPerClusterFakeDocker(t *testing.T) {
 	}
 }
 
+// The data plane's archive, then each -kind.load archive, into every node.
 func TestLoadArchivesIntoEveryNodeFakeDocker(t *testing.T) {
-	archive := filepath.Join(t.TempDir(), "pilot.tar")
-	if err := os.WriteFile(archive, []byte("image archive bytes"), 0o644); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	archive, dataPlane := filepath.Join(dir, "pilot.tar"), filepath.Join(dir, "dataplane.tar")
+	for path, data := range map[string]string{archive: "image archive bytes", dataPlane: "data plane bytes"} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	f := newFixture(t, func(o *Options) { o.Load = []string{archive} })
+	f := newFixture(t, func(o *Options) { o.Load, o.DataPlane = []string{archive}, dataPlane })
 	if _, err := f.p.Create(context.Background(), generate(t, 2)); err != nil {
 		t.Fatal(err)
 	}
 	for name, n := range f.kind.nodes {
-		if len(n.imported) != 1 || string(n.imported[0]) != "image archive bytes" {
-			t.Errorf("%s: imported %q, want the archive once", name, n.imported)
+		if len(n.imported) != 2 || string(n.imported[0]) != "data plane bytes" || string(n.imported[1]) != "image archive bytes" {
+			t.Errorf("%s: imported %q, want the data plane's archive, then -kind.load's", name, n.imported)
 		}
 	}
 }
@@ -363,6 +367,8 @@ func TestPreflightFakeDocker(t *testing.T) {
 		{name: "memory too low", n: 10, mod: func(f *fixture) {
 			f.p.host.MemAvailable = func() (uint64, error) { return 8 << 30, nil }
 		}, want: []string{"memory: 10 kind clusters", "16.1 GB", "8.6 GB available"}, lines: 1},
+		{name: "data plane archive missing", n: 2, opts: func(o *Options) { o.DataPlane = filepath.Join(t.TempDir(), "dataplane-0123.tar") },
+			want: []string{"the emulated data plane's images", "dataplane-0123.tar is not there", "run `make images`"}, lines: 1},
 		{name: "cluster exists", n: 2, mod: func(f *fixture) { f.kind.existing = []string{"ambientmc-cluster-2"} },
 			want: []string{"ambientmc-cluster-2 already exists", "kind delete cluster --name ambientmc-cluster-2"}, lines: 1},
 		{name: "no istio images", n: 2, opts: func(o *Options) { o.Istio = install.Images{} },
