@@ -149,7 +149,9 @@ func filesLayer(c component) (v1.Layer, error) {
 		if err := parents(dst); err != nil {
 			return nil, err
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: dst, Linkname: rel(c.files[0].path), ModTime: time.Unix(0, 0)}); err != nil {
+		// A link carries its target's mode: containerd applies a link header's mode to the inode
+		// the two names share.
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: dst, Linkname: rel(c.files[0].path), Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
 			return nil, err
 		}
 	}

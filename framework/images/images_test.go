@@ -143,6 +143,7 @@ func TestDataPlaneArchiveSharesOneLayer(t *testing.T) {
 	require.Contains(t, entries, "usr/local/bin/pilot-agent")
 	assert.Equal(t, byte(tar.TypeLink), entries["usr/local/bin/pilot-agent"].Typeflag)
 	assert.Equal(t, "usr/local/bin/ztunnel", entries["usr/local/bin/pilot-agent"].Linkname)
+	assert.EqualValues(t, 0o755, entries["usr/local/bin/pilot-agent"].Mode, "containerd gives the shared inode the link's mode")
 	require.Contains(t, entries, "tmp/")
 	assert.EqualValues(t, 0o1777, entries["tmp/"].Mode)
 	for _, d := range []string{"etc/", "var/run/ztunnel/", "var/lib/istio/data/"} {

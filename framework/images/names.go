@@ -30,6 +30,8 @@ const (
 	PreloadLabel = "io.ambientmc.images.preloaded"
 	// scheme changes whenever the builder lays images out differently.
 	scheme = "node-image/6"
+	// dataPlaneScheme changes whenever the data plane's archive is laid out differently.
+	dataPlaneScheme = "dataplane-archive/2"
 )
 
 //go:embed files
@@ -96,8 +98,9 @@ func Expected(c *bins.Cache) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
+	dpArchive := sha256.Sum256([]byte(dataPlaneScheme + "\n" + dp))
 	return Set{
-		DataPlane:  filepath.Join(c.Dir, "images", dataPlaneArchivePrefix+dp+".tar"),
+		DataPlane:  filepath.Join(c.Dir, "images", dataPlaneArchivePrefix+hex.EncodeToString(dpArchive[:])[:16]+".tar"),
 		Node:       NodeRepo + ":" + k8s,
 		Kubernetes: k8s,
 		IstioHub:   IstioHub,
