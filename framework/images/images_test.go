@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,17 +83,8 @@ func TestFilesLayer(t *testing.T) {
 	require.NoError(t, os.WriteFile(b, []byte("BB"), 0o755))
 	l, err := filesLayer(component{files: []file{{a, "/opt/cni/bin/istio-cni"}, {b, "/opt/cni/install"}}})
 	require.NoError(t, err)
-	rc, err := l.Uncompressed()
-	require.NoError(t, err)
-	defer rc.Close()
 	var names []string
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
+	for _, h := range layerHeaders(t, l) {
 		names = append(names, h.Name)
 	}
 	require.Equal(t, []string{"opt/", "opt/cni/", "opt/cni/bin/", "opt/cni/bin/istio-cni", "opt/cni/install"}, names)
@@ -125,17 +117,8 @@ func TestDataPlaneArchiveSharesOneLayer(t *testing.T) {
 	require.NoError(t, err)
 	layers, err := img.Layers()
 	require.NoError(t, err)
-	rc, err := layers[0].Uncompressed()
-	require.NoError(t, err)
-	defer rc.Close()
 	entries := map[string]*tar.Header{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
+	for _, h := range layerHeaders(t, layers[0]) {
 		entries[h.Name] = h
 	}
 	require.Contains(t, entries, "usr/local/bin/ztunnel")
@@ -152,4 +135,22 @@ func TestDataPlaneArchiveSharesOneLayer(t *testing.T) {
 	cfg, err := img.ConfigFile()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"/usr/local/bin/ztunnel"}, cfg.Config.Entrypoint)
+}
+
+// layerHeaders are the tar headers of l's entries, in order.
+func layerHeaders(t *testing.T, l v1.Layer) []*tar.Header {
+	t.Helper()
+	rc, err := l.Uncompressed()
+	require.NoError(t, err)
+	defer rc.Close()
+	var out []*tar.Header
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, h)
+	}
 }
