@@ -56,8 +56,9 @@ func run(n int, topoFile, out string) error {
 	// Give the stop signals a handler before anything exists, so nothing is left behind.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	// The Istio images only say what preflight checks the node holds: the kube provider installs them.
-	p := kind.New(kind.Options{RunDir: filepath.Join(out, "kind"), Log: os.Stdout, Built: built, Istio: install.OrBuilt(install.Images{}, built)})
+	// The Istio images only say what preflight checks the nodes hold: the kube provider installs
+	// them. The data plane's archive is loaded as in a kind run, for the built ztunnel and gateway.
+	p := kind.New(kind.Options{RunDir: filepath.Join(out, "kind"), Log: os.Stdout, Built: built, DataPlane: built.DataPlane, Istio: install.OrBuilt(install.Images{}, built)})
 	defer func() {
 		if err := p.Destroy(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "kindup:", err)
