@@ -91,7 +91,7 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 		return nil, fmt.Errorf("-provider=kind: %w", err)
 	}
 	dataPlane := ""
-	if im.Hub == built.IstioHub && im.RunsDataPlane() == report.DataPlaneEmulated {
+	if im.RunsDataPlane() == report.DataPlaneEmulated { // the built images, with their data plane
 		dataPlane = built.DataPlane
 	}
 	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(), DataPlane: dataPlane,
