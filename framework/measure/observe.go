@@ -3,20 +3,11 @@ package measure
 import (
 	"context"
 	"sync"
-
-	"github.com/ambientmc/ambientmc/framework/cluster"
 )
 
-// Observe is a sampler of the istiod at e: CPU from the scheduler's counters where istiod runs on
-// this host, else from process_cpu_seconds_total.
-func Observe(e cluster.IstiodEndpoints) *Istiod {
-	i := &Istiod{Name: e.Name, MetricsURL: e.MetricsURL, CtrlzURL: e.CtrlzURL, DebugURL: e.DebugURL}
-	if e.PID != nil {
-		i.CPU = &hostProcess{pid: e.PID}
-	}
-	i.MemoryCgroup = e.MemoryCgroup
-	return i
-}
+// ProcessCPU reads the scheduler's counters of whichever process pid names now: a restart in
+// place gives istiod a new PID, whose counters start afresh.
+func ProcessCPU(pid func() int) CPUSource { return &hostProcess{pid: pid} }
 
 // hostProcess is Schedstat for whichever process is istiod now: a restart in place gives it a new
 // PID, whose counters start afresh.

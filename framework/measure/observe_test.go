@@ -9,18 +9,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ambientmc/ambientmc/framework/cluster"
 )
 
 // A host istiod's CPU comes from the scheduler's counters of whichever process it is now: a
 // restart in place (a new PID) reads the new process from zero.
-func TestObserveFollowsTheProcess(t *testing.T) {
+func TestProcessCPUFollowsTheProcess(t *testing.T) {
 	var pid atomic.Int64
 	pid.Store(int64(os.Getpid()))
-	i := Observe(cluster.IstiodEndpoints{Name: "c1/istiod", PID: func() int { return int(pid.Load()) }})
-	assert.Equal(t, SchedstatName, i.CPUSource().Name())
-	mine, err := i.CPUSource().CPUSeconds(context.Background())
+	cpu := ProcessCPU(func() int { return int(pid.Load()) })
+	assert.Equal(t, SchedstatName, cpu.Name())
+	mine, err := cpu.CPUSeconds(context.Background())
 	require.NoError(t, err)
 	assert.Positive(t, mine)
 
@@ -28,13 +26,9 @@ func TestObserveFollowsTheProcess(t *testing.T) {
 	require.NoError(t, sleeper.Start())
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
 	pid.Store(int64(sleeper.Process.Pid))
-	fresh, err := i.CPUSource().CPUSeconds(context.Background())
+	fresh, err := cpu.CPUSeconds(context.Background())
 	require.NoError(t, err)
 	assert.Less(t, fresh, mine, "the new process's counters, not this test's")
-
-	// In a pod: process_cpu_seconds_total.
-	_, fromMetric := Observe(cluster.IstiodEndpoints{MetricsURL: "http://127.0.0.1:1/metrics"}).CPUSource().(MetricCPU)
-	assert.True(t, fromMetric)
 }
 
 func TestSyncStatusOf(t *testing.T) {

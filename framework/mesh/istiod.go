@@ -18,7 +18,17 @@ type Istiod struct {
 
 // Observe gives the provider's istiod i its sampler.
 func Observe(i cluster.Istiod) *Istiod {
-	return &Istiod{Istiod: i, sampler: measure.Observe(i.Endpoints())}
+	return &Istiod{Istiod: i, sampler: SamplerOf(i.Endpoints())}
+}
+
+// SamplerOf is a sampler of the istiod at e: CPU from the scheduler's counters where istiod runs
+// on this host, else from process_cpu_seconds_total.
+func SamplerOf(e cluster.IstiodEndpoints) *measure.Istiod {
+	i := &measure.Istiod{Name: e.Name, MetricsURL: e.MetricsURL, CtrlzURL: e.CtrlzURL, DebugURL: e.DebugURL, MemoryCgroup: e.MemoryCgroup}
+	if e.PID != nil {
+		i.CPU = measure.ProcessCPU(e.PID)
+	}
+	return i
 }
 
 // Sampler reads istiod's metrics, ControlZ, debug handlers and CPU.

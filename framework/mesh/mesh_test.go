@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"os"
 	"slices"
 	"sort"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -138,4 +140,17 @@ func TestHeldAndDroppedFollowJoinsAndLeaves(t *testing.T) {
 	assert.Equal(t, []string{"cluster-1", "cluster-2"}, m.Dropped("cluster-3"), "the leaver let the others go")
 	require.NoError(t, m.Join(ctx, "cluster-3"))
 	assert.Equal(t, []string{"cluster-3"}, m.Dropped("cluster-1"), "a rejoin does not undo a leave")
+}
+
+// Where istiod runs on this host its CPU comes from the scheduler's counters; in a pod, from
+// process_cpu_seconds_total.
+func TestSamplerOfReadsCPUWhereIstiodRuns(t *testing.T) {
+	onHost := SamplerOf(cluster.IstiodEndpoints{Name: "c1/istiod", PID: os.Getpid})
+	assert.Equal(t, measure.SchedstatName, onHost.CPUSource().Name())
+	cpu, err := onHost.CPUSource().CPUSeconds(context.Background())
+	require.NoError(t, err)
+	assert.Positive(t, cpu, "this test process's own counters")
+
+	_, fromMetric := SamplerOf(cluster.IstiodEndpoints{MetricsURL: "http://127.0.0.1:1/metrics"}).CPUSource().(measure.MetricCPU)
+	assert.True(t, fromMetric)
 }

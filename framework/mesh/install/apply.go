@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,7 +39,7 @@ const (
 
 // ApplyOptions control Apply.
 type ApplyOptions struct {
-	// Wait makes Apply wait for each component to be ready before the next one.
+	// Wait makes Apply wait for each component to be ready before those that depend on it start.
 	Wait bool
 	// Timeout bounds each component's readiness wait; 0 means 5 minutes.
 	Timeout time.Duration
@@ -73,10 +75,47 @@ type Installed struct {
 	log     io.Writer
 }
 
-// Apply server-side applies every component of m to c in order (field manager "ambientmc",
-// conflicts forced, as Istio's installer does). After a component with CRDs it waits until they
-// are served; with o.Wait it also waits for each component's readiness (see ready.go). On error
-// the returned Installed still lists what was created, so the caller can Teardown.
+// dependsOn names the components each one waits for, as Istio's installer orders them
+// (operator/pkg/install/install.go componentDependencies: base before istiod and istio-cni,
+// istio-cni before ztunnel), and ours around them: the Gateway API CRDs before base, the east-west
+// gateway after istiod (istiod's gateway controller deploys it), the probes after the data plane.
+// A component not named here waits for every component before it.
+var dependsOn = map[string][]string{
+	ComponentBase:            {ComponentGatewayAPICRDs},
+	ComponentIstiod:          {ComponentBase},
+	ComponentCNI:             {ComponentBase},
+	ComponentZtunnel:         {ComponentCNI},
+	ComponentEastWestGateway: {ComponentIstiod},
+	ComponentProbes:          {ComponentZtunnel, ComponentEastWestGateway},
+}
+
+// dependencies are the indices of the components of m that component i waits for; one applied
+// by an earlier Apply is not in m, so nothing waits for it.
+func (m *Manifests) dependencies(i int) []int {
+	names, known := dependsOn[m.Components[i].Name]
+	if !known {
+		deps := make([]int, i)
+		for k := range deps {
+			deps[k] = k
+		}
+		return deps
+	}
+	var deps []int
+	for k, comp := range m.Components {
+		if slices.Contains(names, comp.Name) {
+			deps = append(deps, k)
+		}
+	}
+	return deps
+}
+
+// Apply server-side applies every component of m to c (field manager "ambientmc", conflicts
+// forced) in the order Istio's installer keeps (dependsOn): a component starts once the ones it
+// depends on are applied (and, with o.Wait, ready), so istiod and istio-cni install at the same
+// time. After a component with CRDs it waits until they are served; with o.Wait it also waits
+// for the component's readiness (see ready.go). A component that fails stops only those that
+// depend on it; the error names every component that failed. On error the returned Installed
+// still lists what was created, so the caller can Teardown.
 func Apply(ctx context.Context, c *cluster.Cluster, m *Manifests, o ApplyOptions) (*Installed, error) {
 	if m.Cluster != c.Name {
 		return nil, fmt.Errorf("install: manifests rendered for cluster %s cannot be applied to cluster %s", m.Cluster, c.Name)
@@ -87,35 +126,85 @@ func Apply(ctx context.Context, c *cluster.Cluster, m *Manifests, o ApplyOptions
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	inst := &Installed{Cluster: c.Name, dynamic: c.Dynamic, log: o.Log}
-	a := apply.New(c.Dynamic, c.Client.Discovery())
-	for _, comp := range m.Components {
-		start := time.Now()
-		created := len(inst.Created)
-		for _, obj := range comp.Objects {
-			ref, isNew, err := applyObject(ctx, a, obj)
-			if err != nil {
-				return inst, fmt.Errorf("install: cluster %s: component %s: %w", c.Name, comp.Name, err)
-			}
-			if isNew {
-				ref.Component = comp.Name
-				inst.Created = append(inst.Created, ref)
-			}
-		}
-		applied := time.Since(start)
-		if pending, err := a.WaitEstablished(ctx, crdTimeout); err != nil {
-			return inst, fmt.Errorf("install: cluster %s: component %s: %d CRDs not established after %s (e.g. %s): %w",
-				c.Name, comp.Name, len(pending), crdTimeout, pending[0], err)
-		}
-		if o.Wait {
-			if err := waitReady(ctx, c, comp, o.Timeout); err != nil {
-				return inst, err
-			}
-		}
-		fmt.Fprintf(o.Log, "ambientmc: %s: install: %s: %d objects applied (%d created) in %.1fs, done after %.1fs\n",
-			c.Name, comp.Name, len(comp.Objects), len(inst.Created)-created, applied.Seconds(), time.Since(start).Seconds())
+	o.Log = &lockedWriter{w: o.Log} // components log as they finish, concurrently
+	type outcome struct {
+		created []Object
+		err     error
+		applied bool // the component ran to the end without error
 	}
-	return inst, nil
+	outcomes := make([]outcome, len(m.Components))
+	done := make([]chan struct{}, len(m.Components))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	for i := range m.Components {
+		wg.Go(func() {
+			defer close(done[i])
+			for _, d := range m.dependencies(i) {
+				<-done[d]
+				if !outcomes[d].applied {
+					return // the failed dependency's error says why
+				}
+			}
+			created, err := applyComponent(ctx, c, m.Components[i], o)
+			outcomes[i] = outcome{created: created, err: err, applied: err == nil}
+		})
+	}
+	wg.Wait()
+	inst := &Installed{Cluster: c.Name, dynamic: c.Dynamic, log: o.Log}
+	var errs []error
+	for _, out := range outcomes { // in m's order, so Teardown deletes in reverse of it
+		inst.Created = append(inst.Created, out.created...)
+		if out.err != nil {
+			errs = append(errs, out.err)
+		}
+	}
+	return inst, errors.Join(errs...)
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// applyComponent applies one component's objects, waits for its CRDs to be served and, with
+// o.Wait, for it to be ready; it returns the objects it created, also on error.
+func applyComponent(ctx context.Context, c *cluster.Cluster, comp Component, o ApplyOptions) ([]Object, error) {
+	start := time.Now()
+	// An Applier is not safe for concurrent use, and components apply concurrently.
+	a := apply.New(c.Dynamic, c.Client.Discovery())
+	var created []Object
+	for _, obj := range comp.Objects {
+		ref, isNew, err := applyObject(ctx, a, obj)
+		if err != nil {
+			return created, fmt.Errorf("install: cluster %s: component %s: %w", c.Name, comp.Name, err)
+		}
+		if isNew {
+			ref.Component = comp.Name
+			created = append(created, ref)
+		}
+	}
+	applied := time.Since(start)
+	if pending, err := a.WaitEstablished(ctx, crdTimeout); err != nil {
+		return created, fmt.Errorf("install: cluster %s: component %s: %d CRDs not established after %s (e.g. %s): %w",
+			c.Name, comp.Name, len(pending), crdTimeout, pending[0], err)
+	}
+	if o.Wait {
+		if err := waitReady(ctx, c, comp, o.Timeout); err != nil {
+			return created, err
+		}
+	}
+	fmt.Fprintf(o.Log, "ambientmc: %s: install: %s: %d objects applied (%d created) in %.1fs, done after %.1fs\n",
+		c.Name, comp.Name, len(comp.Objects), len(created), applied.Seconds(), time.Since(start).Seconds())
+	return created, nil
 }
 
 // applyObject server-side applies obj and reports whether it did not exist before.

@@ -210,9 +210,17 @@ func TestApplyToRealAPIServer(t *testing.T) {
 		assert.Contains(t, msg, "install: cluster cluster-1: component istiod not ready after 3s")
 		assert.Contains(t, msg, "Deployment istio-system/istiod: generation 1 not observed yet", "no controller runs here")
 		assert.Contains(t, msg, "pods: none match istio=pilot", "the diagnosis says why")
+		// istio-cni depends on base alone, as in Istio's installer: it was applied beside istiod,
+		// failed its own wait, and the error names it too.
+		assert.Contains(t, msg, "install: cluster cluster-1: component cni not ready after 3s")
 		assert.Less(t, took, time.Minute, "the timeout bounds the wait")
+		applied := map[string]bool{}
 		for _, o := range inst.Created {
-			assert.NotEqual(t, ComponentCNI, o.Component, "nothing after the failed component is applied")
+			applied[o.Component] = true
+		}
+		assert.True(t, applied[ComponentCNI], "istio-cni does not wait for istiod")
+		for _, after := range []string{ComponentZtunnel, ComponentEastWestGateway, ComponentProbes} {
+			assert.False(t, applied[after], "%s depends on a failed component and must not be applied", after)
 		}
 		require.NoError(t, inst.Teardown(ctx))
 		assert.Equal(t, before, snapshot(t, c))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fortio.org/fortio/fhttp"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,31 +68,13 @@ func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (
 	if err != nil {
 		return nil, err
 	}
+	// Every cluster's probes at once: each waits on its own kubelet.
+	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range s.Clusters {
-		m, err := p.member(c.Name)
-		if err != nil {
-			return nil, err
-		}
-		ca, err := mesh.IntermediateOf(c.Name, s.CAs[c.Name])
-		if err != nil {
-			return nil, err
-		}
-		mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: ca, Probes: plan[c.Name],
-			Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
-		if err != nil {
-			return nil, err
-		}
-		comp := mf.Component(install.ComponentProbes)
-		inst, err := install.Apply(ctx, c, &install.Manifests{Cluster: c.Name, Components: []install.Component{*comp}},
-			install.ApplyOptions{Wait: true, Timeout: p.opts.InstallTimeout, Log: p.opts.Log})
-		if inst != nil {
-			p.mu.Lock()
-			m.installs = append(m.installs, inst)
-			p.mu.Unlock()
-		}
-		if err != nil {
-			return nil, err
-		}
+		g.Go(func() error { return p.applyProbes(gctx, c, plan[c.Name], s.CAs[c.Name]) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	client, err := readyPod(ctx, s.Local, workload.ProbeNamespace, install.FortioClient)
 	if err != nil {
@@ -107,6 +90,33 @@ func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (
 		return withHops(ctx, e, s)
 	}
 	return e, nil
+}
+
+// applyProbes renders c's probe workloads, applies them and waits for them, recording what it
+// created for Destroy (also on error).
+func (p *Provider) applyProbes(ctx context.Context, c *cluster.Cluster, probes *install.ProbeOptions, certs cluster.CACerts) error {
+	m, err := p.member(c.Name)
+	if err != nil {
+		return err
+	}
+	ca, err := mesh.IntermediateOf(c.Name, certs)
+	if err != nil {
+		return err
+	}
+	mf, err := install.Render(install.Options{Cluster: c.Cluster, MeshID: p.opts.MeshID, Images: p.opts.Images, CACerts: ca, Probes: probes,
+		Platform: p.platformOf(c.Name), SharedHost: p.opts.SharedHost})
+	if err != nil {
+		return err
+	}
+	comp := mf.Component(install.ComponentProbes)
+	inst, err := install.Apply(ctx, c, &install.Manifests{Cluster: c.Name, Components: []install.Component{*comp}},
+		install.ApplyOptions{Wait: true, Timeout: p.opts.InstallTimeout, Log: p.opts.Log})
+	if inst != nil {
+		p.mu.Lock()
+		m.installs = append(m.installs, inst)
+		p.mu.Unlock()
+	}
+	return err
 }
 
 // readyPod returns a ready pod of app in c's namespace ns.

@@ -206,7 +206,7 @@ func (e *probeEnv) istiodOf(app string) string {
 	i := e.setup.Istiods[e.setup.Local.Name]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dump, err := measure.Observe(i.Endpoints()).Ambientz(ctx)
+	dump, err := mesh.SamplerOf(i.Endpoints()).Ambientz(ctx)
 	if err != nil {
 		return "istiod's index not read: " + err.Error()
 	}
