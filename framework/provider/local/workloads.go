@@ -98,7 +98,13 @@ func (p *Provider) snapshotFile(w *cluster.WorkloadSet, tc topology.Cluster) (st
 		h.Write(raw)
 		h.Write([]byte{'\n'})
 	}
-	return filepath.Join(p.snapshotDir(), fmt.Sprintf("%s-%s.gob.gz", tc.Name, hex.EncodeToString(h.Sum(nil))[:16])), nil
+	return filepath.Join(p.snapshotDir(), snapshotSlot(tc.Name, w.Pods)+hex.EncodeToString(h.Sum(nil))[:16]+".gob.gz"), nil
+}
+
+// snapshotSlot is the start of the file name of cluster's snapshots of pods pods each: the cache
+// keeps one per slot, so a run at one scale leaves another scale's snapshot of the same cluster.
+func snapshotSlot(cluster string, pods int) string {
+	return fmt.Sprintf("%s-%dpods-", cluster, pods)
 }
 
 // restoreWorkloads stores tc's snapshot, if one of the preloaded set exists, under its prefix
@@ -136,7 +142,8 @@ func (p *Provider) restoreWorkloads(ctx context.Context, etcd *sharedEtcd, tc to
 }
 
 // SaveWorkloads captures c's workloads as its snapshot for later runs (unless it started from one)
-// and removes c's snapshots of other inputs, so the cache holds one per cluster name.
+// and removes c's snapshots of other inputs at the same pods per cluster, so the cache holds one
+// per cluster name and scale.
 func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error {
 	p.mu.Lock()
 	w, etcd, restored := p.workloads, p.etcd, p.restored[c.Name] != ""
@@ -158,7 +165,7 @@ func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error 
 	if err := writeSnapshot(file, &workloadSnapshot{Created: time.Now(), Entries: entries}); err != nil {
 		return err
 	}
-	others, _ := filepath.Glob(filepath.Join(filepath.Dir(file), c.Name+"-*.gob.gz"))
+	others, _ := filepath.Glob(filepath.Join(filepath.Dir(file), snapshotSlot(c.Name, w.Pods)+"*.gob.gz"))
 	for _, o := range others {
 		if o != file {
 			_ = os.Remove(o)

@@ -57,7 +57,16 @@ func TestWorkloadSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	svc, err := c.Client.CoreV1().Services("scale-0").Get(ctx, "svc-0", metav1.GetOptions{})
 	require.NoError(t, err)
+	// A snapshot of the same cluster at another scale stays; one of other inputs at this scale goes.
+	otherScale := filepath.Join(dir, snapshotSlot(c.Name, s.Pods+1)+"0123456789abcdef.gob.gz")
+	stale := filepath.Join(dir, snapshotSlot(c.Name, s.Pods)+"0123456789abcdef.gob.gz")
+	for _, f := range []string{otherScale, stale} {
+		require.NoError(t, os.WriteFile(f, []byte("kept by an earlier run"), 0o644))
+	}
 	require.NoError(t, cold.SaveWorkloads(ctx, c))
+	assert.FileExists(t, otherScale, "another scale's snapshot of the cluster was removed")
+	assert.NoFileExists(t, stale, "a snapshot of other inputs at this scale was kept")
+	require.NoError(t, os.Remove(otherScale))
 	files, _ := filepath.Glob(filepath.Join(dir, c.Name+"-*.gob.gz"))
 	require.Len(t, files, 1, "the cold run kept one snapshot")
 	require.NoError(t, cold.Destroy(ctx))
