@@ -127,7 +127,7 @@ func (w *Watcher) onAddress(gen int, name string, a *workloadapi.Address, ev ads
 	at := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if gen != w.gen {
+	if gen != w.gen || w.cfg.HoldNothing {
 		return
 	}
 	if ev == adsc.EventDelete {

@@ -27,6 +27,10 @@ type Config struct {
 	IP, Name, Node string
 	// Cluster is the cluster ID sent in the node metadata, as the ztunnel chart sets it.
 	Cluster string
+	// HoldNothing makes a client that only loads istiod: it watches and acknowledges as a ztunnel
+	// does but keeps no Address, so its state stays empty and it reports no update. Each one that
+	// held them would hold every workload of the mesh.
+	HoldNothing bool
 }
 
 // Watcher holds the Address resources last received from istiod. Like ztunnel it keeps what it

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -41,6 +42,7 @@ type fakeIstiod struct {
 	types    []string // type URLs subscribed, in order
 	push     chan *discovery.DeltaDiscoveryResponse
 	nacks    []string // error details of rejected responses
+	acked    []string // nonces of accepted responses
 	nonceSeq int
 }
 
@@ -119,11 +121,13 @@ func (f *fakeIstiod) DeltaAggregatedResources(s discovery.AggregatedDiscoverySer
 			return err
 		case r := <-reqs:
 			if r.GetResponseNonce() != "" {
+				f.mu.Lock()
 				if r.GetErrorDetail() != nil {
-					f.mu.Lock()
 					f.nacks = append(f.nacks, r.GetErrorDetail().GetMessage())
-					f.mu.Unlock()
+				} else {
+					f.acked = append(f.acked, r.GetResponseNonce())
 				}
+				f.mu.Unlock()
 				continue
 			}
 			f.mu.Lock()
@@ -251,6 +255,37 @@ func TestWatcherSubscribesLikeZtunnel(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, "client-0", got["cluster-1//Pod/probe/client-0"].GetWorkload().GetName())
 	assert.Equal(t, "echo-remote", got["probe/echo-remote.probe.svc.cluster.local"].GetService().GetName())
+}
+
+// A load client watches and acknowledges as a ztunnel does, and keeps nothing of what it is sent.
+func TestLoadClientAcknowledgesAndHoldsNothing(t *testing.T) {
+	c := newCA(t)
+	f := startFakeIstiod(t, c.inter, c.root, localPod("client-0", svcA), service("probe", "echo-remote"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w, err := Start(ctx, Config{Address: f.addr, CertDir: c.dir, IP: "127.11.0.200", Name: "ztunnel-node1",
+		Node: "node-1", Cluster: "cluster-1", HoldNothing: true}, 15*time.Second)
+	require.NoError(t, err, "the initial answer counts as synced though nothing is kept")
+	t.Cleanup(w.Close)
+	seen := 0
+	_, unsubscribe := w.Subscribe(func(Update) { seen++ })
+	defer unsubscribe()
+
+	push := f.response(v3.AddressType, []*workloadapi.Address{splitHorizon("network-2", "127.202.0.1", svcB, 4)})
+	f.push <- push
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Contains(f.acked, push.GetNonce())
+	}, 10*time.Second, 20*time.Millisecond, "the push was acknowledged")
+	f.mu.Lock()
+	assert.ElementsMatch(t, []string{v3.AddressType, v3.WorkloadAuthorizationType}, f.types, "it watches what ztunnel watches")
+	assert.Empty(t, f.nacks)
+	f.mu.Unlock()
+	assert.Empty(t, w.Addresses(), "it holds nothing")
+	w.mu.Lock()
+	assert.Zero(t, seen, "it reports no update")
+	w.mu.Unlock()
 }
 
 // Adds, removals and the split-horizon aggregation per network, as pushes arrive.

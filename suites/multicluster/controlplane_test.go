@@ -116,7 +116,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 	clients := join.XDSClients(mc.opts.Join.XDSClients, mc.scale.Pods)
 	for n := 1; n < clients; n++ {
 		// Extra clients only add istiod's push work; the first one is what the joins wait for.
-		startWatcher(t, ctx, obs, istiod)
+		startLoadClient(t, ctx, obs, istiod)
 	}
 	s := join.NewSettler(istiod, joinOptions(), mc.scale.Pods)
 	src := istiod.Sampler().CPUSource()

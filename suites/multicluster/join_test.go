@@ -36,6 +36,15 @@ func startWatcher(t *testing.T, ctx context.Context, c *cluster.Cluster, i join.
 	return w
 }
 
+// startLoadClient connects a ztunnel-like client that only adds istiod's push work; it closes
+// when the test ends.
+func startLoadClient(t *testing.T, ctx context.Context, c *cluster.Cluster, i join.Istiod) {
+	t.Helper()
+	w, err := join.StartLoadClient(ctx, c, i, mc.mesh.Intermediates[c.Name], t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+}
+
 // waitHolds waits until the watcher holds every named cluster.
 func waitHolds(t *testing.T, ctx context.Context, w *xdswatch.Watcher, names ...string) {
 	t.Helper()
