@@ -39,8 +39,9 @@ var controlPlaneComponents = []string{
 var controlPlaneOnly = controlPlaneComponents[:3]
 
 // StartIstiod installs Istio ambient into primary c (the Gateway API CRDs, base with the
-// cluster's cacerts, istiod, istio-cni, ztunnel, each waited for), then reaches the istiod pod
-// through port-forwards. A second istiod (o.Name != "") is StartExtraIstiod's, where offered.
+// cluster's cacerts, istiod, istio-cni, ztunnel, each waited for, in Istio's installer's order),
+// then reaches the istiod pod through port-forwards. A second istiod (o.Name != "") is
+// StartExtraIstiod's, where offered.
 func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
 	if o.Name != "" {
 		return nil, fmt.Errorf("istiod %s/%s: a second istiod is cluster.ExtraIstiods', which ControlPlane offers only with the Istio images make images builds", c.Name, o.Name)
