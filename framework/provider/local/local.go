@@ -112,6 +112,8 @@ type Provider struct {
 	egress         []*egressProxy
 	// startingHook, when a test sets it, is called as each cluster begins to start.
 	startingHook func(tc topology.Cluster)
+	// claim, when a test sets it, replaces claimSlots.
+	claim func(n int) (*slots, error)
 }
 
 // apiServerReadyTimeout stretches the readiness bound with the API servers that start together:
@@ -219,7 +221,11 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if err := os.MkdirAll(p.opts.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
-	slots, err := claimSlots(len(t.Clusters))
+	claim := claimSlots
+	if p.claim != nil {
+		claim = p.claim
+	}
+	slots, err := claim(len(t.Clusters))
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,19 @@ func TestWorkloadSnapshot(t *testing.T) {
 	set, err := workload.SnapshotSet(s, root)
 	require.NoError(t, err)
 	dir := t.TempDir()
+	// The snapshot's key holds the cluster's address plan, so every run here takes the same
+	// index: one this test holds throughout, which other test binaries starting clusters
+	// meanwhile cannot take between two runs.
+	held, err := claimSlots(1)
+	require.NoError(t, err)
+	t.Cleanup(held.release)
 	start := func(set cluster.WorkloadSet) (*Provider, *cluster.Cluster) {
 		p := cachedProvider(t)
 		p.snapDir = dir
+		p.claim = func(n int) (*slots, error) {
+			require.Equal(t, 1, n)
+			return &slots{indices: held.indices}, nil // no lock of its own: Destroy leaves the test's
+		}
 		topo, err := topology.Generate(1)
 		require.NoError(t, err)
 		require.NoError(t, p.Preflight(ctx, topo))
