@@ -442,6 +442,14 @@ type WaveLister interface {
 	StartWaves() []StartWave
 }
 
+// ReadyNotifier is offered by providers that make clusters ready a few at a time (local), so the
+// work a setup step does in each cluster can start on the first while later ones start.
+type ReadyNotifier interface {
+	// OnReady sets, before Create, what Create calls with each cluster as soon as it is ready. It
+	// is called from Create's goroutines and must return at once.
+	OnReady(fn func(*Cluster))
+}
+
 // StartWave is one group of clusters that started together: when it began and when its last
 // cluster was ready, counted from the start of Create's first wave.
 type StartWave struct {

@@ -58,6 +58,8 @@ type Env struct {
 	crds crds.Set
 	// setupTimes are measured from the start of cluster creation (for the report's setup section).
 	setupTimes struct{ created, apiServersReady, crdsEstablished time.Time }
+	// parts runs the steps' per-cluster parts (Step.Each).
+	parts *clusterParts
 	// ext is the suite's optional part of the lifecycle (CI's), nil without one.
 	ext Extension
 }
@@ -70,7 +72,14 @@ type cleanup struct {
 // Step is one named setup step; its timing is recorded and printed.
 type Step struct {
 	Name string
-	Run  func(ctx context.Context, e *Env) error
+	// Run is the step's work, or what it does once Each has run in every cluster.
+	Run func(ctx context.Context, e *Env) error
+	// Each, when set, is the step's work in one cluster, run in every cluster at once before Run
+	// (the step bounds itself). Where the provider makes clusters ready a few at a time
+	// (cluster.ReadyNotifier), each cluster's part starts as soon as that cluster is ready: while
+	// later clusters start and the steps before this one run. So it may use nothing of theirs, nor
+	// Env's Clusters. A failed part stops the others and the setup.
+	Each func(ctx context.Context, e *Env, c *cluster.Cluster) error
 }
 
 // Cluster returns the cluster called name, or nil.

@@ -114,15 +114,17 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 		e.Report.NodeImage = ni.NodeImage()
 	}
 	all := append([]Step{
-		{"preflight", func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
-		{"istiod-binary", resolveIstiod},
-		{"clusters", createClusters},
-		{"crds", installCRDs},
+		{Name: "preflight", Run: func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
+		{Name: "istiod-binary", Run: resolveIstiod},
+		{Name: "clusters", Run: createClusters},
+		{Name: "crds", Run: installCRDs},
 	}, suite.Steps...)
+	e.parts = newClusterParts(ctx, suite.Steps)
+	defer e.parts.stop()
 	for _, s := range all {
 		start := time.Now()
 		e.Statusf("%s: starting", s.Name)
-		err := s.Run(ctx, e)
+		err := s.run(ctx, e)
 		e.setupTook[s.Name] = time.Since(start)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)

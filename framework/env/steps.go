@@ -43,9 +43,13 @@ func createClusters(ctx context.Context, e *Env) error {
 		}
 	}
 	e.Cleanup("destroy clusters", func() error { return e.Provider.Destroy(context.Background()) })
+	createCtx := e.parts.startEarly(e)
 	e.setupTimes.created = time.Now()
-	cs, err := e.Provider.Create(ctx, e.Topology)
+	cs, err := e.Provider.Create(createCtx, e.Topology)
 	e.setupTimes.apiServersReady = time.Now()
+	if perr := e.parts.failed(); perr != nil {
+		return perr // what stopped Create
+	}
 	if err != nil {
 		return fmt.Errorf("%w (component logs under %s)", err, e.Provider.LogDir())
 	}

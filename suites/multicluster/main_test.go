@@ -27,8 +27,10 @@ type suite struct {
 	*env.Env
 	mesh  *mesh.Mesh
 	scale workload.Scale
-	opts  *options.Options
-	dp    dataPlaneOnce
+	// workloads is the setup step that loads them.
+	workloads workloads
+	opts      *options.Options
+	dp        dataPlaneOnce
 }
 
 var mc = &suite{opts: options.Flags}
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 		CI:    ci.New(), // -gates, -baseline, junit.xml, profiles, metrics.csv, $ARTIFACTS
 		Steps: []env.Step{
 			{Name: "mesh", Run: installMesh},
-			{Name: "workloads", Run: deployWorkloads},
+			{Name: "workloads", Each: mc.workloads.each, Run: mc.workloads.report},
 			{Name: "istiod", Run: startIstiods},
 		},
 		Plan:    func(in env.PlanInput) (steps, tests []plan.Item) { return mc.opts.Plan(in, &planned) },

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -40,111 +38,123 @@ func installMesh(ctx context.Context, e *env.Env) error {
 	return nil
 }
 
-func deployWorkloads(ctx context.Context, e *env.Env) error {
-	var mu sync.Mutex
-	last := map[string]time.Time{}
-	progress := func(c string, done, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if done == total || time.Since(last[c]) > 5*time.Second {
-			last[c] = time.Now()
+// workloads gives every cluster its scale workloads (written, or restored by the provider and
+// checked) and reports how fast. A cluster's part starts as soon as it is ready where the provider
+// starts clusters a few at a time (env.Step.Each), so a hundred clusters' workloads are written
+// while later clusters start.
+type workloads struct {
+	once     sync.Once
+	slots    chan struct{} // one per cluster loading at once (workloadClustersAtOnce)
+	restorer cluster.WorkloadRestorer
+	written  atomic.Int64
+
+	mu         sync.Mutex
+	start, end time.Time
+	cpuBefore  time.Duration
+	clusters   map[string]report.ClusterSetup
+	lastLine   map[string]time.Time // progress lines, per cluster
+}
+
+// begin is the first part's: every part shares the slots.
+func (w *workloads) begin(e *env.Env) {
+	w.once.Do(func() {
+		at := workloadClustersAtOnce(len(e.Topology.Clusters))
+		w.slots = make(chan struct{}, at)
+		w.restorer, _ = e.Provider.(cluster.WorkloadRestorer)
+		w.clusters, w.lastLine = map[string]report.ClusterSetup{}, map[string]time.Time{}
+		w.cpuBefore, w.start = processCPU(), time.Now()
+		e.Logf("workloads: %d clusters at a time, %d API requests in flight in each", at, workload.DefaultInFlight)
+	})
+}
+
+func (w *workloads) progress(e *env.Env) workload.Progress {
+	return func(c string, done, total int) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if done == total || time.Since(w.lastLine[c]) > 5*time.Second {
+			w.lastLine[c] = time.Now()
 			e.Logf("workloads: %s: %d/%d pods", c, done, total)
 		}
 	}
-	setup := &report.Setup{}
-	inFlight := workload.DefaultInFlight
-	at := workloadClustersAtOnce(len(e.Clusters))
-	e.Logf("workloads: %d clusters at a time, %d API requests in flight in each", at, inFlight)
-	cpuBefore, start := processCPU(), time.Now()
-	// The EndpointSlice waits hold no slot: the next cluster's pods go out meanwhile. A failed
-	// deployment stops them too (cancel), as a failed wait stops the deployments (wctx).
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	waits, wctx := errgroup.WithContext(wctx)
-	g, gctx := errgroup.WithContext(wctx)
-	g.SetLimit(at)
-	done := func(cs report.ClusterSetup) {
-		mu.Lock()
-		setup.Clusters = append(setup.Clusters, cs)
-		mu.Unlock()
+}
+
+// each loads c holding a slot, then waits for its EndpointSlices without one (the next cluster's
+// pods go out meanwhile), and keeps a snapshot of what it wrote.
+func (w *workloads) each(ctx context.Context, e *env.Env, c *cluster.Cluster) error {
+	w.begin(e)
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("cluster %s: %w", c.Name, ctx.Err())
 	}
-	restorer, _ := e.Provider.(cluster.WorkloadRestorer)
-	var written atomic.Int64
-	for _, c := range e.Clusters {
-		g.Go(func() error {
-			cs, restored, err := loadWorkloads(gctx, e, c, restorer, progress, inFlight)
-			if err != nil {
-				return err
-			}
-			if !restored {
-				written.Add(int64(mc.scale.Pods))
-			}
-			// A snapshot is kept only of a cluster whose every pod the controller published.
-			save := func() {
-				if restorer == nil || restored {
-					return
-				}
-				if err := restorer.SaveWorkloads(wctx, c); err != nil {
-					e.Logf("workloads: %s: keeping them for later runs failed (the next run writes them again): %v", c.Name, err)
-				}
-			}
-			if !c.Runs.Controllers {
-				save()
-				done(cs)
-				return nil
-			}
-			// istiod reads EndpointSlices of every cluster: measure it only once they are all there.
-			waits.Go(func() error {
-				start := time.Now()
-				pub, err := workload.WaitEndpointSlices(wctx, c, mc.scale, endpointSlicesWait)
-				if err != nil {
-					return err
-				}
-				cs.EndpointSlices, cs.Endpoints = &pub.Slices, &pub.Endpoints
-				e.Logf("workloads: %s: %d EndpointSlices hold the %d endpoints (%.1fs after the pods)", c.Name, pub.Slices, pub.Endpoints, time.Since(start).Seconds())
-				save()
-				done(cs)
-				return nil
-			})
-			return nil
-		})
-	}
-	err := g.Wait()
-	if err != nil {
-		cancel()
-	}
-	if werr := waits.Wait(); err == nil {
-		err = werr
-	}
+	cs, restored, err := loadWorkloads(ctx, e, c, w.restorer, w.progress(e), workload.DefaultInFlight)
+	<-w.slots
 	if err != nil {
 		return err
 	}
-	elapsed := time.Since(start)
-	w := &report.WorkloadSetup{Seconds: elapsed.Seconds()}
-	if n := written.Load(); n > 0 {
-		w.PodsPerSecond = report.F(float64(n) / elapsed.Seconds())
+	if !restored {
+		w.written.Add(int64(e.Scale.Pods))
+	}
+	// istiod reads EndpointSlices of every cluster: measure it only once they are all there.
+	if c.Runs.Controllers {
+		start := time.Now()
+		pub, err := workload.WaitEndpointSlices(ctx, c, e.Scale, endpointSlicesWait)
+		if err != nil {
+			return err
+		}
+		cs.EndpointSlices, cs.Endpoints = &pub.Slices, &pub.Endpoints
+		e.Logf("workloads: %s: %d EndpointSlices hold the %d endpoints (%.1fs after the pods)", c.Name, pub.Slices, pub.Endpoints, time.Since(start).Seconds())
+	}
+	// A snapshot is kept only of a cluster whose every pod the controller published.
+	if w.restorer != nil && !restored {
+		if err := w.restorer.SaveWorkloads(ctx, c); err != nil {
+			e.Logf("workloads: %s: keeping them for later runs failed (the next run writes them again): %v", c.Name, err)
+		}
+	}
+	w.mu.Lock()
+	w.clusters[c.Name], w.end = cs, time.Now()
+	w.mu.Unlock()
+	return nil
+}
+
+// report sets the setup section's workloads once every cluster's part is done.
+func (w *workloads) report(_ context.Context, e *env.Env) error {
+	w.begin(e) // a run of no clusters
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	setup := &report.Setup{}
+	for _, c := range e.Clusters {
+		if cs, ok := w.clusters[c.Name]; ok {
+			setup.Clusters = append(setup.Clusters, cs)
+		}
+	}
+	elapsed := w.end.Sub(w.start)
+	wr := &report.WorkloadSetup{Seconds: elapsed.Seconds()}
+	if n := w.written.Load(); n > 0 && elapsed > 0 {
+		wr.PodsPerSecond = report.F(float64(n) / elapsed.Seconds())
 	}
 	for _, cs := range setup.Clusters {
 		if cs.RestoredFrom != "" {
-			w.RestoredClusters++
+			wr.RestoredClusters++
 		}
 	}
-	if cpu := processCPU() - cpuBefore; cpu >= 0 {
-		w.TestProcessCPUCores = report.F(cpu.Seconds() / elapsed.Seconds())
+	// Over the whole step: where the parts started early, the clusters' start and the steps between too.
+	if cpu := processCPU() - w.cpuBefore; cpu >= 0 {
+		wr.TestProcessCPUCores = report.F(cpu.Seconds() / time.Since(w.start).Seconds())
 	}
 	for _, c := range e.Clusters {
 		n, d := c.ClientWaits.Waited()
-		w.ClientWaits += n
-		w.ClientWaitSeconds += d.Seconds()
+		wr.ClientWaits += n
+		wr.ClientWaitSeconds += d.Seconds()
 	}
-	setup.Workloads = w
+	setup.Workloads = wr
 	e.Report.Setup = setup
-	if w.PodsPerSecond == nil {
-		e.Logf("workloads: restored in all %d clusters; test process %.2f cores", len(e.Clusters), deref(w.TestProcessCPUCores))
+	if wr.PodsPerSecond == nil {
+		e.Logf("workloads: restored in all %d clusters; test process %.2f cores", len(e.Clusters), deref(wr.TestProcessCPUCores))
 		return nil
 	}
-	e.Logf("workloads: %.0f pods/s over the %d clusters that wrote them (%d restored); client rate limiter waited %d times; test process %.2f cores",
-		*w.PodsPerSecond, len(e.Clusters)-w.RestoredClusters, w.RestoredClusters, w.ClientWaits, deref(w.TestProcessCPUCores))
+	e.Logf("workloads: %.0f pods/s over the %d clusters that wrote them (%d restored) in %.1fs; client rate limiter waited %d times; test process %.2f cores",
+		*wr.PodsPerSecond, len(e.Clusters)-wr.RestoredClusters, wr.RestoredClusters, elapsed.Seconds(), wr.ClientWaits, deref(wr.TestProcessCPUCores))
 	return nil
 }
 
@@ -153,7 +163,7 @@ func deployWorkloads(ctx context.Context, e *env.Env) error {
 func loadWorkloads(ctx context.Context, e *env.Env, c *cluster.Cluster, restorer cluster.WorkloadRestorer, progress workload.Progress, inFlight int) (report.ClusterSetup, bool, error) {
 	if restorer != nil {
 		if from, ok := restorer.RestoredWorkloads(c.Name); ok {
-			d, err := workload.CheckRestored(ctx, c, mc.scale)
+			d, err := workload.CheckRestored(ctx, c, e.Scale)
 			if err != nil {
 				return report.ClusterSetup{}, true, fmt.Errorf("%w (restored from %s)", err, from)
 			}
@@ -161,7 +171,7 @@ func loadWorkloads(ctx context.Context, e *env.Env, c *cluster.Cluster, restorer
 			return report.ClusterSetup{Name: c.Name, RestoredFrom: from}, true, nil
 		}
 	}
-	d, err := workload.Deploy(ctx, c, mc.scale, progress, workload.WithInFlight(inFlight))
+	d, err := workload.Deploy(ctx, c, e.Scale, progress, workload.WithInFlight(inFlight))
 	if err != nil {
 		return report.ClusterSetup{}, false, err
 	}

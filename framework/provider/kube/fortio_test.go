@@ -19,7 +19,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
-	"github.com/ambientmc/ambientmc/framework/workload"
+	"github.com/ambientmc/ambientmc/framework/probeapp"
 )
 
 // serve runs h on a loopback port until the test ends and returns its base URL.
@@ -84,7 +84,7 @@ func fakeRESTRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestRESTRunBodyIsWhatFortioReads(t *testing.T) {
-	o := workload.FortioOptions("http://echo-remote.probe.svc.cluster.local:80/echo?size=1024",
+	o := probeapp.FortioOptions("http://echo-remote.probe.svc.cluster.local:80/echo?size=1024",
 		cluster.Load{QPS: 250, Duration: 3 * time.Second, Connections: 16, NewConnections: true})
 	body, err := restRunBody(o)
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestRunRESTRoundTripThroughFortio_FakeRESTHandler(t *testing.T) {
 	ctx := context.Background()
 	for _, newConns := range []bool{true, false} {
 		l := cluster.Load{QPS: 100, Duration: 500 * time.Millisecond, Connections: 2, NewConnections: newConns}
-		o := workload.FortioOptions(echo+"/echo?size=64", l)
+		o := probeapp.FortioOptions(echo+"/echo?size=64", l)
 		res, err := runREST(ctx, api, o)
 		require.NoError(t, err)
 		assert.Equal(t, 2, res.NumThreads)
@@ -119,11 +119,11 @@ func TestRunRESTRoundTripThroughFortio_FakeRESTHandler(t *testing.T) {
 		} else {
 			assert.Equal(t, int64(2), res.SocketCount, "one connection per thread")
 		}
-		r := workload.FortioResult(res, l.Connections)
+		r := probeapp.FortioResult(res, l.Connections)
 		assert.Equal(t, res.DurationHistogram.Count, r.Requests)
 		assert.Contains(t, r.Percentiles, 99.0)
 	}
-	_, err := runREST(ctx, api, workload.FortioOptions("", cluster.Load{QPS: 1, Duration: time.Second, Connections: 1}))
+	_, err := runREST(ctx, api, probeapp.FortioOptions("", cluster.Load{QPS: 1, Duration: time.Second, Connections: 1}))
 	require.ErrorContains(t, err, "fortio REST run", "fortio's error reply is an error")
 }
 

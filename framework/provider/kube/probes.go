@@ -25,6 +25,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
@@ -222,7 +223,7 @@ func (e *probeEnv) sourcesKept(ctx context.Context) error {
 	}
 	for _, app := range apps {
 		url := e.api + "/fortio/fetch/" + fmt.Sprintf("%s:%d/debug", workload.ProbeHost(app), workload.ProbePort)
-		got, err := workload.FetchSource(ctx, oneShot, url)
+		got, err := probeapp.FetchSource(ctx, oneShot, url)
 		if err != nil {
 			return fmt.Errorf("probes: %s's debug page through the mesh from %s: %w", app, e.setup.Local.Name, err)
 		}
@@ -345,7 +346,7 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 	} else if l.App == "" {
 		return nil, errors.New("probes: Load needs an App unless Direct")
 	}
-	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
+	o := probeapp.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
 	var before measure.HostCPU
 	if e.p.opts.OnThisHost {
 		var err error
@@ -357,7 +358,7 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", e.setup.Local.Name, err)
 	}
-	r := workload.FortioResult(res, l.Connections)
+	r := probeapp.FortioResult(res, l.Connections)
 	r.HostCPUBusy = -1
 	if e.p.opts.OnThisHost {
 		after, err := measure.ReadHostCPU()
@@ -383,7 +384,7 @@ func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
 // fetchServedBy has the fortio server at base fetch url once and returns the x-served-by header.
 func fetchServedBy(ctx context.Context, base, url string) (string, error) {
 	// Without the scheme: the proxy path must not contain "//", which Go's mux would redirect.
-	return workload.FetchServedBy(ctx, oneShot, base+"/fortio/fetch/"+strings.TrimPrefix(url, "http://"))
+	return probeapp.FetchServedBy(ctx, oneShot, base+"/fortio/fetch/"+strings.TrimPrefix(url, "http://"))
 }
 
 var oneShot = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -60,7 +61,7 @@ func TestAPIServerPodProxyGoesThroughTheMapping(t *testing.T) {
 	// 2. A pod address of the plan reaches the echo server on its loopback twin.
 	ip, err := c.Addresses.Plan.PodIP(200)
 	require.NoError(t, err)
-	echo, err := workload.ServeEcho(ip, c.Name)
+	echo, err := probeapp.ServeEcho(ip, c.Name)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = echo.Close() })
 	pod("echo", ip)

@@ -71,6 +71,7 @@ var (
 	_ cluster.ProcessLister       = (*Provider)(nil)
 	_ cluster.SharedProcessLister = (*Provider)(nil)
 	_ cluster.WaveLister          = (*Provider)(nil)
+	_ cluster.ReadyNotifier       = (*Provider)(nil)
 	_ cluster.Probes              = (*Provider)(nil)
 	_ cluster.ExtraIstiods        = (*Provider)(nil)
 	_ cluster.WatchedOnlyCutter   = (*Provider)(nil)
@@ -109,6 +110,7 @@ type Provider struct {
 	// addressKeepers keep each east-west Gateway's status address (mesh.KeepEastWestGatewayAddress).
 	addressKeepers []*mesh.AddressKeeper
 	waves          []cluster.StartWave
+	onReady        func(*cluster.Cluster) // cluster.ReadyNotifier's
 	egress         []*egressProxy
 	// startingHook, when a test sets it, is called as each cluster begins to start.
 	startingHook func(tc topology.Cluster)

@@ -25,6 +25,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
@@ -37,7 +38,7 @@ type probeEnv struct {
 	setup    cluster.ProbeSetup
 	cas      map[string]*pki.Intermediate // every cluster's, to sign the emulator's certificates
 	probes   *workload.Probes
-	echoes   map[string]*workload.Echo // "cluster/app"
+	echoes   map[string]*probeapp.Echo // "cluster/app"
 	serverZ  map[string]*dataplane.Ztunnel
 	gateways map[string]*dataplane.Gateway
 	vips     map[string]netip.Addr // app -> ClusterIP in the local cluster
@@ -60,7 +61,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			return nil, fmt.Errorf("the emulated data plane of %s needs its istiod", c.Name)
 		}
 	}
-	e := &probeEnv{setup: s, cas: map[string]*pki.Intermediate{}, echoes: map[string]*workload.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
+	e := &probeEnv{setup: s, cas: map[string]*pki.Intermediate{}, echoes: map[string]*probeapp.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
 		gateways: map[string]*dataplane.Gateway{}, vips: map[string]netip.Addr{}}
 	for name, ca := range s.CAs {
 		if e.cas[name], err = mesh.IntermediateOf(name, ca); err != nil {
@@ -76,7 +77,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		return nil, err
 	}
 	for _, srv := range e.probes.Servers {
-		echo, err := workload.ServeEcho(srv.IP, srv.Cluster.Name)
+		echo, err := probeapp.ServeEcho(srv.IP, srv.Cluster.Name)
 		if err != nil {
 			return nil, fmt.Errorf("echo server %s/%s: %w", srv.Cluster.Name, srv.Name, err)
 		}
@@ -254,7 +255,7 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 		url = "http://" + net.JoinHostPort(sock.String(), strconv.Itoa(workload.EchoPort)) + "/echo"
 	}
 	fortiolog.SetLogLevelQuiet(fortiolog.Error)
-	o := workload.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
+	o := probeapp.FortioOptions(url+"?size="+strconv.Itoa(l.Payload), l)
 	o.Out = io.Discard
 	before, err := measure.ReadHostCPU()
 	if err != nil {
@@ -274,7 +275,7 @@ func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResul
 	if err != nil {
 		return nil, err
 	}
-	r := workload.FortioResult(res, l.Connections)
+	r := probeapp.FortioResult(res, l.Connections)
 	r.HostCPUBusy = after.BusySince(before)
 	return r, nil
 }
@@ -287,7 +288,7 @@ func (e *probeEnv) Request(ctx context.Context, app string) (string, error) {
 var oneShot = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 
 func requestServedBy(ctx context.Context, url string) (string, error) {
-	return workload.FetchServedBy(ctx, oneShot, url)
+	return probeapp.FetchServedBy(ctx, oneShot, url)
 }
 
 // waitServing polls url until it answers 200.

@@ -30,6 +30,22 @@ func (p *Provider) StartWaves() []cluster.StartWave {
 	return append([]cluster.StartWave(nil), p.waves...)
 }
 
+// OnReady sets what each cluster is given to as soon as it is ready (cluster.ReadyNotifier).
+func (p *Provider) OnReady(fn func(*cluster.Cluster)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onReady = fn
+}
+
+func (p *Provider) ready(c *cluster.Cluster) {
+	p.mu.Lock()
+	fn := p.onReady
+	p.mu.Unlock()
+	if fn != nil {
+		fn(c)
+	}
+}
+
 func (p *Provider) waveSize() int {
 	if p.opts.Wave > 0 {
 		return p.opts.Wave
@@ -52,6 +68,9 @@ func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *s
 			g.Go(func() error {
 				c, err := p.startCluster(gctx, tc, etcd, last-first)
 				out[i] = c
+				if err == nil {
+					p.ready(c)
+				}
 				return err
 			})
 		}

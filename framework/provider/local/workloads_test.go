@@ -129,20 +129,31 @@ func TestWorkloadSnapshot(t *testing.T) {
 
 // Restored workloads bring their fake nodes, whose leases node lifecycle reads from its first
 // pass: each cluster's leases are renewed from its own start, not after the last wave (100
-// clusters' waves took 9 minutes, and the first cluster's pods were NotReady by then).
-func TestNodeLeasesRenewFromTheirClusterStart(t *testing.T) {
+// clusters' waves took 9 minutes, and the first cluster's pods were NotReady by then). For the
+// same reason each cluster is handed over (cluster.ReadyNotifier) as soon as it is ready, so its
+// workloads are written while later waves start.
+func TestEachClusterIsKeptAndHandedOverFromItsOwnStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := cachedProvider(t)
 	p.opts.Wave = 1
 	kept := map[string]int{}
+	var events []string
 	p.startingHook = func(tc topology.Cluster) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		kept[tc.Name] = len(p.keepers)
+		events = append(events, "starting "+tc.Name)
 	}
+	p.OnReady(func(c *cluster.Cluster) {
+		assert.NotNil(t, c.Client, "a cluster handed over can be used")
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		events = append(events, "ready "+c.Name)
+	})
 	startClusters(t, ctx, p, 2)
 	assert.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 1}, kept, "keepers running as each cluster began to start")
+	assert.Equal(t, []string{"starting cluster-1", "ready cluster-1", "starting cluster-2", "ready cluster-2"}, events)
 }
 
 // Snapshots pay where writing the workloads takes minutes: many pods in a cluster or in the run.

@@ -1,4 +1,6 @@
-package workload
+// Package probeapp is the probe pods' application as the framework runs it in process: fortio's
+// echo server on a pod's address, and fortio's load runs, with what the suites read of each.
+package probeapp
 
 import (
 	"context"
@@ -16,6 +18,7 @@ import (
 	"fortio.org/fortio/fhttp"
 
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
 // Echo is a probe pod's application: fortio's echo handler on the pod's own IP (its loopback
@@ -31,14 +34,14 @@ type Echo struct {
 // pods of real clusters set it through -echo-server-default-params).
 const ServedByHeader = "X-Served-By"
 
-// ServeEcho listens on ip:EchoPort; every response says it was served by cluster.
+// ServeEcho listens on ip:workload.EchoPort; every response says it was served by cluster.
 func ServeEcho(ip netip.Addr, cluster string) (*Echo, error) {
 	// The pod address is API data: the server listens on its loopback twin.
-	l, err := addrmap.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(EchoPort)))
+	l, err := addrmap.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(workload.EchoPort)))
 	if err != nil {
 		return nil, err
 	}
-	e := &Echo{Addr: netip.AddrPortFrom(ip, EchoPort), done: make(chan struct{})}
+	e := &Echo{Addr: netip.AddrPortFrom(ip, workload.EchoPort), done: make(chan struct{})}
 	e.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.Requests.Add(1)
