@@ -47,8 +47,8 @@ func createClusters(ctx context.Context, e *Env) error {
 	e.setupTimes.created = time.Now()
 	cs, err := e.Provider.Create(createCtx, e.Topology)
 	e.setupTimes.apiServersReady = time.Now()
-	if perr := e.parts.failed(); perr != nil {
-		return perr // what stopped Create
+	if perr := e.parts.failed(); perr != nil && ctx.Err() == nil {
+		return perr // what stopped Create (not the run's own end: a timeout, Ctrl-C)
 	}
 	if err != nil {
 		return fmt.Errorf("%w (component logs under %s)", err, e.Provider.LogDir())

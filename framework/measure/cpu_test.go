@@ -119,7 +119,7 @@ func onOtherThread(t *testing.T, exit bool, f func(tid int)) {
 }
 
 // spinThreadCPU burns d of this thread's CPU time, measured by the thread's own CPU clock (an
-// independent kernel source).
+// independent kernel source); the caller keeps the goroutine on its thread (LockOSThread).
 func spinThreadCPU(d time.Duration) {
 	start := threadCPU()
 	for threadCPU()-start < d {
@@ -173,7 +173,10 @@ func processClock(t *testing.T, pid int) float64 {
 func TestSchedstatResolvesBelowATick(t *testing.T) {
 	const childEnv = "AMBIENTMC_SCHEDSTAT_CHILD"
 	if os.Getenv(childEnv) == "1" {
-		// Child: spin 3 ms of CPU per byte read, answer, and wait for the next.
+		// Child: spin 3 ms of CPU per byte read, answer, and wait for the next. The spin counts
+		// its own thread's clock, so the goroutine must not move to another thread mid-spin (a
+		// busier thread's clock ended one early: 2.937 ms, in a CI run).
+		runtime.LockOSThread()
 		buf := make([]byte, 1)
 		for {
 			if _, err := os.Stdin.Read(buf); err != nil {
