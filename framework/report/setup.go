@@ -49,6 +49,8 @@ type StartWave struct {
 // WorkloadSetup says whether creating the scale workloads was limited by the API servers (as it
 // should be) or by the test process.
 type WorkloadSetup struct {
+	// Seconds runs from the first cluster's workloads to the last's: where clusters start in
+	// waves, the first begin as soon as their cluster is ready, while later ones start.
 	Seconds float64 `json:"seconds"`
 	// PodsPerSecond is how fast the clusters that were written through the API got their pods,
 	// all together (absent when every cluster was restored).
@@ -59,7 +61,8 @@ type WorkloadSetup struct {
 	// ClientWaits and ClientWaitSeconds count the client-side rate limiter's waits (0: it never throttled).
 	ClientWaits       int64   `json:"clientWaits"`
 	ClientWaitSeconds float64 `json:"clientWaitSeconds"`
-	// TestProcessCPUCores is the test process's own CPU use while creating them.
+	// TestProcessCPUCores is the test process's own CPU use from the first cluster's workloads to
+	// the end of the step.
 	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
 }
 
