@@ -47,8 +47,9 @@ images:
 ## test: unit tests (no suites, but the suite's plan tests, which set nothing up; many start real
 ## local API servers, skipping without make bins)
 test:
-	$(GO) test -count=1 -p=$(UNIT_P) $(UNIT_VET) $(TEST_LDFLAGS) $(UNIT_PKGS)
-	$(GO) test -count=1 $(UNIT_VET) $(TEST_LDFLAGS) $(SUITE) -run '^TestPlan'
+	$(GO) test -count=1 -p=$(UNIT_P) $(TEST_VET) $(TEST_LDFLAGS) $(UNIT_PKGS)
+	$(if $(PLAN_TESTS),$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -run '^TestPlan')
+PLAN_TESTS ?= yes
 
 ## e2e: the full suites at the default 10 clusters: every churn case and rate, the memory check on every cluster
 e2e: bins
@@ -57,8 +58,10 @@ e2e: bins
 ## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites,
 ## then every suite on three kind clusters, two of them sharing a network
 ci: lint bins test ci-suite ci-kind
-# make ci's lint has run the whole of go vet already; the unit tests need not run go test's subset again.
-ci: UNIT_VET = -vet=off
+# make ci's lint has run the whole of go vet already: no go test runs its subset again. ci-suite
+# runs the suite's TestPlan tests with the rest, so make test leaves them out.
+ci: TEST_VET = -vet=off
+ci: PLAN_TESTS =
 
 # Every suite on 3 clusters at small scale, two of them sharing a network (every join criterion,
 # the three latency paths), in a shuffled order (go test prints the seed), with short latency
@@ -66,19 +69,23 @@ ci: UNIT_VET = -vet=off
 # when a CI sets it). Then a run forced past a short -timeout, which must end cleanly.
 CI_GATES ?= $(CURDIR)/gates/ci.yaml
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
-	$(GO) test -count=1 $(TEST_LDFLAGS) ./suites/cutshort
+	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
+	$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) ./suites/cutshort
 
 # Every suite on three kind clusters, two of them sharing a network (make images' node image, istiod,
 # istio-cni and the emulated ztunnel and east-west gateway in each cluster, MetalLB, the VXLAN between
 # the nodes of one network), with short latency and churn runs at a rate kind carries on 2 cores
 # (no rate search: a correctness pass, its figures are not the ones docs/measurements.md quotes),
 # then a check that nothing of the run is left in Docker.
+# The two heap checks of TestIstiodProperties are the local pass's alone (KIND_SKIP): they read the
+# live heap of an isolated pilot-discovery on this host, the same binary in both passes, through
+# fixed windows that are a large share of the kind pass (docs/ci.md); every other check runs on kind.
+KIND_SKIP ?= TestIstiodProperties/^(memory_comes_back|a_remote-secret_rotation_does_not_leak)$$
 # The kernel settings kubelet in a node writes, and /lib/modules, compared before and after.
 HOST_STATE = for s in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do echo "$$s=$$(cat /proc/sys/$$s)"; done; ls -d /lib/modules 2>/dev/null || echo "no /lib/modules"
 ci-kind: engine images
 	@mkdir -p _output; { $(HOST_STATE); } > _output/host-before.txt
-	$(GO) test -count=1 -v -timeout=30m $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=3 -networks=2 -latency.duration=3s -latency.qps=20 -churn.rates=5 -churn.duration=5s -report-dir=$(REPORT_DIR)/kind
+	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=3 -networks=2 -latency.duration=3s -latency.qps=20 -churn.rates=5 -churn.duration=5s -skip='$(KIND_SKIP)' -report-dir=$(REPORT_DIR)/kind
 	@left="$$(docker ps -aq --filter label=io.x-k8s.kind.cluster)$$(docker network ls -q --filter name=ambientmc-)"; \
 	  if [ -n "$$left" ]; then echo "ci-kind: the run left containers or networks behind:"; docker ps -a; docker network ls; exit 1; fi; \
 	  echo "ci-kind: no kind container or ambientmc network left"

@@ -285,6 +285,13 @@ func TestDialerFromKeepsTheOriginalSource(t *testing.T) {
 	if err := CanBindTransparent(); err != nil {
 		t.Skipf("no IP_TRANSPARENT here: %v", err)
 	}
+	// istio-cni's iptables package runs the host's iptables-save and iptables-restore (a fresh
+	// host may have none: make engine's docker.io brings them).
+	for _, tool := range []string{"iptables-save", "iptables-restore"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (apt-get install iptables): %v", tool, err)
+		}
+	}
 	pod := func(rules bool) (NS, net.Listener) {
 		n := newNS(t)
 		// The pod's interface: one end of a veth pair whose other end leads nowhere.

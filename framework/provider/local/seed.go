@@ -117,6 +117,13 @@ func (p *Provider) SeededCRDs() bool {
 	return p.seeds[false].seed != nil
 }
 
+// seededBoth says whether both seeds, the whole clusters' and the watched-only ones', exist.
+func (p *Provider) seededBoth() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seeds[false].seed != nil && p.seeds[true].seed != nil
+}
+
 // seedOf returns the seed a cluster stores before its API server starts: a watched-only one
 // theirs, or else the entries of the whole seed it serves (seedFor).
 func (p *Provider) seedOf(watchedOnly bool) *crdSeed {

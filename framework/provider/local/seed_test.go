@@ -88,28 +88,30 @@ func condition(crd *unstructured.Unstructured, typ string) any {
 }
 
 // TestWatchedOnlyCRDSeed: a watched-only cluster's CRDs (every one, most unserved) get a seed of
-// their own, captured once and stored before a later run's API server starts, after which Apply
-// writes nothing.
+// their own, which make bins' preparation writes beside the whole clusters' (once: a second
+// preparation writes nothing) and a later run stores before its API server starts, after which
+// Apply writes nothing.
 func TestWatchedOnlyCRDSeed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	set := pinnedCRDs(t, ctx)
 	seedDir := t.TempDir()
-	start := func() (*Provider, *cluster.Cluster, crds.Set) {
+	prepare := func() bool {
 		p := cachedProvider(t)
-		p.seedDir, p.opts.IstiodClusters = seedDir, []string{"cluster-1"}
-		cs, slim := startClustersWithCRDs(t, ctx, p, 2, set)
-		return p, cs[1], crds.Set(slim).WhereNoIstiod()
+		p.seedDir = seedDir
+		wrote, err := p.prepareSeeds(ctx, set)
+		require.NoError(t, err)
+		return wrote
 	}
-
-	cold, watched, light := start()
-	require.NoError(t, crds.Apply(ctx, watched.Dynamic, light))
-	require.NoError(t, cold.SaveCRDSeed(ctx, watched))
+	require.True(t, prepare(), "no seed yet: both written")
 	files, _ := filepath.Glob(filepath.Join(seedDir, "crd-seed-*.json"))
-	require.Len(t, files, 1, "the watched-only cluster's seed, not the whole one")
-	require.NoError(t, cold.Destroy(ctx))
+	require.Len(t, files, 2, "the whole clusters' seed and the watched-only clusters'")
+	require.False(t, prepare(), "both seeds there: nothing written")
 
-	warm, watched, light := start()
+	warm := cachedProvider(t)
+	warm.seedDir, warm.opts.IstiodClusters = seedDir, []string{"cluster-1"}
+	cs, slim := startClustersWithCRDs(t, ctx, warm, 2, set)
+	watched, light := cs[1], crds.Set(slim).WhereNoIstiod()
 	before, err := watched.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, before.Items, len(set), "every CRD stored before the API server started")

@@ -9,10 +9,12 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// PrepareCRDSeed makes sure the CRD seed for set exists beside the cached kube-apiserver: if not,
-// it starts one cluster, creates the CRDs through its API, waits until they are Established and
-// captures the seed. `make bins` calls it, so a newcomer's first run starts from a seed like every
-// later run. It reports whether a seed was written.
+// PrepareCRDSeed makes sure the CRD seeds for set exist beside the cached kube-apiserver: the
+// whole clusters' and the watched-only clusters' (crds.Set.WhereNoIstiod, what a run with only the
+// observed istiod gives the clusters it merely watches). For those missing it starts two clusters,
+// the first whole and the second watched-only, creates each one's CRDs through its API, waits until
+// they are Established and captures the seeds. `make bins` calls it, so a newcomer's first run,
+// at 100 clusters too, starts from seeds like every later run. It reports whether a seed was written.
 func PrepareCRDSeed(ctx context.Context, opts Options, set crds.Set) (bool, error) {
 	dir, err := os.MkdirTemp("", "ambientmc-crd-seed-")
 	if err != nil {
@@ -20,12 +22,17 @@ func PrepareCRDSeed(ctx context.Context, opts Options, set crds.Set) (bool, erro
 	}
 	defer os.RemoveAll(dir)
 	opts.RunDir = dir
-	p := New(opts)
-	topo, err := topology.Generate(1)
+	return New(opts).prepareSeeds(ctx, set)
+}
+
+func (p *Provider) prepareSeeds(ctx context.Context, set crds.Set) (bool, error) {
+	topo, err := topology.Generate(2)
 	if err != nil {
 		return false, err
 	}
-	// Only the binaries: a seed needs one API server, whatever the host's memory says of a run.
+	whole := topo.Clusters[0].Name
+	p.opts.IstiodClusters = []string{whole}
+	// Only the binaries: a seed needs two API servers, whatever the host's memory says of a run.
 	if err := p.ensureBinaries(ctx); err != nil {
 		return false, err
 	}
@@ -33,7 +40,7 @@ func PrepareCRDSeed(ctx context.Context, opts Options, set crds.Set) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if p.SeededCRDs() {
+	if p.seededBoth() {
 		return false, nil
 	}
 	defer p.Destroy(context.Background())
@@ -41,11 +48,17 @@ func PrepareCRDSeed(ctx context.Context, opts Options, set crds.Set) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("CRD seed: %w", err)
 	}
-	if err := crds.Apply(ctx, cs[0].Dynamic, objs); err != nil {
-		return false, fmt.Errorf("CRD seed: %w", err)
-	}
-	if err := p.SaveCRDSeed(ctx, cs[0]); err != nil {
-		return false, fmt.Errorf("CRD seed: %w", err)
+	for _, c := range cs {
+		apply := crds.Set(objs)
+		if c.Name != whole {
+			apply = apply.WhereNoIstiod()
+		}
+		if err := crds.Apply(ctx, c.Dynamic, apply); err != nil {
+			return false, fmt.Errorf("CRD seed: cluster %s: %w", c.Name, err)
+		}
+		if err := p.SaveCRDSeed(ctx, c); err != nil { // a no-op for a seed that existed
+			return false, fmt.Errorf("CRD seed: cluster %s: %w", c.Name, err)
+		}
 	}
 	return true, nil
 }
