@@ -44,12 +44,14 @@ engine-stop:
 images:
 	$(GO) run ./scripts/images
 
+# make test runs the suite's TestPlan tests too; make ci leaves them to ci-suite (PLAN_TESTS empty).
+PLAN_TESTS ?= yes
+
 ## test: unit tests (no suites, but the suite's plan tests, which set nothing up; many start real
 ## local API servers, skipping without make bins)
 test:
 	$(GO) test -count=1 -p=$(UNIT_P) $(TEST_VET) $(TEST_LDFLAGS) $(UNIT_PKGS)
 	$(if $(PLAN_TESTS),$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -run '^TestPlan')
-PLAN_TESTS ?= yes
 
 ## e2e: the full suites at the default 10 clusters: every churn case and rate, the memory check on every cluster
 e2e: bins

@@ -30,8 +30,7 @@ func (p *Provider) prepareSeeds(ctx context.Context, set crds.Set) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	whole := topo.Clusters[0].Name
-	p.opts.IstiodClusters = []string{whole}
+	p.opts.IstiodClusters = []string{topo.Clusters[0].Name} // the second is watched-only
 	// Only the binaries: a seed needs two API servers, whatever the host's memory says of a run.
 	if err := p.ensureBinaries(ctx); err != nil {
 		return false, err
@@ -50,7 +49,7 @@ func (p *Provider) prepareSeeds(ctx context.Context, set crds.Set) (bool, error)
 	}
 	for _, c := range cs {
 		apply := crds.Set(objs)
-		if c.Name != whole {
+		if p.watchedOnly(c.Name) {
 			apply = apply.WhereNoIstiod()
 		}
 		if err := crds.Apply(ctx, c.Dynamic, apply); err != nil {
