@@ -58,9 +58,11 @@ var Table = []Known{
 		Check:     MemoryComesBack,
 		Reference: "istio/istio#61263",
 		Affected:  []string{istioPinned131, istioApril},
-		Why: "pkg/kube/krt/debug.go of the pinned 1.31 (and April) only appends to DebugHandler.debugCollections, so every " +
+		Why: "the pinned 1.31 (and April) only appends to DebugHandler.debugCollections " +
+			"(`pkg/kube/krt/debug.go:72-76 handler.debugCollections = append(`), so every " +
 			"collection a remote cluster built stays registered (and reachable) after it leaves; release-1.30 " +
-			"has the fix (#61314: a map keyed by collection uid and maybeUnregisterCollectionFromDebugger). " +
+			"has the fix (#61314, the cherry-pick of #61263: a map keyed by collection uid and " +
+			"`1.30 pkg/kube/krt/debug.go:85-93 maybeUnregisterCollectionFromDebugger`). " +
 			"Measured with istiod's sync timers off (they hold a removed cluster for 30 s: docs/findings.md): after 2 remote " +
 			"clusters joined (+5.8 MB live heap) and left, the pinned istiod kept +4.1 MB, April +4.0 MB, release-1.30 +0.1 MB",
 	},
@@ -69,16 +71,19 @@ var Table = []Known{
 		Reference: "istio/istio#61357",
 		Affected:  []string{istioPinned131},
 		Why: "each rotation leaves the replaced cluster's collections reachable: the krt debugger only appends (#61263) and " +
-			"RemoteSystemNamespaceNetworks keeps a dependency on every generation's namespaces informer (#61357, fixed on " +
-			"release-1.30 only). Measured per rotation with the sync timers off: +2.0 ± 0.1 MB live heap against a remote " +
+			"RemoteSystemNamespaceNetworks keeps a dependency on every generation's namespaces informer " +
+			"(`pilot/pkg/serviceregistry/ambient/networks.go:100-105 krt.FetchOne(ctx, c.Namespaces()`; #61357, on master " +
+			"since 2026-08-21 and in release-1.30 through #61394, not in the pinned release-1.31). " +
+			"Measured per rotation with the sync timers off: +2.0 ± 0.1 MB live heap against a remote " +
 			"that costs 6.7 MB (docs/findings.md#rotation-retains-memory)",
 	},
 	{
 		Check:     RotationNoLeak,
 		Reference: "docs/findings.md#in-place-rotation-race",
 		Affected:  []string{istioApril},
-		Why: "April's in-place update waits for a registry it has not started (kube/controller/multicluster.go:223-231 in " +
-			"April) until PILOT_REMOTE_CLUSTER_TIMEOUT; the heap checks run with that timeout off, so the rotation never " +
+		Why: "April's in-place update waits for a registry it has not started " +
+			"(`April pilot/pkg/serviceregistry/kube/controller/multicluster.go:223-231 <-cluster.SyncedCh`; istio/istio#60612, " +
+			"fixed by #60654) until PILOT_REMOTE_CLUSTER_TIMEOUT; the heap checks run with that timeout off, so the rotation never " +
 			"completes. With the timeout on, April also kept +1.6 MB and +36 goroutines per rotation",
 	},
 	{
@@ -96,7 +101,8 @@ var Table = []Known{
 		Affected:     []string{istioPinned131, istioRelease130Aug},
 		Intermittent: true,
 		Why: "after an in-place rotation a per-cluster collection can be built on the previous, stopped generation's " +
-			"sibling (pkg/kube/multicluster/collections.go:423-437, ambient/networks.go:144) and stays empty: the remote's " +
+			"sibling (`pkg/kube/multicluster/collections.go:108-117 cache.Insert(c.ID, c.kubeConfigSha, cols)`, " +
+			"`pilot/pkg/serviceregistry/ambient/networks.go:144 krt.FilterIndex(gatewaysByCluster, c.ID)`) and stays empty: the remote's " +
 			"network gateway, and with it every split-horizon workload, is gone until the secret changes again. A race: " +
 			"measured, 10-13 of 18 requests succeeded in most runs, all of them in some",
 	},
@@ -104,8 +110,10 @@ var Table = []Known{
 		Check:     TrafficDuringRotation,
 		Reference: "docs/findings.md#in-place-rotation-race",
 		Affected:  []string{istioApril},
-		Why: "April's update waits for a registry it has not started (kube/controller/multicluster.go:223-231) until " +
-			"PILOT_REMOTE_CLUSTER_TIMEOUT, then drops the cluster (istio/istio#61296): 16 of 138 requests succeeded",
+		Why: "April's update waits for a registry it has not started " +
+			"(`April pilot/pkg/serviceregistry/kube/controller/multicluster.go:223-231 <-cluster.SyncedCh`; istio/istio#60612, " +
+			"fixed by #60654) until PILOT_REMOTE_CLUSTER_TIMEOUT, then never serves the timed-out cluster again (the fault " +
+			"istio/istio#61296 fixed): 16 of 138 requests succeeded",
 	},
 	{
 		Check:        TrafficDuringRestart,
@@ -121,14 +129,17 @@ var Table = []Known{
 		Reference: "istio/istio#61296",
 		Affected:  []string{istioApril},
 		Why: "April never serves a remote whose sync passed PILOT_REMOTE_CLUSTER_TIMEOUT, even once it completes " +
-			"(clusterstore.go:160, 256-261 in April): the client held 0 split-horizon workloads 30 s after the secret",
+			"(`April pkg/kube/multicluster/clusterstore.go:160 cl.SyncDidTimeout()`, " +
+			"`April pkg/kube/multicluster/clusterstore.go:256-262 c.clustersAwaitingSync.Delete(id)`): the client held " +
+			"0 split-horizon workloads 30 s after the secret",
 	},
 	{
 		Check:     SyncStatusTruth,
 		Reference: "docs/findings.md#sync-status-closed-after-an-in-place-rotation",
 		Affected:  []string{istioPinned131, istioRelease130Aug},
 		Why: "after an in-place rotation the replaced cluster's Stop reports closed under the shared cluster ID " +
-			"(pkg/kube/multicluster/cluster.go:363-372 through secretcontroller.go:301-308), so " +
+			"(`pkg/kube/multicluster/cluster.go:364-371 c.reportStatus(SyncStatusClosed)` through " +
+			"`pkg/kube/multicluster/secretcontroller.go:301-308 c.cs.Contains(clusterID)`), so " +
 			"istiod_remote_cluster_sync_status says closed while /debug/clusterz says synced, until the next change",
 	},
 }
