@@ -233,7 +233,7 @@ func (t *Topology) decodeError(path string, err error, fix string) *Error {
 	case errors.As(err, &typeErr):
 		if typeErr.Field == "" && path == "" {
 			return t.errorf("", "write an object with a clusters list (ambientmc) or a JSON array of clusters (Istio)",
-				"not a topology: the top level is a %s", typeErr.Value)
+				"not a topology: the top level is %s", article(typeErr.Value))
 		}
 		want := kindName(typeErr.Type)
 		fix := "write it as " + want

@@ -113,6 +113,7 @@ var parseErrorCases = []struct {
 	{"malformed istio JSON", "[\n  {\"clusterName\": \"a\",}\n]", []string{"topology f: invalid JSON at line 2, column 23: invalid character '}'"}},
 	{"trailing data after istio JSON", `[{"clusterName": "a"}] x`, []string{"topology f: invalid JSON at line 1, column 24: invalid character 'x' after top-level value"}},
 	{"scalar document", "hello\n", []string{"topology f: not a topology: the top level is a string"}},
+	{"list at the top", "- name: a\n", []string{"topology f: not a topology: the top level is an array; write an object with a clusters list"}},
 	{"top-level key in another case", "Clusters:\n- name: a\n", []string{`topology f: unknown field "Clusters"; the top level holds only clusters`}},
 	{"cluster key in another case", "clusters:\n- name: a\n  Name: b\n", []string{`topology f: clusters[0]: unknown field "Name"; a cluster has only name, network, primary and kubeconfig`}},
 	{"istio key in another case", `[{"ClusterName": "a"}]`, []string{`topology f: [0]: unknown field "ClusterName"; a cluster has only kind, clusterName`}},
