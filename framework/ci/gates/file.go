@@ -83,7 +83,8 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	f := &File{Name: name, Alpha: 0.05}
-	if len(doc.Content) == 0 {
+	// A lone "---" is an empty document too; its null has the line after the file's last.
+	if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
 		return nil, errors.New("empty: give a gates: mapping of report paths to bounds")
 	}
 	top := doc.Content[0]
