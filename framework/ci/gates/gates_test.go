@@ -116,6 +116,7 @@ var badGatesFiles = []struct{ name, file, want string }{
 	{"no bounds", "gates: {}\n", "no bounds"},
 	{"baseline selector", "baseline:\n  bounds:\n    Joins/perRemote:live-heap-B: {maxIncrease: 10%}\n", `no benchmark "Joins" in bench.txt; the benchmarks are Setup, Join, Leave, Latency, Churn`},
 	{"baseline without unit", "baseline:\n  bounds:\n    Join/perRemote: {maxIncrease: 10%}\n", "a benchmark selector is NAME:UNIT"},
+	{"baseline NaN", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: NaN%}\n", `maxIncrease: "NaN%": write the bound as a percentage, e.g. 10%`},
 	{"baseline percent", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 0.1}\n", `maxIncrease: "0.1": write the bound as a percentage, e.g. 10%`},
 	{"baseline no bound", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {reason: x}\n", "give maxIncrease or maxDecrease"},
 	{"alpha", "baseline:\n  alpha: 5\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 10%}\n", "baseline.alpha: \"5\" must be between 0 and 1"},
