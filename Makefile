@@ -14,7 +14,7 @@ E2E_FLAGS ?= -clusters=10
 # and the memory check over every remote cluster.
 E2E_FULL   = -latency.duration=10s -churn.rates=2,5,20,50 -churn.duration=20s -churn.cases=local,one-remote,all-remote -churn.modes=replace,ready -checks.clusters=0
 
-.PHONY: all bins engine engine-stop images test e2e ci ci-suite ci-kind lint bench bench-scale report compare clean
+.PHONY: all bins engine engine-stop images test fuzz e2e ci ci-suite ci-kind lint bench bench-scale report compare clean
 
 all: lint test
 
@@ -53,13 +53,26 @@ test:
 	$(GO) test -count=1 -p=$(UNIT_P) $(TEST_VET) $(TEST_LDFLAGS) $(UNIT_PKGS)
 	$(if $(PLAN_TESTS),$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -run '^TestPlan')
 
+# One fuzz target after another (go test fuzzes one per run), FUZZTIME each, on one worker so
+# that a 2-core host keeps a core. An input that widens coverage is minimized for at most
+# FUZZ_MINIMIZE instead of go test's 60 s, which would take the whole of a short run.
+FUZZTIME ?= 10s
+FUZZ_MINIMIZE ?= 2s
+FUZZ = $(GO) test -run='^$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZ_MINIMIZE) -parallel=1 $(TEST_VET) $(TEST_LDFLAGS)
+
+## fuzz: fuzz the inputs for FUZZTIME (10s) each: topology files, gates files, report.json
+fuzz:
+	$(FUZZ) -fuzz='^FuzzParse$$' ./topology
+	$(FUZZ) -fuzz='^FuzzParse$$' ./framework/ci/gates
+	$(FUZZ) -fuzz='^FuzzDecode$$' ./framework/report
+
 ## e2e: the full suites at the default 10 clusters: every churn case and rate, the memory check on every cluster
 e2e: bins
 	$(GO) test -count=1 -v -timeout=120m $(SUITE) $(E2E_FULL) $(E2E_FLAGS) -report-dir=$(REPORT_DIR)
 
-## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, short suites,
-## then every suite on three kind clusters, two of them sharing a network
-ci: lint bins test ci-suite ci-kind
+## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, the fuzz targets
+## briefly, short suites, then every suite on three kind clusters, two of them sharing a network
+ci: lint bins test fuzz ci-suite ci-kind
 # make ci's lint has run the whole of go vet already: no go test runs its subset again. ci-suite
 # runs the suite's TestPlan tests with the rest, so make test leaves them out.
 ci: TEST_VET = -vet=off

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -178,10 +180,36 @@ func parseIstio(data []byte, source string) (*Topology, []error) {
 	return t, nil
 }
 
+// decodeStrict decodes a JSON object into the struct v points to, refusing keys it lacks.
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	// encoding/json matches keys case-insensitively: "Name" would fill name, and of name and
+	// Name the last would silently win. Keys are spelled as the format spells them.
+	var keys map[string]json.RawMessage // nil for null
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return err
+	}
+	t := reflect.TypeOf(v).Elem()
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if !hasKey(t, k) {
+			return fmt.Errorf("json: unknown field %q", k)
+		}
+	}
+	return nil
+}
+
+// hasKey says whether struct type t has a field whose json key is exactly k.
+func hasKey(t reflect.Type, k string) bool {
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == k {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeError turns an encoding/json error into an Error at path; fix explains the allowed fields.
@@ -205,7 +233,7 @@ func (t *Topology) decodeError(path string, err error, fix string) *Error {
 	case errors.As(err, &typeErr):
 		if typeErr.Field == "" && path == "" {
 			return t.errorf("", "write an object with a clusters list (ambientmc) or a JSON array of clusters (Istio)",
-				"not a topology: the top level is a %s", typeErr.Value)
+				"not a topology: the top level is %s", article(typeErr.Value))
 		}
 		want := kindName(typeErr.Type)
 		fix := "write it as " + want

@@ -96,45 +96,53 @@ func TestLoad(t *testing.T) {
 	assert.Contains(t, err.Error(), "topology "+bad+": [0].clusterName: ")
 }
 
+// parseErrorCases are files Parse refuses, each with substrings of its error; FuzzParse starts
+// from them too.
+var parseErrorCases = []struct {
+	name, src string
+	want      []string // substrings of the error
+}{
+	{"empty file", "", []string{"topology f: clusters: no clusters; list at least one cluster"}},
+	{"whitespace only", " \n\t\n", []string{"topology f: clusters: no clusters"}},
+	{"comments only", "# nothing\n", []string{"topology f: clusters: no clusters"}},
+	{"empty list", "clusters: []\n", []string{"topology f: clusters: no clusters"}},
+	{"empty istio array", "[]", []string{"topology f: no clusters; add at least one cluster object"}},
+	{"malformed YAML", "clusters:\n- name: a\n  network: [x\n", []string{"topology f: invalid YAML: yaml: line"}},
+	{"malformed YAML line", "\n\nclusters:\n- name: a\n bad: : x\n", []string{"topology f: invalid YAML: yaml: line 4"}},
+	{"duplicate YAML key", "clusters:\n- name: a\n  name: b\n", []string{"topology f: invalid YAML:", `"name"`}},
+	{"malformed istio JSON", "[\n  {\"clusterName\": \"a\",}\n]", []string{"topology f: invalid JSON at line 2, column 23: invalid character '}'"}},
+	{"trailing data after istio JSON", `[{"clusterName": "a"}] x`, []string{"topology f: invalid JSON at line 1, column 24: invalid character 'x' after top-level value"}},
+	{"scalar document", "hello\n", []string{"topology f: not a topology: the top level is a string"}},
+	{"list at the top", "- name: a\n", []string{"topology f: not a topology: the top level is an array; write an object with a clusters list"}},
+	{"top-level key in another case", "Clusters:\n- name: a\n", []string{`topology f: unknown field "Clusters"; the top level holds only clusters`}},
+	{"cluster key in another case", "clusters:\n- name: a\n  Name: b\n", []string{`topology f: clusters[0]: unknown field "Name"; a cluster has only name, network, primary and kubeconfig`}},
+	{"istio key in another case", `[{"ClusterName": "a"}]`, []string{`topology f: [0]: unknown field "ClusterName"; a cluster has only kind, clusterName`}},
+	{"unknown top-level field", "clusters: []\ncluster: x\n", []string{`topology f: unknown field "cluster"; the top level holds only clusters`}},
+	{"unknown cluster field", "clusters:\n- name: a\n- name: b\n  primaryClusterName: a\n", []string{`topology f: clusters[1]: unknown field "primaryClusterName"; a cluster has only name, network, primary and kubeconfig`}},
+	{"clusters not a list", "clusters: a\n", []string{"topology f: clusters: got a string, want a list"}},
+	{"cluster not an object", "clusters:\n- a\n", []string{"topology f: clusters[0]: got a string, want an object"}},
+	{"YAML bool for a string", "clusters:\n- name: a\n  network: n\n", []string{"topology f: clusters[0].network: got a bool, want a string; write it as a string; in YAML, quote"}},
+	{"name not a string", "clusters:\n- name: 3\n", []string{"topology f: clusters[0].name: got a number, want a string"}},
+	{"unknown istio field", `[{"clusterName": "a"}, {"clusterName": "c", "zone": "x"}]`, []string{`topology f: [1]: unknown field "zone"; a cluster has only kind, clusterName`}},
+	{"istio element not an object", `[1]`, []string{"topology f: [0]: got a number, want an object"}},
+	{"istio kind", `[{"kind": "StaticVM", "clusterName": "vm"}]`, []string{`topology f: [0].kind: kind "StaticVM" is not supported`}},
+	{"istio kubeconfig not a string", `[{"clusterName": "a", "meta": {"kubeconfig": 1}}]`, []string{"topology f: [0].meta.kubeconfig: kubeconfig is float64, want a string"}},
+	{"missing name", "clusters:\n- network: net\n", []string{`topology f: clusters[0].name: missing cluster name; set name to a DNS-1123 label such as "cluster-1"`}},
+	{"missing istio name", `[{"clusterName": "a"}, {"network": "n"}]`, []string{`topology f: [1].clusterName: missing cluster name; set clusterName to a DNS-1123 label such as "cluster-2"`}},
+	{"upper-case name", "clusters:\n- name: Cluster1\n", []string{`topology f: clusters[0].name: cluster name "Cluster1" is not a DNS-1123 label; use at most 63`}},
+	{"name too long", "clusters:\n- name: " + strings.Repeat("a", 64) + "\n", []string{"topology f: clusters[0].name: cluster name", "is not a DNS-1123 label"}},
+	{"duplicate name", "clusters:\n- name: cluster-1\n- name: cluster-2\n- name: cluster-1\n", []string{`topology f: clusters[2].name: duplicate cluster name "cluster-1" (also clusters[0]); give every cluster a unique name`}},
+	{"duplicate istio name", `[{"clusterName": "a"}, {"clusterName": "a"}]`, []string{`topology f: [1].clusterName: duplicate cluster name "a" (also [0])`}},
+	{"bad network", "clusters:\n- name: a\n  network: 'net 1'\n", []string{`topology f: clusters[0].network: network "net 1" is not a valid label value`}},
+	{"missing primary", "clusters:\n- name: a\n- name: b\n  primary: c\n", []string{`topology f: clusters[1].primary: primary cluster "c" not found; name a primary defined in this file, or remove primary to make "b" a primary`}},
+	{"missing istio primary", `[{"clusterName": "a", "primaryClusterName": "x"}]`, []string{`topology f: [0].primaryClusterName: primary cluster "x" not found; name a primary defined in this file, or remove primaryClusterName`}},
+	{"primary is a remote", "clusters:\n- name: a\n- name: b\n  primary: a\n- name: c\n  primary: b\n", []string{`topology f: clusters[2].primary: primary "b" is itself a remote (its primary is "a"); point primary at a primary`}},
+	{"missing config cluster", `[{"clusterName": "a", "configClusterName": "cfg"}]`, []string{`topology f: [0].configClusterName: config cluster "cfg" not found; name a cluster defined in this file, or remove configClusterName`}},
+}
+
 // Each case names the file and the field path in its error.
 func TestParseErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, src string
-		want      []string // substrings of the error
-	}{
-		{"empty file", "", []string{"topology f: clusters: no clusters; list at least one cluster"}},
-		{"whitespace only", " \n\t\n", []string{"topology f: clusters: no clusters"}},
-		{"comments only", "# nothing\n", []string{"topology f: clusters: no clusters"}},
-		{"empty list", "clusters: []\n", []string{"topology f: clusters: no clusters"}},
-		{"empty istio array", "[]", []string{"topology f: no clusters; add at least one cluster object"}},
-		{"malformed YAML", "clusters:\n- name: a\n  network: [x\n", []string{"topology f: invalid YAML: yaml: line"}},
-		{"malformed YAML line", "\n\nclusters:\n- name: a\n bad: : x\n", []string{"topology f: invalid YAML: yaml: line 4"}},
-		{"duplicate YAML key", "clusters:\n- name: a\n  name: b\n", []string{"topology f: invalid YAML:", `"name"`}},
-		{"malformed istio JSON", "[\n  {\"clusterName\": \"a\",}\n]", []string{"topology f: invalid JSON at line 2, column 23: invalid character '}'"}},
-		{"trailing data after istio JSON", `[{"clusterName": "a"}] x`, []string{"topology f: invalid JSON at line 1, column 24: invalid character 'x' after top-level value"}},
-		{"scalar document", "hello\n", []string{"topology f: not a topology: the top level is a string"}},
-		{"unknown top-level field", "clusters: []\ncluster: x\n", []string{`topology f: unknown field "cluster"; the top level holds only clusters`}},
-		{"unknown cluster field", "clusters:\n- name: a\n- name: b\n  primaryClusterName: a\n", []string{`topology f: clusters[1]: unknown field "primaryClusterName"; a cluster has only name, network, primary and kubeconfig`}},
-		{"clusters not a list", "clusters: a\n", []string{"topology f: clusters: got a string, want a list"}},
-		{"cluster not an object", "clusters:\n- a\n", []string{"topology f: clusters[0]: got a string, want an object"}},
-		{"YAML bool for a string", "clusters:\n- name: a\n  network: n\n", []string{"topology f: clusters[0].network: got a bool, want a string; write it as a string; in YAML, quote"}},
-		{"name not a string", "clusters:\n- name: 3\n", []string{"topology f: clusters[0].name: got a number, want a string"}},
-		{"unknown istio field", `[{"clusterName": "a"}, {"clusterName": "c", "zone": "x"}]`, []string{`topology f: [1]: unknown field "zone"; a cluster has only kind, clusterName`}},
-		{"istio element not an object", `[1]`, []string{"topology f: [0]: got a number, want an object"}},
-		{"istio kind", `[{"kind": "StaticVM", "clusterName": "vm"}]`, []string{`topology f: [0].kind: kind "StaticVM" is not supported`}},
-		{"istio kubeconfig not a string", `[{"clusterName": "a", "meta": {"kubeconfig": 1}}]`, []string{"topology f: [0].meta.kubeconfig: kubeconfig is float64, want a string"}},
-		{"missing name", "clusters:\n- network: net\n", []string{`topology f: clusters[0].name: missing cluster name; set name to a DNS-1123 label such as "cluster-1"`}},
-		{"missing istio name", `[{"clusterName": "a"}, {"network": "n"}]`, []string{`topology f: [1].clusterName: missing cluster name; set clusterName to a DNS-1123 label such as "cluster-2"`}},
-		{"upper-case name", "clusters:\n- name: Cluster1\n", []string{`topology f: clusters[0].name: cluster name "Cluster1" is not a DNS-1123 label; use at most 63`}},
-		{"name too long", "clusters:\n- name: " + strings.Repeat("a", 64) + "\n", []string{"topology f: clusters[0].name: cluster name", "is not a DNS-1123 label"}},
-		{"duplicate name", "clusters:\n- name: cluster-1\n- name: cluster-2\n- name: cluster-1\n", []string{`topology f: clusters[2].name: duplicate cluster name "cluster-1" (also clusters[0]); give every cluster a unique name`}},
-		{"duplicate istio name", `[{"clusterName": "a"}, {"clusterName": "a"}]`, []string{`topology f: [1].clusterName: duplicate cluster name "a" (also [0])`}},
-		{"bad network", "clusters:\n- name: a\n  network: 'net 1'\n", []string{`topology f: clusters[0].network: network "net 1" is not a valid label value`}},
-		{"missing primary", "clusters:\n- name: a\n- name: b\n  primary: c\n", []string{`topology f: clusters[1].primary: primary cluster "c" not found; name a primary defined in this file, or remove primary to make "b" a primary`}},
-		{"missing istio primary", `[{"clusterName": "a", "primaryClusterName": "x"}]`, []string{`topology f: [0].primaryClusterName: primary cluster "x" not found; name a primary defined in this file, or remove primaryClusterName`}},
-		{"primary is a remote", "clusters:\n- name: a\n- name: b\n  primary: a\n- name: c\n  primary: b\n", []string{`topology f: clusters[2].primary: primary "b" is itself a remote (its primary is "a"); point primary at a primary`}},
-		{"missing config cluster", `[{"clusterName": "a", "configClusterName": "cfg"}]`, []string{`topology f: [0].configClusterName: config cluster "cfg" not found; name a cluster defined in this file, or remove configClusterName`}},
-	} {
+	for _, tc := range parseErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			topo, err := Parse([]byte(tc.src), "f")
 			require.Error(t, err)

@@ -263,12 +263,21 @@ func Read(path string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r Report
-	if err := json.Unmarshal(b, &r); err != nil {
+	r, err := Decode(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return r, nil
+}
+
+// Decode is Read on report.json's content.
+func Decode(b []byte) (*Report, error) {
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
 	if r.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("%s: schemaVersion %d, this reader knows %d", path, r.SchemaVersion, SchemaVersion)
+		return nil, fmt.Errorf("schemaVersion %d, this reader knows %d", r.SchemaVersion, SchemaVersion)
 	}
 	return &r, nil
 }

@@ -7,6 +7,7 @@ package baseline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +88,8 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 func ParseRelative(s string) (float64, error) {
 	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
 	x, err := strconv.ParseFloat(num, 64)
-	if !ok || err != nil || x < 0 {
+	// ParseFloat reads NaN and Inf too: no change is beyond either, so such a bound never fails.
+	if !ok || err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0, fmt.Errorf("%q: write the bound as a percentage, e.g. 10%%", s)
 	}
 	return x / 100, nil

@@ -47,11 +47,13 @@ func TestSelectors(t *testing.T) {
 		t.Errorf("String: %q", got)
 	}
 	for in, want := range map[string]string{
-		"":                               "FAIL_ON is empty",
-		"Join/perRemote:live-heap-B":     "write NAME:UNIT+PCT% or NAME:UNIT-PCT%",
-		"Join/perRemote+10%":             "a benchmark selector is NAME:UNIT",
-		"Joins/perRemote:live-heap-B+1%": `no benchmark "Joins"`,
-		"Join//x:u+1%":                   "empty name part",
+		"":                                "FAIL_ON is empty",
+		"Join/perRemote:live-heap-B":      "write NAME:UNIT+PCT% or NAME:UNIT-PCT%",
+		"Join/perRemote+10%":              "a benchmark selector is NAME:UNIT",
+		"Joins/perRemote:live-heap-B+1%":  `no benchmark "Joins"`,
+		"Join//x:u+1%":                    "empty name part",
+		"Join/perRemote:live-heap-B+NaN%": `"NaN%": write the bound as a percentage`,
+		"Join/perRemote:live-heap-B+Inf%": `"Inf%": write the bound as a percentage`,
 	} {
 		if _, err := ParseFailOn(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("FAIL_ON %q: got %v, want %q", in, err, want)

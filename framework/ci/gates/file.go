@@ -83,7 +83,8 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	f := &File{Name: name, Alpha: 0.05}
-	if len(doc.Content) == 0 {
+	// A lone "---" is an empty document too; its null has the line after the file's last.
+	if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
 		return nil, errors.New("empty: give a gates: mapping of report paths to bounds")
 	}
 	top := doc.Content[0]
@@ -180,6 +181,9 @@ func parseBound(p string, n *yaml.Node) (Bound, error) {
 				b.In = append(b.In, e.Value)
 			}
 		case "reason":
+			if v.Kind != yaml.ScalarNode { // a list's or a mapping's Value is "": the reason would be lost
+				return errors.New(reasonIsText)
+			}
 			b.Reason = v.Value
 		}
 		return nil
@@ -194,6 +198,8 @@ func parseBound(p string, n *yaml.Node) (Bound, error) {
 	}
 	return b, nil
 }
+
+const reasonIsText = `reason: write it as one piece of text, e.g. reason: "istiod's memory per remote cluster"`
 
 func number(n *yaml.Node) (float64, error) {
 	x, err := strconv.ParseFloat(n.Value, 64)
@@ -227,6 +233,9 @@ func parseBaselineBound(sel string, n *yaml.Node) (baseline.Bound, error) {
 	b := baseline.Bound{Selector: s}
 	err = eachPair(n, "the bound", []string{"maxIncrease", "maxDecrease", "reason"}, func(k string, v *yaml.Node) error {
 		if k == "reason" {
+			if v.Kind != yaml.ScalarNode {
+				return errors.New(reasonIsText)
+			}
 			b.Reason = v.Value
 			return nil
 		}

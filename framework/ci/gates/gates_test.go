@@ -9,9 +9,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report/markdown"
 )
 
-// The paths the issue and the project's own gates files use must load.
-func TestPathsOfTheSchemaLoad(t *testing.T) {
-	f, err := Parse("t.yaml", []byte(`
+// schemaPathsFile bounds the paths the issue and the project's own gates files use.
+const schemaPathsFile = `
 gates:
   controlPlane.perRemoteCluster.liveHeapBytes.value: {max: 5e6, reason: "structural cost"}
   controlPlane.joinGrowth.convergenceSeconds.slope: {max: 0.05}
@@ -22,7 +21,11 @@ gates:
   churn.runs[*].lost: {max: 0}
   istiodChecks[*].result: {in: [pass, known-issue]}
   setup.clusters[*].rssBytes.kube-apiserver: {max: 5e8}
-`))
+`
+
+// The paths the issue and the project's own gates files use must load.
+func TestPathsOfTheSchemaLoad(t *testing.T) {
+	f, err := Parse("t.yaml", []byte(schemaPathsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,36 +86,46 @@ func TestEveryReportValueHasAPath(t *testing.T) {
 	}
 }
 
+// badGatesFiles are refused, each with a substring of its error; FuzzParse starts from them too.
+var badGatesFiles = []struct{ name, file, want string }{
+	{"unknown key", "gates:\n  controlPlane.perRemoteCluster.liveHeap: {max: 1}\n", `line 2: gates.controlPlane.perRemoteCluster.liveHeap: no key "liveHeap" under controlPlane.perRemoteCluster in the report schema (framework/report); known keys: cpuCores,`},
+	{"growth has no b", "gates:\n  controlPlane.joinGrowth.convergenceSeconds.b: {max: 0.05}\n", `gates.controlPlane.joinGrowth.convergenceSeconds.b: no key "b" under controlPlane.joinGrowth.convergenceSeconds in the report schema (framework/report); known keys: intercept, n, slope, slopeStdErr`},
+	{"unknown top key", "gates:\n  controlplane.joins[*].syncSeconds: {max: 1}\n", `no key "controlplane" at the top`},
+	{"list without index", "gates:\n  churn.runs.lost: {max: 0}\n", "churn.runs is a list: write churn.runs[*] (every element) or churn.runs[0] (the first)"},
+	{"index on a value", "gates:\n  latency.overhead[0].new.deltaMs: {max: 1}\n", "latency.overhead is not a list, so it takes no index"},
+	{"section", "gates:\n  controlPlane.perRemoteCluster: {max: 1}\n", "gates.controlPlane.perRemoteCluster: a section, not a value: name one of its keys (cpuCores,"},
+	{"below a value", "gates:\n  latency.overhead.new.deltaMs.x: {max: 1}\n", `latency.overhead.new.deltaMs is a value, it has no key "x"`},
+	{"max on text", "gates:\n  istiodChecks[*].result: {max: 1}\n", "max: the value is text, so it takes in: [...], not max"},
+	{"in on a number", "gates:\n  churn.runs[*].lost: {in: [0]}\n", "in: the value is a number: bound it with min and max"},
+	{"empty in", "gates:\n  istiodChecks[*].result: {in: []}\n", "give a non-empty list"},
+	{"min above max", "gates:\n  churn.runs[*].lost: {min: 2, max: 1}\n", "min 2 is above max 1: nothing can pass"},
+	{"no bound", "gates:\n  churn.runs[*].lost: {reason: x}\n", "no bound: give min, max (numbers) or in (a list)"},
+	{"unknown bound key", "gates:\n  churn.runs[*].lost: {maxx: 0}\n", `unknown key "maxx"; known: min, max, in, reason`},
+	{"not a number", "gates:\n  churn.runs[*].lost: {max: 5MB}\n", `"5MB" is not a number`},
+	{"twice", "gates:\n  churn.runs[*].lost: {max: 0}\n  churn.runs[*].lost: {max: 1}\n", "line 3: gates: \"churn.runs[*].lost\" appears twice"},
+	{"bad index", "gates:\n  churn.runs[x].lost: {max: 0}\n", "the index must be * or a number from 0"},
+	{"signed index", "gates:\n  churn.runs[-0].lost: {max: 0}\n", `"runs[-0]": the index must be * or a number from 0`},
+	{"index with a leading 0", "gates:\n  churn.runs[01].lost: {max: 0}\n", `"runs[01]": the index must be * or a number from 0`},
+	{"reason not text", "gates:\n  churn.runs[*].lost: {max: 0, reason: [a, b]}\n", "line 2: gates.churn.runs[*].lost: reason: write it as one piece of text"},
+	{"baseline reason not text", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 10%, reason: {a: b}}\n", "baseline.bounds.Join/perRemote:live-heap-B: reason: write it as one piece of text"},
+	{"gates on gates", "gates:\n  gates[*].verdict: {in: [pass]}\n", "a gate cannot bound the gates"},
+	{"unknown section", "gate:\n  churn.runs[*].lost: {max: 0}\n", `unknown key "gate"; known: gates, baseline`},
+	{"empty", "", "empty: give a gates: mapping"},
+	{"empty document", "---", "empty: give a gates: mapping"},
+	{"null document", "~\n", "empty: give a gates: mapping"},
+	{"no bounds", "gates: {}\n", "no bounds"},
+	{"baseline selector", "baseline:\n  bounds:\n    Joins/perRemote:live-heap-B: {maxIncrease: 10%}\n", `no benchmark "Joins" in bench.txt; the benchmarks are Setup, Join, Leave, Latency, Churn`},
+	{"baseline without unit", "baseline:\n  bounds:\n    Join/perRemote: {maxIncrease: 10%}\n", "a benchmark selector is NAME:UNIT"},
+	{"baseline NaN", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: NaN%}\n", `maxIncrease: "NaN%": write the bound as a percentage, e.g. 10%`},
+	{"baseline percent", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 0.1}\n", `maxIncrease: "0.1": write the bound as a percentage, e.g. 10%`},
+	{"baseline no bound", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {reason: x}\n", "give maxIncrease or maxDecrease"},
+	{"alpha", "baseline:\n  alpha: 5\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 10%}\n", "baseline.alpha: \"5\" must be between 0 and 1"},
+	{"yaml", "gates: [\n", "yaml:"},
+}
+
 // Bad input is refused before anything starts, with the field and the fix.
 func TestBadGatesFilesAreRefused(t *testing.T) {
-	for _, c := range []struct{ name, file, want string }{
-		{"unknown key", "gates:\n  controlPlane.perRemoteCluster.liveHeap: {max: 1}\n", `line 2: gates.controlPlane.perRemoteCluster.liveHeap: no key "liveHeap" under controlPlane.perRemoteCluster in the report schema (framework/report); known keys: cpuCores,`},
-		{"growth has no b", "gates:\n  controlPlane.joinGrowth.convergenceSeconds.b: {max: 0.05}\n", `gates.controlPlane.joinGrowth.convergenceSeconds.b: no key "b" under controlPlane.joinGrowth.convergenceSeconds in the report schema (framework/report); known keys: intercept, n, slope, slopeStdErr`},
-		{"unknown top key", "gates:\n  controlplane.joins[*].syncSeconds: {max: 1}\n", `no key "controlplane" at the top`},
-		{"list without index", "gates:\n  churn.runs.lost: {max: 0}\n", "churn.runs is a list: write churn.runs[*] (every element) or churn.runs[0] (the first)"},
-		{"index on a value", "gates:\n  latency.overhead[0].new.deltaMs: {max: 1}\n", "latency.overhead is not a list, so it takes no index"},
-		{"section", "gates:\n  controlPlane.perRemoteCluster: {max: 1}\n", "gates.controlPlane.perRemoteCluster: a section, not a value: name one of its keys (cpuCores,"},
-		{"below a value", "gates:\n  latency.overhead.new.deltaMs.x: {max: 1}\n", `latency.overhead.new.deltaMs is a value, it has no key "x"`},
-		{"max on text", "gates:\n  istiodChecks[*].result: {max: 1}\n", "max: the value is text, so it takes in: [...], not max"},
-		{"in on a number", "gates:\n  churn.runs[*].lost: {in: [0]}\n", "in: the value is a number: bound it with min and max"},
-		{"empty in", "gates:\n  istiodChecks[*].result: {in: []}\n", "give a non-empty list"},
-		{"min above max", "gates:\n  churn.runs[*].lost: {min: 2, max: 1}\n", "min 2 is above max 1: nothing can pass"},
-		{"no bound", "gates:\n  churn.runs[*].lost: {reason: x}\n", "no bound: give min, max (numbers) or in (a list)"},
-		{"unknown bound key", "gates:\n  churn.runs[*].lost: {maxx: 0}\n", `unknown key "maxx"; known: min, max, in, reason`},
-		{"not a number", "gates:\n  churn.runs[*].lost: {max: 5MB}\n", `"5MB" is not a number`},
-		{"twice", "gates:\n  churn.runs[*].lost: {max: 0}\n  churn.runs[*].lost: {max: 1}\n", "line 3: gates: \"churn.runs[*].lost\" appears twice"},
-		{"bad index", "gates:\n  churn.runs[x].lost: {max: 0}\n", "the index must be * or a number from 0"},
-		{"gates on gates", "gates:\n  gates[*].verdict: {in: [pass]}\n", "a gate cannot bound the gates"},
-		{"unknown section", "gate:\n  churn.runs[*].lost: {max: 0}\n", `unknown key "gate"; known: gates, baseline`},
-		{"empty", "", "empty: give a gates: mapping"},
-		{"no bounds", "gates: {}\n", "no bounds"},
-		{"baseline selector", "baseline:\n  bounds:\n    Joins/perRemote:live-heap-B: {maxIncrease: 10%}\n", `no benchmark "Joins" in bench.txt; the benchmarks are Setup, Join, Leave, Latency, Churn`},
-		{"baseline without unit", "baseline:\n  bounds:\n    Join/perRemote: {maxIncrease: 10%}\n", "a benchmark selector is NAME:UNIT"},
-		{"baseline percent", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 0.1}\n", `maxIncrease: "0.1": write the bound as a percentage, e.g. 10%`},
-		{"baseline no bound", "baseline:\n  bounds:\n    Join/perRemote:live-heap-B: {reason: x}\n", "give maxIncrease or maxDecrease"},
-		{"alpha", "baseline:\n  alpha: 5\n  bounds:\n    Join/perRemote:live-heap-B: {maxIncrease: 10%}\n", "baseline.alpha: \"5\" must be between 0 and 1"},
-		{"yaml", "gates: [\n", "yaml:"},
-	} {
+	for _, c := range badGatesFiles {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("t.yaml", []byte(c.file))
 			if err == nil || !strings.Contains(err.Error(), c.want) {

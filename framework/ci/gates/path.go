@@ -53,9 +53,11 @@ func parsePath(s string) (path, error) {
 				return nil, fmt.Errorf("%q: an index is [*] or [N] at the end of a key", part)
 			}
 			seg.key = part[:i]
+			// Digits alone, without a sign or a leading 0: Atoi reads [-0], [+1] and [01] as
+			// [0] and [1], and two spellings of one path would escape "appears twice".
 			if idx == "*" {
 				seg.index = anyIndex
-			} else if n, err := strconv.Atoi(idx); err == nil && n >= 0 {
+			} else if n, err := strconv.Atoi(idx); err == nil && idx == strconv.Itoa(n) && n >= 0 {
 				seg.index = n
 			} else {
 				return nil, fmt.Errorf("%q: the index must be * or a number from 0", part)
