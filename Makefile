@@ -80,11 +80,14 @@ ci: PLAN_TESTS =
 
 # Every suite on 3 clusters at small scale, two of them sharing a network (every join criterion,
 # the three latency paths), in a shuffled order (go test prints the seed), with short latency
-# runs, judged by the project's own gates (gates/ci.yaml); report, junit.xml, profiles and metrics.csv in REPORT_DIR ($ARTIFACTS
+# runs and every istiod check's controls (one that must fail, one that must pass; the must-pass of
+# the memory check runs release-1.30's istiod, which scripts/bins -checks.controls builds first),
+# judged by the project's own gates (gates/ci.yaml); report, junit.xml, profiles and metrics.csv in REPORT_DIR ($ARTIFACTS
 # when a CI sets it). Then a run forced past a short -timeout, which must end cleanly.
 CI_GATES ?= $(CURDIR)/gates/ci.yaml
 ci-suite:
-	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
+	$(GO) run ./scripts/bins -checks.controls
+	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -checks.controls -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 	$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) ./suites/cutshort
 
 # Every suite on three kind clusters, two of them sharing a network (make images' node image, istiod,
@@ -95,12 +98,13 @@ ci-suite:
 # The two heap checks of TestIstiodProperties are the local pass's alone (KIND_SKIP): they read the
 # live heap of an isolated pilot-discovery on this host, the same binary in both passes, through
 # fixed windows that are a large share of the kind pass (docs/ci.md); every other check runs on kind.
+KIND_GATES ?= $(CURDIR)/gates/ci-kind.yaml
 KIND_SKIP ?= TestIstiodProperties/^(memory_comes_back|a_remote-secret_rotation_does_not_leak)$$
 # The kernel settings kubelet in a node writes, and /lib/modules, compared before and after.
 HOST_STATE = for s in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do echo "$$s=$$(cat /proc/sys/$$s)"; done; ls -d /lib/modules 2>/dev/null || echo "no /lib/modules"
 ci-kind: engine images
 	@mkdir -p _output; { $(HOST_STATE); } > _output/host-before.txt
-	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=3 -networks=2 -latency.duration=3s -latency.qps=20 -churn.rates=5 -churn.duration=5s -skip='$(KIND_SKIP)' -report-dir=$(REPORT_DIR)/kind
+	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -provider=kind -clusters=3 -networks=2 -latency.duration=3s -latency.qps=20 -churn.rates=5 -churn.duration=5s -skip='$(KIND_SKIP)' -gates=$(KIND_GATES) -report-dir=$(REPORT_DIR)/kind
 	@left="$$(docker ps -aq --filter label=io.x-k8s.kind.cluster)$$(docker network ls -q --filter name=ambientmc-)"; \
 	  if [ -n "$$left" ]; then echo "ci-kind: the run left containers or networks behind:"; docker ps -a; docker network ls; exit 1; fi; \
 	  echo "ci-kind: no kind container or ambientmc network left"

@@ -37,7 +37,9 @@ type Proxy struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	down  bool
-	once  sync.Once
+	// release is closed when a stall ends (SetStalled); nil while bytes flow.
+	release chan struct{}
+	once    sync.Once
 	// lastChunk is when the last delayed chunk reached a client (unix nanoseconds, 0: none yet).
 	lastChunk atomic.Int64
 	// delivered counts the bytes written to clients from upstream.
@@ -85,6 +87,36 @@ func (p *Proxy) SetDown(down bool) {
 		for c := range p.conns {
 			_ = c.Close()
 		}
+	}
+}
+
+// SetStalled holds every byte from upstream (true) until released (false), keeping the
+// connections open: a transfer that stops mid-way and never ends, as over a blackholed link.
+func (p *Proxy) SetStalled(stalled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case stalled && p.release == nil:
+		p.release = make(chan struct{})
+	case !stalled && p.release != nil:
+		close(p.release)
+		p.release = nil
+	}
+}
+
+// flowing waits while the proxy is stalled; it says whether to go on (false: the proxy closed).
+func (p *Proxy) flowing() bool {
+	p.mu.Lock()
+	release := p.release
+	p.mu.Unlock()
+	if release == nil {
+		return true
+	}
+	select {
+	case <-release:
+		return true
+	case <-p.stop:
+		return false
 	}
 }
 
@@ -218,7 +250,7 @@ func (p *Proxy) copyDelayed(dst, src net.Conn, d Delay) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.sleep(d.PerChunk) {
+			if !p.sleep(d.PerChunk) || !p.flowing() {
 				return
 			}
 			p.lastChunk.Store(time.Now().UnixNano()) // before the write: a reader may act on it at once

@@ -152,3 +152,26 @@ func TestProxyDownRefusesUntilItComesBack(t *testing.T) {
 	p.SetDown(false)
 	roundTrip(t, dial(t, p), "after")
 }
+
+func TestProxyStallHoldsBytesUntilReleased(t *testing.T) {
+	p := echoProxy(t, Delay{})
+	c := dial(t, p)
+	roundTrip(t, c, "before")
+
+	p.SetStalled(true)
+	_, err := c.Write([]byte("held"))
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
+	_, err = c.Read(make([]byte, 4))
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	assert.True(t, ne.Timeout(), "nothing comes back while stalled, and the connection stays open")
+	assert.EqualValues(t, len("before"), p.Delivered(), "a stalled transfer stands still")
+
+	p.SetStalled(false)
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+	got := make([]byte, 4)
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	assert.Equal(t, "held", string(got), "released, the held bytes arrive")
+}

@@ -36,8 +36,15 @@ type Isolated struct {
 	expect join.Expect
 }
 
-// Isolated starts an isolated istiod for c, with extra environment env.
+// Isolated starts an isolated istiod for c from the run's istiod build, with extra environment env.
 func (r *Run) Isolated(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *Isolated {
+	t.Helper()
+	return r.IsolatedOf(t, ctx, c, "", env...)
+}
+
+// IsolatedOf starts an isolated istiod for c built from istio.io/istio module version ("": the
+// run's istiod), with extra environment env.
+func (r *Run) IsolatedOf(t *testing.T, ctx context.Context, c *cluster.Cluster, version string, env ...string) *Isolated {
 	t.Helper()
 	ns := NamespaceOf(t.Name())
 	// istiod reads each cluster's network from its own namespace's label there.
@@ -49,7 +56,7 @@ func (r *Run) Isolated(t *testing.T, ctx context.Context, c *cluster.Cluster, en
 			_ = o.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 		})
 	}
-	i := r.ExtraIstiod(t, ctx, c, append([]string{"POD_NAMESPACE=" + ns}, env...)...)
+	i := r.ExtraIstiod(t, ctx, c, version, append([]string{"POD_NAMESPACE=" + ns}, env...)...)
 	return &Isolated{Istiod: i, c: c, ns: ns, run: r, expect: r.Expect.Isolated()}
 }
 

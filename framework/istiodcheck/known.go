@@ -5,6 +5,7 @@ package istiodcheck
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -20,9 +21,13 @@ const (
 	RemoteOutage          = "a remote API server outage keeps the last state"
 	SyncStatusTruth       = "sync status tells the truth"
 	istioPinned131        = "v0.0.0-20260827124520-eed52ebb66ad" // release-1.31 of 2026-08-27, go.mod's pin
-	istioRelease130Aug    = "v0.0.0-20260826214018-9739e10eb9d7" // release-1.30 of 2026-08-26
+	istioRelease130Aug    = IstioRelease130
 	istioApril            = "v0.0.0-20260423205519-b01690e6db7d" // master of 2026-04-23 (scripts/istiod/<version>)
 )
+
+// IstioRelease130 is release-1.30 of 2026-08-26: the must-pass control of MemoryComesBack runs it,
+// as it has the fix the pinned istiod lacks (make bins builds it beside the pinned one).
+const IstioRelease130 = "v0.0.0-20260826214018-9739e10eb9d7"
 
 // Known is one upstream fault a check reproduces on the istiod versions listed.
 type Known struct {
@@ -37,7 +42,37 @@ type Known struct {
 	// Intermittent marks a race: the check can pass on an affected version when the race is not
 	// hit, so a pass there is a pass (and says so), not an out-of-date table.
 	Intermittent bool
+	// HitRate is, for an Intermittent entry, how often the check hit the fault, measured: runs
+	// that hit it of runs made, at the size CI runs the check, with the command and date.
+	HitRate string
+	// Signature is what the check must have seen for a failure to be this fault (one of the
+	// Evidence* names); a failure without it is another fault, and fails. Empty only where any
+	// failure of the check on the listed versions is this fault (the check fails one way).
+	Signature string
 }
+
+// Evidence a check records beside its outcome, which tells one fault from another.
+const (
+	// EvidenceHeapKept: the live heap did not come back after the remotes left (MemoryComesBack).
+	EvidenceHeapKept = "heap-kept"
+	// EvidenceKrtGrown: istiod's krt debugger holds more collections than before (MemoryComesBack).
+	EvidenceKrtGrown = "krt-collections-grown"
+	// EvidenceHeapGrowsPerRotation: the live heap grew per rotation while the goroutines did not
+	// (RotationNoLeak).
+	EvidenceHeapGrowsPerRotation = "heap-grows-per-rotation"
+	// EvidenceGoroutinesGrowPerRotation: the goroutines grew per rotation (RotationNoLeak).
+	EvidenceGoroutinesGrowPerRotation = "goroutines-grow-per-rotation"
+	// EvidenceRotationIncomplete: istiod never served the rotated remote synced again.
+	EvidenceRotationIncomplete = "rotation-incomplete"
+	// EvidenceSyncedButUnserved: /debug/clusterz says the remote is synced while a stream opened
+	// afterwards holds none of what it serves (the in-place rotation race's end state).
+	EvidenceSyncedButUnserved = "synced-but-unserved"
+	// EvidenceClosedWhileSynced: every sync-status disagreement was the metric saying closed while
+	// /debug/clusterz said synced (SyncStatusTruth).
+	EvidenceClosedWhileSynced = "metric-closed-while-synced"
+	// EvidenceNeverServed: a timed-out sync was never served (SyncStatusTruth).
+	EvidenceNeverServed = "timed-out-sync-never-served"
+)
 
 // Table is what was verified against the pinned sources (read under the module cache) and by
 // running the checks; a version appears here only once a check has failed on it. docs/findings.md
@@ -58,6 +93,7 @@ var Table = []Known{
 		Check:     MemoryComesBack,
 		Reference: "istio/istio#61263",
 		Affected:  []string{istioPinned131, istioApril},
+		Signature: EvidenceHeapKept,
 		Why: "the pinned 1.31 (and April) only appends to DebugHandler.debugCollections " +
 			"(`pkg/kube/krt/debug.go:72-76 handler.debugCollections = append(`), so every " +
 			"collection a remote cluster built stays registered (and reachable) after it leaves; release-1.30 " +
@@ -70,6 +106,7 @@ var Table = []Known{
 		Check:     RotationNoLeak,
 		Reference: "istio/istio#61357",
 		Affected:  []string{istioPinned131},
+		Signature: EvidenceHeapGrowsPerRotation,
 		Why: "each rotation leaves the replaced cluster's collections reachable: the krt debugger only appends (#61263) and " +
 			"RemoteSystemNamespaceNetworks keeps a dependency on every generation's namespaces informer " +
 			"(`pilot/pkg/serviceregistry/ambient/networks.go:100-105 krt.FetchOne(ctx, c.Namespaces()`; #61357, on master " +
@@ -81,6 +118,7 @@ var Table = []Known{
 		Check:     RotationNoLeak,
 		Reference: "docs/findings.md#in-place-rotation-race",
 		Affected:  []string{istioApril},
+		Signature: EvidenceRotationIncomplete,
 		Why: "April's in-place update waits for a registry it has not started " +
 			"(`April pilot/pkg/serviceregistry/kube/controller/multicluster.go:223-231 <-cluster.SyncedCh`; istio/istio#60612, " +
 			"fixed by #60654) until PILOT_REMOTE_CLUSTER_TIMEOUT; the heap checks run with that timeout off, so the rotation never " +
@@ -90,6 +128,7 @@ var Table = []Known{
 		Check:        RotationNoLeak,
 		Reference:    "docs/findings.md#rotation-retains-memory",
 		Affected:     []string{istioRelease130Aug},
+		Signature:    EvidenceGoroutinesGrowPerRotation,
 		Intermittent: true,
 		Why: "release-1.30 has both heap fixes the pinned istiod lacks: with its sync timers off its live heap stays flat " +
 			"(-0.01 ± 0.19 MB per rotation), but its goroutines grow +1.8 ± 0.4 per rotation (bound 1.15), near the bound " +
@@ -99,6 +138,7 @@ var Table = []Known{
 		Check:        TrafficDuringRotation,
 		Reference:    "docs/findings.md#in-place-rotation-race",
 		Affected:     []string{istioPinned131, istioRelease130Aug},
+		Signature:    EvidenceSyncedButUnserved,
 		Intermittent: true,
 		Why: "after an in-place rotation a per-cluster collection can be built on the previous, stopped generation's " +
 			"sibling (`pkg/kube/multicluster/collections.go:108-117 cache.Insert(c.ID, c.kubeConfigSha, cols)`, " +
@@ -128,6 +168,7 @@ var Table = []Known{
 		Check:     SyncStatusTruth,
 		Reference: "istio/istio#61296",
 		Affected:  []string{istioApril},
+		Signature: EvidenceNeverServed,
 		Why: "April never serves a remote whose sync passed PILOT_REMOTE_CLUSTER_TIMEOUT, even once it completes " +
 			"(`April pkg/kube/multicluster/clusterstore.go:160 cl.SyncDidTimeout()`, " +
 			"`April pkg/kube/multicluster/clusterstore.go:256-262 c.clustersAwaitingSync.Delete(id)`): the client held " +
@@ -137,6 +178,7 @@ var Table = []Known{
 		Check:     SyncStatusTruth,
 		Reference: "docs/findings.md#sync-status-closed-after-an-in-place-rotation",
 		Affected:  []string{istioPinned131, istioRelease130Aug},
+		Signature: EvidenceClosedWhileSynced,
 		Why: "after an in-place rotation the replaced cluster's Stop reports closed under the shared cluster ID " +
 			"(`pkg/kube/multicluster/cluster.go:364-371 c.reportStatus(SyncStatusClosed)` through " +
 			"`pkg/kube/multicluster/secretcontroller.go:301-308 c.cs.Contains(clusterID)`), so " +
@@ -161,24 +203,37 @@ type Verdict struct {
 }
 
 // Judge turns a check's outcome on istiod version into a verdict using table: a failure on a
-// listed version is the known issue reproduced; a failure elsewhere fails; a pass on a listed
-// version fails too, because the table no longer says what this istiod does.
-func Judge(table []Known, check, version string, passed bool, detail string) Verdict {
-	var k *Known
+// listed version that shows the entry's signature is the known issue reproduced; any other failure
+// fails; a pass on a listed version fails too, because the table no longer says what this istiod
+// does, unless the entry is a race the check can miss.
+func Judge(table []Known, check, version string, passed bool, evidence []string, detail string) Verdict {
+	var k, unsigned *Known
 	for i := range table {
-		if table[i].Check == check && affects(table[i].Affected, version) {
-			k = &table[i]
-			break
+		e := &table[i]
+		if e.Check != check || !affects(e.Affected, version) {
+			continue
 		}
+		if !passed && e.Signature != "" && !slices.Contains(evidence, e.Signature) {
+			if unsigned == nil {
+				unsigned = e
+			}
+			continue
+		}
+		k = e
+		break
 	}
 	switch {
 	case k == nil && passed:
 		return Verdict{Result: Pass, Message: detail}
+	case k == nil && unsigned != nil:
+		return Verdict{Result: Fail, Message: fmt.Sprintf(
+			"%s on istiod %s, without the signature of the known %s (%s; the check saw %s): another fault: %s",
+			check, version, unsigned.Reference, unsigned.Signature, evidenceText(evidence), detail)}
 	case k == nil:
 		return Verdict{Result: Fail, Message: fmt.Sprintf("%s on istiod %s: %s", check, version, detail)}
 	case passed && k.Intermittent:
 		return Verdict{Result: Pass, Reference: k.Reference, Message: fmt.Sprintf(
-			"%s (the race of %s, which affects istiod %s, was not hit this time)", detail, k.Reference, version)}
+			"%s (the race of %s, which affects istiod %s (hit in %s), was not hit this time)", detail, k.Reference, version, k.HitRate)}
 	case passed:
 		return Verdict{Result: Fail, Reference: k.Reference, Message: fmt.Sprintf(
 			"known-issue table out of date: %s passed on istiod %s, which the table lists as affected by %s: %s",
@@ -187,6 +242,13 @@ func Judge(table []Known, check, version string, passed bool, detail string) Ver
 		return Verdict{Result: KnownIssue, Reference: k.Reference, Message: fmt.Sprintf(
 			"known istiod issue reproduced: %s (%s on istiod %s): %s", k.Reference, check, version, detail)}
 	}
+}
+
+func evidenceText(evidence []string) string {
+	if len(evidence) == 0 {
+		return "nothing that tells faults apart"
+	}
+	return strings.Join(evidence, ", ")
 }
 
 // affects says whether version matches one of the listed versions or "prefix*" patterns.

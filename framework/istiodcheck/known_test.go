@@ -13,29 +13,33 @@ import (
 var table = []Known{
 	{Check: "leaks", Reference: "istio/istio#1", Affected: []string{"v1.2.3", "v0.0.0-2026*"}},
 	{Check: "wedges", Reference: "istio/istio#2", Affected: []string{"v9"}},
-	{Check: "races", Reference: "docs/findings.md#a-race", Affected: []string{"v1.2.3"}, Intermittent: true},
+	{Check: "races", Reference: "docs/findings.md#a-race", Affected: []string{"v1.2.3"}, Intermittent: true, HitRate: "3 of 10 runs", Signature: "race-seen"},
 }
 
 func TestJudge(t *testing.T) {
 	for _, tc := range []struct {
 		name, check, version string
 		passed               bool
+		evidence             []string
 		want                 Result
 		ref, msg             string
 	}{
-		{"pass on an unlisted version", "leaks", "v2.0.0", true, Pass, "", "fine"},
-		{"fail on an unlisted version", "leaks", "v2.0.0", false, Fail, "", "leaks on istiod v2.0.0: fine"},
-		{"fail on a listed version", "leaks", "v1.2.3", false, KnownIssue, "istio/istio#1", "known istiod issue reproduced: istio/istio#1"},
-		{"fail on a listed prefix", "leaks", "v0.0.0-20260827124520-eed52ebb66ad", false, KnownIssue, "istio/istio#1", "known istiod issue reproduced: istio/istio#1"},
-		{"pass on a listed version", "leaks", "v1.2.3", true, Fail, "istio/istio#1", "known-issue table out of date"},
-		{"another check's entry does not apply", "wedges", "v1.2.3", false, Fail, "", "wedges on istiod v1.2.3"},
-		{"a prefix needs its star", "wedges", "v9.1", false, Fail, "", "wedges on istiod v9.1"},
-		{"an unknown version fails", "leaks", "", false, Fail, "", "leaks on istiod "},
-		{"a race hit on a listed version", "races", "v1.2.3", false, KnownIssue, "docs/findings.md#a-race", "known istiod issue reproduced"},
-		{"a race missed on a listed version passes", "races", "v1.2.3", true, Pass, "docs/findings.md#a-race", "was not hit this time"},
+		{"pass on an unlisted version", "leaks", "v2.0.0", true, nil, Pass, "", "fine"},
+		{"fail on an unlisted version", "leaks", "v2.0.0", false, nil, Fail, "", "leaks on istiod v2.0.0: fine"},
+		{"fail on a listed version", "leaks", "v1.2.3", false, nil, KnownIssue, "istio/istio#1", "known istiod issue reproduced: istio/istio#1"},
+		{"fail on a listed prefix", "leaks", "v0.0.0-20260827124520-eed52ebb66ad", false, nil, KnownIssue, "istio/istio#1", "known istiod issue reproduced: istio/istio#1"},
+		{"pass on a listed version", "leaks", "v1.2.3", true, nil, Fail, "istio/istio#1", "known-issue table out of date"},
+		{"another check's entry does not apply", "wedges", "v1.2.3", false, nil, Fail, "", "wedges on istiod v1.2.3"},
+		{"a prefix needs its star", "wedges", "v9.1", false, nil, Fail, "", "wedges on istiod v9.1"},
+		{"an unknown version fails", "leaks", "", false, nil, Fail, "", "leaks on istiod "},
+		{"a race hit on a listed version", "races", "v1.2.3", false, []string{"race-seen"}, KnownIssue, "docs/findings.md#a-race", "known istiod issue reproduced"},
+		{"a race missed on a listed version passes", "races", "v1.2.3", true, nil, Pass, "docs/findings.md#a-race", "(hit in 3 of 10 runs), was not hit this time"},
+		// A failure without the entry's signature is another fault: it fails even on a listed version.
+		{"a failure without the race's signature fails", "races", "v1.2.3", false, []string{"something-else"}, Fail, "", "without the signature of the known docs/findings.md#a-race (race-seen; the check saw something-else): another fault"},
+		{"a failure with no evidence at all fails", "races", "v1.2.3", false, nil, Fail, "", "the check saw nothing that tells faults apart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Judge(table, tc.check, tc.version, tc.passed, "fine")
+			v := Judge(table, tc.check, tc.version, tc.passed, tc.evidence, "fine")
 			assert.Equal(t, tc.want, v.Result)
 			assert.Equal(t, tc.ref, v.Reference)
 			assert.Contains(t, v.Message, tc.msg)
@@ -55,15 +59,18 @@ func TestTableNamesChecksAndReferences(t *testing.T) {
 			anchors[anchor(h)] = true
 		}
 	}
-	checks := []string{MemoryComesBack, MidSyncDeletion, RejoinLongLived, RotationNoLeak, TrafficDuringRotation, TrafficDuringRestart, RemoteOutage, SyncStatusTruth}
 	for _, k := range Table {
-		assert.Contains(t, checks, k.Check)
+		assert.Contains(t, Checks, k.Check)
 		assert.Regexp(t, `^(istio/istio#\d+|docs/findings\.md#[a-z0-9-]+)$`, k.Reference)
 		if a, ok := strings.CutPrefix(k.Reference, "docs/findings.md#"); ok {
 			assert.True(t, anchors[a], "docs/findings.md has a section for %s (headings: %v)", k.Reference, anchors)
 		}
 		assert.NotEmpty(t, k.Affected)
 		assert.NotEmpty(t, k.Why)
+		if k.Intermittent {
+			assert.Regexp(t, `^\d+ of \d+ runs`, k.HitRate, "an intermittent entry says how often it was hit (%s, %s)", k.Check, k.Reference)
+			assert.NotEmpty(t, k.Signature, "an intermittent entry has a signature, so that a failure of another kind still fails (%s, %s)", k.Check, k.Reference)
+		}
 	}
 }
 

@@ -40,11 +40,17 @@ var heapCheckEnv = []string{"PILOT_REMOTE_CLUSTER_TIMEOUT=0s"}
 const heapCheckNote = "istiod run with PILOT_REMOTE_CLUSTER_TIMEOUT=0s (its 30 s sync timers hold a removed cluster until they fire)"
 
 // MemoryComesBack joins remote clusters to an isolated istiod of obs, lets them all leave, and
-// checks that its live heap came back to where it was.
-func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
-	istiod := r.Isolated(t, ctx, obs, heapCheckEnv...)
+// checks that its live heap came back to where it was. ctl is nil, or the control to run.
+func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cluster, ctl *Control) {
+	version := ""
+	if ctl.is(FaultFixedIstiod) {
+		version = IstioRelease130
+	}
+	istiod := r.IsolatedOf(t, ctx, obs, version, heapCheckEnv...)
 	remotes := r.memoryCheckRemotes(obs)
 	var secrets []*corev1.Secret
+	// kept is the secret the FaultRemoteKept control leaves in place when the others leave.
+	var kept *corev1.Secret
 	joinAll := func() {
 		for _, c := range remotes {
 			s := istiod.Direct(t, c, c.Name)
@@ -55,11 +61,12 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 		}
 	}
 	leaveAll := func() {
-		for _, s := range secrets {
+		for k, s := range secrets {
+			if s == kept {
+				continue
+			}
 			require.NoError(t, istiod.Remove(s))
-		}
-		for _, c := range remotes {
-			_, err := istiod.Sampler().WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
+			_, err := istiod.Sampler().WaitRemoteGone(ctx, remotes[k].Name, 50*time.Millisecond)
 			require.NoError(t, err)
 		}
 		secrets = nil
@@ -77,6 +84,9 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 	joinAll()
 	r.waitQuiet(t, ctx, istiod)
 	joined, _ := liveHeap(t, ctx, istiod, heapReadings)
+	if ctl.is(FaultRemoteKept) {
+		kept = secrets[len(secrets)-1]
+	}
 	leaveAll()
 	r.waitQuiet(t, ctx, istiod)
 	after, spreadAfter := liveHeap(t, ctx, istiod, heapReadings)
@@ -87,6 +97,10 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 	detail := fmt.Sprintf("live heap %.1f MB before %d remote clusters joined, %.1f MB joined, %.1f MB after all left (%+.1f MB, bound %.1f MB; baseline noise %.2f MB, spread of the readings %.2f / %.2f MB)",
 		before/1e6, len(remotes), joined/1e6, after/1e6, grew/1e6, bound/1e6, noise/1e6, spreadBefore/1e6, spreadAfter/1e6)
 	passed := grew <= bound
+	var evidence []string
+	if !passed {
+		evidence = append(evidence, EvidenceHeapKept)
+	}
 	if err := errors.Join(beforeErr, afterErr); err != nil {
 		// Not a pass by default: the collection count is unknown, so only the heap decides, and
 		// the detail says so.
@@ -106,9 +120,15 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 		if len(grown) > 0 {
 			detail += " (grown: " + strings.Join(grown, ", ") + ")"
 		}
-		passed = passed && afterKrt <= beforeKrt
+		if afterKrt > beforeKrt {
+			passed = false
+			evidence = append(evidence, EvidenceKrtGrown)
+		}
 	}
-	r.verdict(t, report.IstiodCheck{Name: MemoryComesBack, Detail: detail + "; " + heapCheckNote}, passed)
+	if kept != nil {
+		detail += fmt.Sprintf("; %s was left joined (%s)", remotes[len(remotes)-1].Name, FaultRemoteKept)
+	}
+	r.verdict(t, ctl, report.IstiodCheck{Name: MemoryComesBack, Detail: detail + "; " + heapCheckNote, Evidence: evidence}, passed)
 }
 
 // memoryCheckRemotes are the remote clusters the memory check joins: -checks.clusters of them

@@ -29,8 +29,13 @@ const controlCanaryWithin = time.Minute
 
 // MidSyncDeletion deletes a remote secret while istiod syncs its cluster (slowed by a delaying
 // proxy), at several points of the sync, and checks that a canary cluster added after it syncs.
-func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+// ctl is nil, or the control to run: FaultStalledTransfer deletes once, at half the sync, with the
+// transfer stalled for good from there.
+func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	fracs := []float64{-1, 0.2, 0.5, 0.8}
+	if ctl.is(FaultStalledTransfer) {
+		fracs = []float64{-1, 0.5}
+	}
 	lines := make([]string, len(fracs))
 	wedged := make([]bool, len(fracs))
 	// Attempt 0 deletes after the sync finished: the control, which must pass on any istiod and
@@ -70,6 +75,11 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 				require.Equal(t, measure.StatusSyncing, st, "istiod must still be syncing %s at the deletion (%d of the control's %d bytes moved, %.1fs in)",
 					remote.Name, moved, syncBytes, time.Since(start).Seconds())
 				at = fmt.Sprintf("at %.1fs, %.0f%% of the control's bytes moved (syncing)", time.Since(start).Seconds(), 100*float64(moved)/float64(syncBytes))
+				if ctl.is(FaultStalledTransfer) {
+					proxy.SetStalled(true)
+					t.Cleanup(func() { proxy.SetStalled(false) })
+					at += ", the transfer stalled from there"
+				}
 				remaining = time.Duration(float64(syncTime) * max(0, 1-float64(moved)/float64(syncBytes)))
 			}
 			require.NoError(t, fresh.Remove(slow))
@@ -128,9 +138,9 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 		}
 	}
 	if len(ran) < len(fracs) {
-		r.broken(t, MidSyncDeletion, fmt.Sprintf("only %d of %d attempts ran to a verdict: %s", len(ran), len(fracs), strings.Join(ran, "; ")))
+		r.broken(t, ctl, MidSyncDeletion, fmt.Sprintf("only %d of %d attempts ran to a verdict: %s", len(ran), len(fracs), strings.Join(ran, "; ")))
 	}
-	r.verdict(t, report.IstiodCheck{Name: MidSyncDeletion, Detail: strings.Join(ran, "; ")}, !slices.Contains(wedged, true))
+	r.verdict(t, ctl, report.IstiodCheck{Name: MidSyncDeletion, Detail: strings.Join(ran, "; ")}, !slices.Contains(wedged, true))
 }
 
 // waitDelivered waits until p has delivered at least n bytes, at most within, and returns how many

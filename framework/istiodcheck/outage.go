@@ -28,8 +28,8 @@ const (
 // RemoteOutage takes a remote API server away from an isolated istiod (every connection to
 // it refused, as when it is down) and brings it back: istiod must keep serving the remote's last
 // state, say "synced" throughout (it had listed the remote), and show a change made during the
-// outage soon after the API server is back.
-func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+// outage soon after the API server is back. ctl is nil, or the control to run.
+func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs)
 	w := r.watch(t, ctx, obs, iso)
 	secret, proxy := iso.Slow(t, remote, remote.Name, faults.Delay{})
@@ -62,6 +62,9 @@ func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *clust
 
 	proxy.SetDown(true)
 	down := time.Now()
+	if ctl.is(FaultForgottenDuringOutage) {
+		w.Drop(ofRemote(obs, remote))
+	}
 	pd, err := pods.AddPod(ctx, 0) // the API server itself is up: the change is made, istiod cannot see it
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pods.RemovePod(context.Background(), pd) })
@@ -70,6 +73,7 @@ func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *clust
 	keptState := iso.expect.Covers(remote)(w) && during == was
 	proxy.SetDown(false)
 	up := time.Now()
+	w.Drop(nil) // the control's: what istiod sends next comes through again
 	want := churn.Capacity(pods.Count(0))
 	if iso.expect.RelationTo(w, remote) == topology.SameNetwork {
 		want = fmt.Sprintf("%d pod workloads", r.Scale.Pods+1)
@@ -86,9 +90,12 @@ func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *clust
 	} else {
 		detail += fmt.Sprintf("but a pod added during the outage had not reached the client %s after it was back (still %s; the window is %s of reflector backoff + %s); ", changeWithin, capacity(), reflectorBackoff, window)
 	}
+	if ctl.is(FaultForgottenDuringOutage) {
+		detail += string(FaultForgottenDuringOutage) + "; "
+	}
 	row := report.IstiodCheck{Name: RemoteOutage, Detail: detail + join.StatusText(status), Status: status}
 	if seenErr == nil {
 		row.ChangeSeenSeconds = report.F(seen.Seconds())
 	}
-	r.verdict(t, row, passed)
+	r.verdict(t, ctl, row, passed)
 }

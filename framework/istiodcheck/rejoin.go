@@ -14,11 +14,13 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
+	"istio.io/istio/pkg/workloadapi"
 )
 
 // RejoinLongLived lets a remote cluster leave an isolated istiod and join it again, and checks
-// that a stream opened before the leave gets it back as fast as a fresh one.
-func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+// that a stream opened before the leave gets it back as fast as a fresh one. ctl is nil, or the
+// control to run.
+func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	istiod := r.Isolated(t, ctx, obs)
 	old := r.watch(t, ctx, obs, istiod)
 	secret := istiod.Direct(t, remote, remote.Name)
@@ -34,6 +36,9 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	_, err := istiod.Sampler().WaitRemoteGone(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
 	require.NoError(t, old.WaitFor(wctx, istiod.expect.Lacks(remote)), "the stream loses %s after the leave", remote.Name)
+	if ctl.is(FaultDroppedRejoin) {
+		old.Drop(ofRemote(obs, remote))
+	}
 
 	start := time.Now()
 	istiod.Add(t, istiod.Direct(t, remote, remote.Name))
@@ -48,17 +53,17 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	oldErr := old.WaitFor(wctx, istiod.expect.SameAs(fresh, remote))
 	oldAt := time.Since(start)
 	if freshErr != nil {
-		r.broken(t, RejoinLongLived, fmt.Sprintf("a stream opened after the rejoin did not get %s within %s either (%v): not a long-lived stream's fault", remote.Name, window, freshErr))
+		r.broken(t, ctl, RejoinLongLived, fmt.Sprintf("a stream opened after the rejoin did not get %s within %s either (%v): not a long-lived stream's fault", remote.Name, window, freshErr))
 	}
 	// The diagnostic for a failure, run every time so that it is known to work: a local pod added
 	// now must reach the fresh stream; whether it reaches the old one tells a dropped event from a
 	// stalled stream.
 	reached := r.localPodReaches(t, ctx, obs, window.Duration(), fresh, old)
 	if !reached[0] {
-		r.broken(t, RejoinLongLived, fmt.Sprintf("a local pod did not reach a fresh stream within %s: the diagnostic cannot tell anything", window))
+		r.broken(t, ctl, RejoinLongLived, fmt.Sprintf("a local pod did not reach a fresh stream within %s: the diagnostic cannot tell anything", window))
 	}
 	if oldErr == nil {
-		r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs; window %s)",
+		r.verdict(t, ctl, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave got %s's %d split-horizon workloads %.1fs after the rejoin (fresh stream %.1fs; window %s)",
 			remote.Name, old.SplitHorizonFor(remote.Network).Workloads, oldAt.Seconds(), freshAt.Seconds(), window)}, true)
 		return
 	}
@@ -70,7 +75,7 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	case !reached[1]:
 		why = "the stream stalled (it gets no local change either)"
 	}
-	r.verdict(t, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin (the window), a fresh stream all of them in %.1fs: %s",
+	r.verdict(t, ctl, report.IstiodCheck{Name: RejoinLongLived, Detail: fmt.Sprintf("stream opened before the leave held %d of %d split-horizon workloads (capacity %d of %d) %s after the rejoin (the window), a fresh stream all of them in %.1fs: %s",
 		sh.Workloads, want.Workloads, sh.Capacity, want.Capacity, window, freshAt.Seconds(), why)}, false)
 }
 
@@ -109,4 +114,13 @@ func (r *Run) localPodReaches(t *testing.T, ctx context.Context, c *cluster.Clus
 		out[k] = w.WaitFor(wctx, has) == nil
 	}
 	return out
+}
+
+// ofRemote matches what a client of obs's istiod holds of remote: its pods, and on another network
+// its split-horizon workloads (the controls' dropped events).
+func ofRemote(obs, remote *cluster.Cluster) func(string, *workloadapi.Address) bool {
+	return func(_ string, a *workloadapi.Address) bool {
+		w := a.GetWorkload()
+		return w != nil && (w.GetClusterId() == remote.Name || remote.Network != obs.Network && w.GetNetwork() == remote.Network)
+	}
 }

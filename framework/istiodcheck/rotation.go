@@ -3,6 +3,7 @@ package istiodcheck
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ const (
 
 // RotationNoLeak rotates a remote secret of an isolated istiod in place and by deletion and
 // recreation, and checks that neither its live heap nor its goroutines grow with the rotations.
-func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+// ctl is nil, or the control to run.
+func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs, heapCheckEnv...)
 	w := r.watch(t, ctx, obs, iso)
 	n := r.Rotations
@@ -41,7 +43,8 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 	empty, _ := liveHeap(t, ctx, iso, rotationReadings)
 
 	start := time.Now()
-	iso.Add(t, iso.Direct(t, remote, remote.Name))
+	first := iso.Direct(t, remote, remote.Name)
+	iso.Add(t, first)
 	_, _, err := join.WaitStatus(ctx, iso, remote.Name, measure.StatusSynced, r.Join.Timeout)
 	require.NoError(t, err)
 	// How long a rotation may take until istiod serves the remote synced again: from the first
@@ -62,14 +65,28 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 		s := iso.Direct(t, remote, remote.Name)
 		sw.Expect("the secret changed: istiod rebuilds the remote")
 		secrets := iso.Secrets()
-		if mode == rotateRecreate {
+		switch {
+		case mode == rotateUnchanged:
+			// The kubeconfig the secret holds, and a label that changes: an update istiod skips.
+			s = first.DeepCopy()
+			s.Labels = map[string]string{"ambientmc.io/rotation": strconv.Itoa(k)}
+			_, err := secrets.Update(ctx, s, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		case mode == rotateRecreate:
 			require.NoError(t, iso.Remove(s))
 			_, err := iso.Sampler().WaitRemoteGone(ctx, remote.Name, 50*time.Millisecond)
 			require.NoError(t, err)
 			_, err = secrets.Create(ctx, s, metav1.CreateOptions{})
 			require.NoError(t, err)
-		} else {
+		default:
 			_, err := secrets.Update(ctx, s, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		if ctl.is(FaultRemotePerRotation) {
+			// One more copy of the remote, under a cluster ID of its own, stays joined.
+			id := fmt.Sprintf("%s-copy-%d", remote.Name, k)
+			iso.Add(t, iso.Direct(t, remote, id))
+			_, _, err := join.WaitStatus(ctx, iso, id, measure.StatusSynced, r.Join.Timeout)
 			require.NoError(t, err)
 		}
 		require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso) > events }),
@@ -77,7 +94,7 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 		wctx, cancel := context.WithTimeout(ctx, window.Duration())
 		defer cancel()
 		if err := iso.Sampler().WaitClusterzSynced(wctx, remote.Name, 50*time.Millisecond); err != nil {
-			r.verdict(t, report.IstiodCheck{Name: RotationNoLeak, Status: sw.Stop(), Detail: fmt.Sprintf(
+			r.verdict(t, ctl, report.IstiodCheck{Name: RotationNoLeak, Status: sw.Stop(), Evidence: []string{EvidenceRotationIncomplete}, Detail: fmt.Sprintf(
 				"%s rotation %d of %s's secret never completed: istiod did not serve the remote synced again within %s (/debug/clusterz: %s); %s",
 				mode, k, remote.Name, window, clusterzStatus(ctx, iso, remote.Name), heapCheckNote)}, false)
 			return false
@@ -93,8 +110,14 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 		sw.Expect("the remote is listed again", measure.StatusSynced)
 		return true
 	}
+	// The rotations: in place, then deleted and recreated; the must-pass control's keep the
+	// kubeconfig, all of them in place.
+	modes := []string{rotateInPlace, rotateRecreate}
+	if ctl.is(FaultUnchangedKubeconfig) {
+		modes = []string{rotateUnchanged, rotateUnchanged}
+	}
 	// One-off state of a first rotation is not a leak.
-	if !rotate(rotateInPlace, 0) {
+	if !rotate(modes[0], 0) {
 		return
 	}
 	fig := &report.RotationFigures{}
@@ -105,7 +128,7 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 	read(0, "start")
 	profiles := r.Profile(iso, "rotation-start")
 	done := 0
-	for _, mode := range []string{rotateInPlace, rotateRecreate} {
+	for _, mode := range modes {
 		for range n {
 			done++
 			if !rotate(mode, done) { // ends once istiod is quiet again
@@ -136,20 +159,37 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 
 	// The verdict is the leak's; a remote the client lost is traffic holds while a remote secret
 	// rotates's verdict, and said here too.
-	passed := heapFit.Slope <= heapBound && grFit.Slope <= grBound
-	detail := fmt.Sprintf("%d rotations in place, then %d deletions and recreations of %s's secret: live heap %+.1f ± %.1f KB per rotation (bound %.1f KB; the remote costs %.1f MB), goroutines %+.2f ± %.2f per rotation (bound %.2f)",
-		n, n, remote.Name, heapFit.Slope/1e3, heapFit.SlopeStdErr/1e3, heapBound/1e3, cost/1e6, grFit.Slope, grFit.SlopeStdErr, grBound)
+	heapGrew, goroutinesGrew := heapFit.Slope > heapBound, grFit.Slope > grBound
+	passed := !heapGrew && !goroutinesGrew
+	var evidence []string
+	switch {
+	case goroutinesGrew:
+		evidence = append(evidence, EvidenceGoroutinesGrowPerRotation)
+	case heapGrew:
+		evidence = append(evidence, EvidenceHeapGrowsPerRotation)
+	}
+	detail := fmt.Sprintf("%d rotations %s, then %d %s of %s's secret: live heap %+.1f ± %.1f KB per rotation (bound %.1f KB; the remote costs %.1f MB), goroutines %+.2f ± %.2f per rotation (bound %.2f)",
+		n, modeText[modes[0]], n, modeText[modes[1]], remote.Name, heapFit.Slope/1e3, heapFit.SlopeStdErr/1e3, heapBound/1e3, cost/1e6, grFit.Slope, grFit.SlopeStdErr, grBound)
 	if len(lost) > 0 {
 		detail += "; the client lost the remote: " + strings.Join(lost, "; ")
 	} else {
 		detail += "; the client held the remote after every rotation"
 	}
 	detail += fmt.Sprintf(" (each rotation's window to serve it synced again: %s)", window)
-	r.verdict(t, report.IstiodCheck{Name: RotationNoLeak, Detail: detail + "; " + join.StatusText(status) + "; " + heapCheckNote, Rotation: fig, Status: status, Profiles: profiles}, passed)
+	if ctl.is(FaultRemotePerRotation) {
+		detail += "; " + string(FaultRemotePerRotation)
+	}
+	r.verdict(t, ctl, report.IstiodCheck{Name: RotationNoLeak, Detail: detail + "; " + join.StatusText(status) + "; " + heapCheckNote,
+		Rotation: fig, Status: status, Profiles: profiles, Evidence: evidence}, passed)
 }
 
 // Rotation modes, as the rotation check's report rows name them.
 const (
 	rotateInPlace  = "in-place"
 	rotateRecreate = "recreate"
+	// rotateUnchanged rewrites the secret in place with the kubeconfig it holds (a control's).
+	rotateUnchanged = "unchanged"
 )
+
+// modeText says what a mode's rotations are, for the check's detail.
+var modeText = map[string]string{rotateInPlace: "in place", rotateRecreate: "deletions and recreations", rotateUnchanged: "in place with the kubeconfig unchanged"}

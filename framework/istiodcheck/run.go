@@ -38,17 +38,22 @@ type Run struct {
 	IstiodVersion string
 	// CAs are the clusters' intermediates, for ztunnel-like clients' certificates.
 	CAs map[string]*pki.Intermediate
-	// ExtraIstiod starts a second istiod for c with extra environment, stopped when t ends (t is
-	// skipped where the provider cannot run one).
-	ExtraIstiod func(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *mesh.Istiod
+	// ExtraIstiod starts a second istiod for c with extra environment, built from istio.io/istio
+	// module version ("": the run's istiod), stopped when t ends (t is skipped where the provider
+	// cannot run one).
+	ExtraIstiod func(t *testing.T, ctx context.Context, c *cluster.Cluster, version string, env ...string) *mesh.Istiod
 	// RunContext outlives every test: secrets are written with it.
 	RunContext func() context.Context
 	Logf       func(format string, args ...any)
 	// Profile keeps istiod's profiles now and returns their paths.
 	Profile func(i join.Istiod, when string) []string
+	// Controls records the checks' own runs as their must-pass controls where no known issue
+	// lists the istiod under test (FaultNone), as the suite does when it runs the controls.
+	Controls bool
 
-	mu   sync.Mutex
-	rows []report.IstiodCheck
+	mu       sync.Mutex
+	rows     []report.IstiodCheck
+	controls []report.IstiodCheckControl
 }
 
 // Rows are the checks' outcomes so far, for the report.
@@ -67,7 +72,7 @@ func (r *Run) record(row report.IstiodCheck) {
 // decide runs a check's outcome through the known-issue table: the row as the report keeps it and
 // the verdict.
 func (r *Run) decide(row report.IstiodCheck, passed bool) (report.IstiodCheck, Verdict) {
-	v := Judge(Table, row.Name, r.IstiodVersion, passed, row.Detail)
+	v := Judge(Table, row.Name, r.IstiodVersion, passed, row.Evidence, row.Detail)
 	row.Result, row.Reference, row.IstiodVersion = string(v.Result), v.Reference, r.IstiodVersion
 	if v.Result != Pass && len(row.Profiles) > 0 {
 		v.Message += "; its istiod's profiles: " + strings.Join(row.Profiles, ", ")
@@ -76,9 +81,25 @@ func (r *Run) decide(row report.IstiodCheck, passed bool) (report.IstiodCheck, V
 }
 
 // verdict records a check's outcome in the report after the known-issues table, logs it, and
-// fails or skips the test as the table decides. row carries the check's name, detail and figures.
-func (r *Run) verdict(t *testing.T, row report.IstiodCheck, passed bool) {
+// fails or skips the test as the table decides. row carries the check's name, detail, figures and
+// evidence. A control's outcome (ctl not nil) is judged against what the control expects instead.
+func (r *Run) verdict(t *testing.T, ctl *Control, row report.IstiodCheck, passed bool) {
 	t.Helper()
+	if ctl != nil {
+		c := r.recordControl(ctl, passed, row.Detail)
+		r.Logf("istiod check %q, %s: the check said %s: %s", row.Name, ctl.Name(), c.Outcome, c.Verdict)
+		if c.Verdict != report.ControlAsExpected {
+			t.Errorf("%s: the check said %s with %s: it cannot tell this fault from its absence: %s", ctl.Name(), c.Outcome, ctl.Fault, row.Detail)
+		}
+		return
+	}
+	if r.Controls && !r.listed(row.Name) {
+		for _, c := range ControlsOf(row.Name) {
+			if c.Fault == FaultNone {
+				r.recordControl(&c, passed, row.Detail)
+			}
+		}
+	}
 	row, v := r.decide(row, passed)
 	r.record(row)
 	r.Logf("istiod check %q: %s: %s", row.Name, v.Result, v.Message)
@@ -90,9 +111,18 @@ func (r *Run) verdict(t *testing.T, row report.IstiodCheck, passed bool) {
 	}
 }
 
-// broken records a check that could not reach a verdict about istiod (the test itself failed).
-func (r *Run) broken(t *testing.T, name, detail string) {
+// listed says whether the known-issue table lists the istiod under test for check.
+func (r *Run) listed(check string) bool {
+	return slices.ContainsFunc(Table, func(k Known) bool { return k.Check == check && affects(k.Affected, r.IstiodVersion) })
+}
+
+// broken records a check that could not reach a verdict about istiod (the test itself failed); a
+// control without a verdict has no row, which the suite's count of controls reports.
+func (r *Run) broken(t *testing.T, ctl *Control, name, detail string) {
 	t.Helper()
+	if ctl != nil {
+		t.Fatalf("%s: no verdict: %s", ctl.Name(), detail)
+	}
 	r.record(report.IstiodCheck{Name: name, Result: report.CheckFail, Detail: "no verdict: " + detail})
 	t.Fatal(detail)
 }

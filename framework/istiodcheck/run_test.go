@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -44,9 +45,59 @@ func TestDecideRecordsTheTablesVerdict(t *testing.T) {
 	assert.Equal(t, report.CheckPass, row.Result)
 
 	r.IstiodVersion = istioPinned131 // listed as affected by istio/istio#61263
-	row, v = r.decide(report.IstiodCheck{Name: MemoryComesBack, Detail: "grew"}, false)
+	row, v = r.decide(report.IstiodCheck{Name: MemoryComesBack, Detail: "grew", Evidence: []string{EvidenceHeapKept}}, false)
 	assert.Equal(t, KnownIssue, v.Result)
 	assert.Equal(t, "istio/istio#61263", row.Reference)
+
+	// The same check failing another way (the krt debugger's count grew, not the heap) is not it.
+	_, v = r.decide(report.IstiodCheck{Name: MemoryComesBack, Detail: "more collections", Evidence: []string{EvidenceKrtGrown}}, false)
+	assert.Equal(t, Fail, v.Result)
+}
+
+// Every check has one control that must fail and one that must pass, and a control's verdict is
+// what it expected against what the check said, whatever the known-issue table lists.
+func TestEveryCheckHasBothControls(t *testing.T) {
+	for _, check := range Checks {
+		var expects []string
+		for _, c := range ControlsOf(check) {
+			expects = append(expects, c.Expect)
+			assert.NotEmpty(t, c.Fault)
+		}
+		assert.ElementsMatch(t, []string{report.ControlMustFail, report.ControlMustPass}, expects, check)
+	}
+	assert.Len(t, Controls, 2*len(Checks), "no control of a check that does not exist")
+}
+
+func TestControlVerdicts(t *testing.T) {
+	r := &Run{IstiodVersion: istioPinned131, Logf: t.Logf}
+	mustFail := ControlsOf(MemoryComesBack)[0]
+	require.Equal(t, report.ControlMustFail, mustFail.Expect)
+	assert.Equal(t, report.ControlAsExpected, r.recordControl(&mustFail, false, "kept").Verdict)
+	assert.Equal(t, report.ControlUnexpected, r.recordControl(&mustFail, true, "flat").Verdict, "a must-fail control that passed: the check cannot see the fault")
+	rows := r.ControlRows()
+	require.Len(t, rows, 2)
+	assert.Equal(t, report.CheckFail, rows[0].Outcome)
+	assert.Equal(t, istioPinned131, rows[0].IstiodVersion)
+
+	ran := []report.IstiodCheck{{Name: MemoryComesBack}, {Name: RejoinLongLived}}
+	missing := MissingControls(ran, rows)
+	assert.Len(t, missing, 3, "memory's must-pass and both of the rejoin's: %v", missing)
+	assert.Contains(t, missing[0], MemoryComesBack)
+}
+
+// The checks' own runs stand as their must-pass controls where no known issue lists the istiod,
+// and only there.
+func TestOwnRunIsTheMustPassControlWhereUnlisted(t *testing.T) {
+	r := &Run{IstiodVersion: istioPinned131, Logf: t.Logf, Controls: true}
+	assert.True(t, r.listed(MemoryComesBack))
+	assert.False(t, r.listed(RejoinLongLived))
+	t.Run("rejoin", func(t *testing.T) {
+		r.verdict(t, nil, report.IstiodCheck{Name: RejoinLongLived, Detail: "fine"}, true)
+	})
+	rows := r.ControlRows()
+	require.Len(t, rows, 1)
+	assert.Equal(t, string(FaultNone), rows[0].Fault)
+	assert.Equal(t, report.ControlAsExpected, rows[0].Verdict)
 }
 
 func TestLines(t *testing.T) {

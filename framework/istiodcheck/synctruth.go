@@ -22,16 +22,17 @@ const syncTruthTimeout = 1500 * time.Millisecond
 
 // servedAfterTransfer bounds how long after the slowed transfer's last chunk istiod may take to
 // serve the remote: the transfer's length grows with the remote's objects (the proxy sets it), the
-// work after it is a join's, and windowFloor covers that at every scale this check runs at.
-const servedAfterTransfer = windowFloor
+// work after it is a join's, and WindowFloor covers that at every scale this check runs at.
+const servedAfterTransfer = WindowFloor
 
 // SyncStatusTruth watches istiod's sync status where it has been seen to lie. A remote sync slowed
 // past PILOT_REMOTE_CLUSTER_TIMEOUT: "syncing", then "timeout" while it still syncs, are true;
 // once istiod serves the remote's workloads it has listed them, and "synced" is the only truth
 // (istio/istio#60082 kept reporting "timeout" there). Then the secret is rotated in place: while
 // istiod swaps in the new cluster anything goes; once it serves the new one synced, the metric
-// must say so too. The metric and /debug/clusterz must agree throughout.
-func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster) {
+// must say so too. The metric and /debug/clusterz must agree throughout. ctl is nil, or the
+// control to run.
+func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+syncTruthTimeout.String())
 	w := r.watch(t, ctx, obs, iso)
 	secret, proxy := iso.Slow(t, remote, remote.Name, SlowSync)
@@ -39,6 +40,11 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 	sw.Expect("the secret is not written yet", join.StatusGone)
 	start := time.Now()
 	iso.Add(t, secret)
+	if ctl.is(FaultStalledTransfer) {
+		// The slowed transfer never ends: the remote is never listed, so never served.
+		proxy.SetStalled(true)
+		t.Cleanup(func() { proxy.SetStalled(false) })
+	}
 	sw.Expect("istiod is taking the secret up")
 	require.NoError(t, join.WaitUntil(ctx, 10*time.Second, func() bool { return scrape(t, ctx, iso).RemoteStatus[remote.Name] != "" }))
 	sw.Expect("the slowed sync is under way", measure.StatusSyncing, measure.StatusTimeout)
@@ -47,7 +53,7 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 	// istio/istio#61296 fixed it).
 	if !servedAfter(ctx, func() bool { return iso.expect.Covers(remote)(w) }, proxy.LastChunk, start, servedAfterTransfer) {
 		status := sw.Stop()
-		r.verdict(t, report.IstiodCheck{Name: SyncStatusTruth, Status: status,
+		r.verdict(t, ctl, report.IstiodCheck{Name: SyncStatusTruth, Status: status, Evidence: []string{EvidenceNeverServed},
 			Detail: fmt.Sprintf("a sync slowed past PILOT_REMOTE_CLUSTER_TIMEOUT=%s: istiod did not serve the remote within %s of the slowed transfer's end (%.1fs after the secret; the client holds %s; /debug/clusterz says %q): a timed-out sync that is never taken up again; %s",
 				syncTruthTimeout, servedAfterTransfer, proxy.LastChunk().Sub(start).Seconds(), iso.expect.HeldOf(w, remote), clusterzStatus(ctx, iso, remote.Name), join.StatusText(status))}, false)
 		return
@@ -62,8 +68,17 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 	rotated, err := iso.Through(remote, remote.Name, proxy)
 	require.NoError(t, err)
 	events := secretEvents(t, ctx, iso)
-	sw.Expect("the secret was rotated in place: istiod swaps in the new cluster")
-	_, err = iso.Secrets().Update(ctx, rotated, metav1.UpdateOptions{})
+	how := "in place"
+	sw.Expect("the secret was rotated: istiod swaps in the new cluster")
+	if ctl.is(FaultRecreatedSecret) {
+		how = "by deleting and recreating it"
+		require.NoError(t, iso.Remove(secret))
+		_, err = iso.Sampler().WaitRemoteGone(ctx, remote.Name, 50*time.Millisecond)
+		require.NoError(t, err)
+		_, err = iso.Secrets().Create(ctx, rotated, metav1.CreateOptions{})
+	} else {
+		_, err = iso.Secrets().Update(ctx, rotated, metav1.UpdateOptions{})
+	}
 	require.NoError(t, err)
 	require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso) > events }))
 	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
@@ -72,9 +87,13 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 	sw.Expect("istiod serves the rotated cluster synced (clusterz)", measure.StatusSynced)
 	join.SleepUntil(ctx, time.Now().Add(2*join.SyncPeriod(0)))
 	status := sw.Stop()
-	r.verdict(t, report.IstiodCheck{Name: SyncStatusTruth, Status: status,
-		Detail: fmt.Sprintf("a sync slowed past PILOT_REMOTE_CLUSTER_TIMEOUT=%s (istiod served the remote %.1fs after the secret, the slowed transfer having last moved at %.1fs, the window %s after that; it reported timeout on the way: %t), then an in-place rotation: %s",
-			syncTruthTimeout, listed.Seconds(), moved.Seconds(), servedAfterTransfer, timedOut, join.StatusText(status))},
+	var evidence []string
+	if sw.OnlyDisagreedAs(measure.StatusClosed, measure.StatusSynced) {
+		evidence = append(evidence, EvidenceClosedWhileSynced)
+	}
+	r.verdict(t, ctl, report.IstiodCheck{Name: SyncStatusTruth, Status: status, Evidence: evidence,
+		Detail: fmt.Sprintf("a sync slowed past PILOT_REMOTE_CLUSTER_TIMEOUT=%s (istiod served the remote %.1fs after the secret, the slowed transfer having last moved at %.1fs, the window %s after that; it reported timeout on the way: %t), then a rotation %s: %s",
+			syncTruthTimeout, listed.Seconds(), moved.Seconds(), servedAfterTransfer, timedOut, how, join.StatusText(status))},
 		len(status.Disagreements) == 0)
 }
 

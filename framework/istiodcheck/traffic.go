@@ -10,6 +10,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/join"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
@@ -26,6 +27,10 @@ type DataPath struct {
 	App    string
 	// RotateSecret writes a fresh token into Target's remote secret in Local, in place.
 	RotateSecret func(ctx context.Context) error
+	// TouchSecret rewrites that secret with the kubeconfig it holds (a label changes); RemoveRemote
+	// takes Target out of the mesh. The controls' ways to keep the rotation's fault away, and to
+	// inject one.
+	TouchSecret, RemoveRemote func(ctx context.Context) error
 	// RestartIstiod starts Local's killed istiod again in place; nil where the provider cannot
 	// (mesh.Restartable).
 	RestartIstiod func(ctx context.Context) error
@@ -40,16 +45,30 @@ const (
 
 // TrafficDuringRotation is Istio's TestMulticlusterRemoteSecretRotation against the suite's mesh:
 // the target's secret in the client's cluster is rotated in place while requests flow to a service
-// only the target serves; every request must succeed.
-func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPath) {
+// only the target serves; every request must succeed. ctl is nil, or the control to run.
+func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPath, ctl *Control) {
 	start := time.Now()
 	loop := traffic.Start(ctx, d.Probes, d.App, trafficInterval)
 	defer loop.Stop()
 	join.SleepUntil(ctx, start.Add(trafficBaseline))
-	for range r.Rotations {
+	rotate, what := d.RotateSecret, "in-place rotations"
+	switch {
+	case ctl.is(FaultUnchangedKubeconfig):
+		rotate, what = d.TouchSecret, "in-place rewrites with the kubeconfig unchanged"
+	case ctl.is(FaultRemoteRemoved):
+		rotate, what = d.RemoveRemote, "deletions (the remote left the mesh)"
+	}
+	for k := range r.Rotations {
+		if ctl.is(FaultRemoteRemoved) && k > 0 {
+			break // gone after the first
+		}
 		events := secretEvents(t, ctx, d.Istiod)
-		require.NoError(t, d.RotateSecret(ctx))
+		require.NoError(t, rotate(ctx))
 		require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, d.Istiod) > events }))
+		if ctl.is(FaultRemoteRemoved) {
+			join.SleepUntil(ctx, time.Now().Add(time.Second))
+			continue
+		}
 		wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
 		err := d.Istiod.Sampler().WaitClusterzSynced(wctx, d.Target.Name, 50*time.Millisecond)
 		cancel()
@@ -60,20 +79,25 @@ func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPat
 	loop.Stop()
 	f := loop.Figures(start, d.Target.Name)
 	require.Positive(t, f.Requests)
-	detail := fmt.Sprintf("%d in-place rotations of %s's secret in %s: %s", r.Rotations, d.Target.Name, d.Local.Name, traffic.Text(f))
+	detail := fmt.Sprintf("%d %s of %s's secret in %s: %s", r.Rotations, what, d.Target.Name, d.Local.Name, traffic.Text(f))
+	var evidence []string
 	if f.Succeeded < f.Requests {
 		// Which state is wrong: a stream opened now tells what istiod serves from what a long-lived
-		// stream kept.
+		// stream kept, and istiod's own view of the remote whether it thinks it serves it.
 		fresh := r.watch(t, ctx, d.Local, d.Istiod)
-		detail += "; a stream opened after the rotations holds " + r.Expect.HeldOf(fresh, d.Target)
+		status := clusterzStatus(ctx, d.Istiod, d.Target.Name)
+		detail += fmt.Sprintf("; a stream opened after the rotations holds %s; /debug/clusterz says %s", r.Expect.HeldOf(fresh, d.Target), status)
+		if status == measure.StatusSynced && !r.Expect.Holds(d.Target)(fresh) {
+			evidence = append(evidence, EvidenceSyncedButUnserved)
+		}
 	}
-	r.verdict(t, report.IstiodCheck{Name: TrafficDuringRotation, Traffic: f, Detail: detail}, f.Succeeded == f.Requests)
+	r.verdict(t, ctl, report.IstiodCheck{Name: TrafficDuringRotation, Traffic: f, Detail: detail, Evidence: evidence}, f.Succeeded == f.Requests)
 }
 
 // TrafficDuringRestart kills the client's istiod and starts it again while requests flow: the
 // data plane keeps its last config, so every request succeeds, and the ztunnel-like clients hold
-// again what they held once istiod is back.
-func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath) {
+// again what they held once istiod is back. ctl is nil, or the control to run.
+func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath, ctl *Control) {
 	if d.RestartIstiod == nil {
 		t.Skipf("this provider cannot restart istiod %s in place", d.Local.Name)
 	}
@@ -86,7 +110,12 @@ func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath
 	join.SleepUntil(ctx, start.Add(2*time.Second))
 	require.NoError(t, d.Istiod.Kill())
 	killed := time.Now()
-	require.NoError(t, d.RestartIstiod(ctx))
+	if ctl.is(FaultNotRestarted) {
+		// Started again only once the check has given its verdict, for the tests after it.
+		t.Cleanup(func() { require.NoError(t, d.RestartIstiod(ctx)) })
+	} else {
+		require.NoError(t, d.RestartIstiod(ctx))
+	}
 	back := time.Now()
 	// How long the restarted istiod may take to serve the remote networks again: from its own
 	// restart at this run's scale (it lists every remote cluster afresh, as serving them needs).
@@ -101,16 +130,20 @@ func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath
 		}
 		loop.Stop()
 		f := loop.Figures(start, d.Target.Name)
-		r.verdict(t, report.IstiodCheck{Name: TrafficDuringRestart, Traffic: f,
-			Detail: fmt.Sprintf("istiod %s killed and started again: the ztunnel-like client did not hold %s's network within %s of istiod being ready (%d reconnects; it holds %s); %s",
-				d.Local.Name, d.Target.Name, window, w.Reconnects(), r.Expect.HeldOf(w, d.Target), traffic.Text(f))}, false)
+		how := "killed and started again"
+		if ctl.is(FaultNotRestarted) {
+			how = "killed and not started again within the window"
+		}
+		r.verdict(t, ctl, report.IstiodCheck{Name: TrafficDuringRestart, Traffic: f,
+			Detail: fmt.Sprintf("istiod %s %s: the ztunnel-like client did not hold %s's network within %s of istiod being ready (%d reconnects; it holds %s); %s",
+				d.Local.Name, how, d.Target.Name, window, w.Reconnects(), r.Expect.HeldOf(w, d.Target), traffic.Text(f))}, false)
 		return
 	}
 	reconverge := time.Since(back)
 	join.SleepUntil(ctx, time.Now().Add(2*time.Second))
 	loop.Stop()
 	f := loop.Figures(start, d.Target.Name)
-	r.verdict(t, report.IstiodCheck{Name: TrafficDuringRestart, Traffic: f, ReconvergeSeconds: report.F(reconverge.Seconds()),
+	r.verdict(t, ctl, report.IstiodCheck{Name: TrafficDuringRestart, Traffic: f, ReconvergeSeconds: report.F(reconverge.Seconds()),
 		Detail: fmt.Sprintf("istiod %s killed and started again: %s; the ztunnel-like client held %s's network again %.2fs after istiod was ready (window %s; %d resources before, %d after)",
 			d.Local.Name, traffic.Text(f), d.Target.Name, reconverge.Seconds(), window, before, len(w.Addresses()))},
 		f.Succeeded == f.Requests)

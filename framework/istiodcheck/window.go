@@ -18,18 +18,18 @@ type Window struct {
 const (
 	// windowFactor covers the spread of one istiod's time between runs on a busy host.
 	windowFactor = 3
-	// windowFloor keeps small clusters' windows (a sync in 0.1 s) clear of scheduling noise.
-	windowFloor = 10 * time.Second
+	// WindowFloor keeps small clusters' windows (a sync in 0.1 s) clear of scheduling noise.
+	WindowFloor = 10 * time.Second
 )
 
 // Duration is windowFactor times the undisturbed time, times the istiods at work together, and
-// at least windowFloor.
+// at least WindowFloor.
 func (w Window) Duration() time.Duration {
-	return max(windowFloor, time.Duration(windowFactor*max(1, w.AtOnce))*w.Undisturbed)
+	return max(WindowFloor, time.Duration(windowFactor*max(1, w.AtOnce))*w.Undisturbed)
 }
 
 // String says the window and where it came from, for a check's detail.
 func (w Window) String() string {
 	return fmt.Sprintf("%.1fs (%d x the undisturbed %.1fs x %d at once, at least %s)",
-		w.Duration().Seconds(), windowFactor, w.Undisturbed.Seconds(), max(1, w.AtOnce), windowFloor)
+		w.Duration().Seconds(), windowFactor, w.Undisturbed.Seconds(), max(1, w.AtOnce), WindowFloor)
 }

@@ -34,6 +34,8 @@ type StatusWatch struct {
 	want    []string // statuses that are true now; nil: a change is under way, anything goes
 	why     string   // what the framework knows, for the disagreement text
 	samples []statusSample
+	// disagreed are the first samples of the stretches judged disagreements, once stopped.
+	disagreed []statusSample
 }
 
 type statusSample struct {
@@ -120,10 +122,12 @@ func (w *StatusWatch) judge() *report.StatusFigures {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := &report.StatusFigures{Samples: len(w.samples), AllowedSeconds: w.allowed.Seconds()}
+	w.disagreed = nil
 	var run []statusSample
 	flush := func() {
 		if len(run) > 0 && run[len(run)-1].at-run[0].at >= w.allowed {
 			f, l := run[0], run[len(run)-1]
+			w.disagreed = append(w.disagreed, f)
 			out.Disagreements = append(out.Disagreements, fmt.Sprintf("%.1f-%.1fs: istiod said %s (clusterz %s) while the framework knew %s (%s)",
 				f.at.Seconds(), l.at.Seconds(), f.metric, f.clusterz, strings.Join(f.want, " or "), f.why))
 		}
@@ -143,6 +147,14 @@ func (w *StatusWatch) judge() *report.StatusFigures {
 	}
 	flush()
 	return out
+}
+
+// OnlyDisagreedAs says, once stopped, whether there were disagreements and every one of them was
+// istiod's metric saying metric while /debug/clusterz said clusterz: one known fault, and no other.
+func (w *StatusWatch) OnlyDisagreedAs(metric, clusterz string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.disagreed) > 0 && !slices.ContainsFunc(w.disagreed, func(s statusSample) bool { return s.metric != metric || s.clusterz != clusterz })
 }
 
 // StatusText sums up a status watch for a check's detail.

@@ -51,6 +51,28 @@ func TestStatusWatchReportsALongDisagreement(t *testing.T) {
 	assert.Contains(t, StatusText(got), "disagreed for longer than 1.0s")
 }
 
+// The sync-status check's known fault shows as disagreements that are all "closed" while clusterz
+// says synced; any other disagreement beside them is another fault.
+func TestOnlyDisagreedAs(t *testing.T) {
+	closedOnly := watchOf(time.Second,
+		sampleAt(0, measure.StatusClosed, measure.StatusSynced, measure.StatusSynced),
+		sampleAt(1.2, measure.StatusClosed, measure.StatusSynced, measure.StatusSynced))
+	closedOnly.judge()
+	assert.True(t, closedOnly.OnlyDisagreedAs(measure.StatusClosed, measure.StatusSynced))
+
+	both := watchOf(time.Second,
+		sampleAt(0, measure.StatusTimeout, measure.StatusTimeout, measure.StatusSynced),
+		sampleAt(1.2, measure.StatusTimeout, measure.StatusTimeout, measure.StatusSynced),
+		sampleAt(1.4, measure.StatusClosed, measure.StatusSynced, measure.StatusSynced),
+		sampleAt(2.6, measure.StatusClosed, measure.StatusSynced, measure.StatusSynced))
+	both.judge()
+	assert.False(t, both.OnlyDisagreedAs(measure.StatusClosed, measure.StatusSynced), "a timeout disagreement is another fault")
+
+	agreed := watchOf(time.Second, sampleAt(0, measure.StatusSynced, measure.StatusSynced, measure.StatusSynced))
+	agreed.judge()
+	assert.False(t, agreed.OnlyDisagreedAs(measure.StatusClosed, measure.StatusSynced), "no disagreement is no fault")
+}
+
 func TestStatusWatchSaw(t *testing.T) {
 	w := watchOf(time.Second, sampleAt(0, measure.StatusSyncing, "unread"))
 	assert.True(t, w.Saw(measure.StatusSyncing))

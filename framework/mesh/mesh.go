@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,6 +44,8 @@ type Mesh struct {
 	// (a leave, a rotated secret): an istiod with none is in the state a fresh one joined to what
 	// it holds would be.
 	dropped map[string]map[string]bool
+	// touches counts TouchSecret's rewrites, the value of the label it changes.
+	touches int
 }
 
 // Options configure StartIstiods.
@@ -338,6 +341,38 @@ func (m *Mesh) RotateSecret(ctx context.Context, remote string) error {
 	}
 	return nil
 }
+
+// TouchSecret rewrites remote's secret in every joined primary with the kubeconfig it holds and a
+// label that changes: an update istiod takes up without rebuilding the cluster (it compares the
+// kubeconfig's hash), the istiod checks' control for an in-place rotation without the rotation.
+func (m *Mesh) TouchSecret(ctx context.Context, remote string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.secrets[remote]
+	if s == nil {
+		return fmt.Errorf("touch: unknown cluster %q", remote)
+	}
+	if !slices.Contains(m.joined, remote) {
+		return nil
+	}
+	m.touches++
+	touched := s.DeepCopy()
+	if touched.Labels == nil {
+		touched.Labels = map[string]string{}
+	}
+	touched.Labels[touchLabel] = strconv.Itoa(m.touches)
+	for _, j := range m.joined {
+		if into := m.Cluster(j); j != remote && into.IsPrimary() {
+			if err := ApplySecret(ctx, into, touched); err != nil {
+				return fmt.Errorf("touch %s: %w", remote, err)
+			}
+		}
+	}
+	return nil
+}
+
+// touchLabel is the label TouchSecret changes.
+const touchLabel = "ambientmc.io/touched"
 
 // Leave removes cluster name from the mesh: its remote secret is deleted from every joined
 // cluster, and theirs from it. The cluster counts as joined until every deletion succeeded, so a

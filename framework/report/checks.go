@@ -34,6 +34,32 @@ type IstiodCheck struct {
 	Status *StatusFigures `json:"status,omitempty"`
 	// Profiles are the profile files that bear on the check, relative to the report directory.
 	Profiles []string `json:"profiles,omitempty"`
+	// Evidence names what the check saw that tells one fault from another (istiodcheck's
+	// Evidence*): a failure is a known issue only when it shows that issue's signature.
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// Expected outcomes and verdicts of a control run.
+const (
+	ControlMustPass   = "must-pass"
+	ControlMustFail   = "must-fail"
+	ControlAsExpected = "as-expected"
+	ControlUnexpected = "unexpected"
+)
+
+// IstiodCheckControl is one run of a check whose outcome was known before it ran: with a fault
+// injected (must-fail) or with the fault absent (must-pass). It shows the check can say either.
+type IstiodCheckControl struct {
+	Check  string `json:"check"`
+	Expect string `json:"expect"` // must-pass or must-fail
+	// Fault is what was injected, or how the fault was kept away.
+	Fault string `json:"fault"`
+	// Outcome is what the check said, before any known-issue table: pass or fail.
+	Outcome string `json:"outcome"`
+	Verdict string `json:"verdict"` // as-expected or unexpected
+	Detail  string `json:"detail"`
+	// IstiodVersion is the istiod the control ran against.
+	IstiodVersion string `json:"istiodVersion,omitempty"`
 }
 
 // RotationFigures are istiod's live heap and goroutines against the number of remote-secret
@@ -84,6 +110,25 @@ func validateChecks(cs []IstiodCheck) error {
 			}
 		default:
 			return fmt.Errorf("istiodChecks[%d].result %q is not pass, fail or known-issue", i, c.Result)
+		}
+	}
+	return nil
+}
+
+func validateControls(cs []IstiodCheckControl) error {
+	for i, c := range cs {
+		if c.Expect != ControlMustPass && c.Expect != ControlMustFail {
+			return fmt.Errorf("istiodCheckControls[%d].expect %q is not %s or %s", i, c.Expect, ControlMustPass, ControlMustFail)
+		}
+		if c.Outcome != CheckPass && c.Outcome != CheckFail {
+			return fmt.Errorf("istiodCheckControls[%d].outcome %q is not pass or fail", i, c.Outcome)
+		}
+		want := ControlUnexpected
+		if (c.Expect == ControlMustPass) == (c.Outcome == CheckPass) {
+			want = ControlAsExpected
+		}
+		if c.Verdict != want {
+			return fmt.Errorf("istiodCheckControls[%d].verdict %q: a %s control whose outcome is %s is %s", i, c.Verdict, c.Expect, c.Outcome, want)
 		}
 	}
 	return nil

@@ -67,10 +67,13 @@ type Report struct {
 	Reference    Reference     `json:"reference"`
 
 	// Not in the base schema; extra keys a reader may ignore.
-	Warnings []string  `json:"warnings,omitempty"`
-	Plan     *Plan     `json:"plan,omitempty"`
-	Setup    *Setup    `json:"setup,omitempty"`
-	Failover *Failover `json:"failover,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// IstiodCheckControls are the checks run with a fault injected or kept away, to show each can
+	// fail and pass (checks.go).
+	IstiodCheckControls []IstiodCheckControl `json:"istiodCheckControls,omitempty"`
+	Plan                *Plan                `json:"plan,omitempty"`
+	Setup               *Setup               `json:"setup,omitempty"`
+	Failover            *Failover            `json:"failover,omitempty"`
 
 	// NodeImage is the kind node image, where the kind provider ran.
 	NodeImage string `json:"nodeImage,omitempty"`
@@ -240,7 +243,7 @@ func (r *Report) Validate() error {
 			errs = append(errs, checkConn("latency.harnessFloor", i, run))
 		}
 	}
-	errs = append(errs, validateChecks(r.IstiodChecks), validateGates(r.Gates))
+	errs = append(errs, validateChecks(r.IstiodChecks), validateControls(r.IstiodCheckControls), validateGates(r.Gates))
 	if r.Churn != nil {
 		errs = append(errs, validateChurn(r.Churn)...)
 	}

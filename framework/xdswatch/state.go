@@ -27,6 +27,24 @@ func (w *Watcher) applyLocked(name string, a *workloadapi.Address, at time.Time)
 	w.notifyLocked()
 }
 
+// Drop makes the watcher lose what drop matches, from now until Drop(nil): matching resources leave
+// its state at once, and updates that match are ignored, as a ztunnel whose stream lost those
+// events would. A fault for the istiod checks' controls (istiodcheck), never set otherwise.
+func (w *Watcher) Drop(drop func(name string, a *workloadapi.Address) bool) {
+	at := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drop = drop
+	if drop == nil {
+		return
+	}
+	for name, a := range w.addrs {
+		if drop(name, a) {
+			w.applyLocked(name, nil, at)
+		}
+	}
+}
+
 // notifyLocked wakes every WaitFor: the state, the stream's sync or its reconnect count changed.
 func (w *Watcher) notifyLocked() {
 	close(w.changed)

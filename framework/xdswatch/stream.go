@@ -133,6 +133,9 @@ func (w *Watcher) onAddress(gen int, name string, a *workloadapi.Address, ev ads
 	if ev == adsc.EventDelete {
 		a = nil
 	}
+	if a != nil && w.drop != nil && w.drop(name, a) {
+		return
+	}
 	if w.seen != nil && a != nil {
 		w.seen[name] = true
 	}

@@ -54,6 +54,8 @@ type Watcher struct {
 	seen       map[string]bool // what the current stream has sent, until its initial sync
 	reconnects int
 	lastSync   time.Time
+	// drop, when set, matches updates the watcher ignores (Drop).
+	drop func(name string, a *workloadapi.Address) bool
 }
 
 // Update is one Address resource change as the watcher applied it.

@@ -399,3 +399,25 @@ func TestWaitForWakesOnAReconnectThatChangesNothing(t *testing.T) {
 	require.NoError(t, <-waited, "WaitFor woke for the reconnect's sync")
 	assert.Len(t, w.Addresses(), 2)
 }
+
+// Drop, a controls' fault: what it matches leaves the state at once and stays out, whatever istiod
+// sends, until it is lifted; the rest flows as before.
+func TestDropLosesWhatItMatchesUntilLifted(t *testing.T) {
+	c := newCA(t)
+	f := startFakeIstiod(t, c.inter, c.root,
+		localPod("echo-0", svcA),
+		splitHorizon("network-2", "127.202.0.1", svcA, 3))
+	w := start(t, f, c)
+	network2 := func(_ string, a *workloadapi.Address) bool { return a.GetWorkload().GetNetwork() == "network-2" }
+
+	w.Drop(network2)
+	assert.Zero(t, w.SplitHorizonFor("network-2").Workloads, "dropped at once")
+	f.push <- f.response(v3.AddressType, []*workloadapi.Address{splitHorizon("network-2", "127.202.0.1", svcA, 5), splitHorizon("network-3", "127.203.0.1", svcA, 1)})
+	waitFor(t, w, "the unmatched update", func(w *Watcher) bool { return w.SplitHorizonFor("network-3").Workloads == 1 })
+	assert.Zero(t, w.SplitHorizonFor("network-2").Workloads, "a matching update is ignored")
+	assert.Equal(t, 1, w.PodWorkloads("cluster-1", nil), "what it does not match stays")
+
+	w.Drop(nil)
+	f.push <- f.response(v3.AddressType, []*workloadapi.Address{splitHorizon("network-2", "127.202.0.1", svcA, 6)})
+	waitFor(t, w, "lifted", func(w *Watcher) bool { return w.SplitHorizonFor("network-2").Capacity == 6 })
+}

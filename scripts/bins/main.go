@@ -5,6 +5,7 @@
 //
 //	go run ./scripts/bins                          # the pinned versions
 //	go run ./scripts/bins -istiod.version=VERSION  # also pilot-discovery of another istio.io/istio
+//	go run ./scripts/bins -checks.controls         # also the istiod the checks' controls run (make ci)
 package main
 
 import (
@@ -17,13 +18,22 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/provider/local"
 )
 
 func main() {
 	version := flag.String("istiod.version", "", "also build pilot-discovery of this istio.io/istio module version")
+	controls := flag.Bool("checks.controls", false, "also build the istiod the istiod checks' controls run (release-1.30, which has a fix the pinned istiod lacks)")
 	flag.Parse()
+	if *controls {
+		if *version != "" && *version != istiodcheck.IstioRelease130 {
+			fmt.Fprintln(os.Stderr, "bins: -checks.controls builds release-1.30's istiod; drop -istiod.version or run twice")
+			os.Exit(2)
+		}
+		*version = istiodcheck.IstioRelease130
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := build(ctx, *version); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
@@ -95,7 +96,7 @@ func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 }
 
 func failIstiodKilled(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
-	doomed := extraIstiod(t, ctx, obs)
+	doomed := extraIstiod(t, ctx, obs, "")
 	require.NoError(t, doomed.Kill())
 
 	start := time.Now()
@@ -136,16 +137,24 @@ func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
 	return -1
 }
 
-// extraIstiod starts a second istiod for cluster c (the suite's own keeps running) and stops it
-// when the test ends; providers that cannot run one skip the test.
-func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, env ...string) *mesh.Istiod {
+// extraIstiod starts a second istiod for cluster c (the suite's own keeps running), built from
+// istio.io/istio module version ("": the run's istiod), and stops it when the test ends; providers
+// that cannot run one skip the test.
+func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, version string, vars ...string) *mesh.Istiod {
 	t.Helper()
 	extra, ok := mc.Provider.ControlPlane().(cluster.ExtraIstiods)
 	if !ok {
 		t.Skipf("the %s provider cannot run a second istiod here (cluster.ExtraIstiods)", mc.Provider.Name())
 	}
+	binary := mc.IstiodPath()
+	if version != "" {
+		// make ci builds it beforehand (go run ./scripts/bins -istiod.version=...); else it is built now.
+		b, err := env.ResolveIstiod(ctx, env.IstiodFlags{Version: version})
+		require.NoError(t, err, "the istiod of version %s", version)
+		binary = b.Path
+	}
 	i, err := extra.StartExtraIstiod(ctx, c, cluster.IstiodOptions{
-		Name: "extra", Binary: mc.IstiodPath(), Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.mesh.Intermediates[c.Name]), Env: env,
+		Name: "extra", Binary: binary, Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.mesh.Intermediates[c.Name]), Env: vars,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = i.Stop() })

@@ -16,7 +16,9 @@ import (
 // clusters twice; the rotation check rotates 2n+1 times, reading the live heap after each), then
 // the isolated rest at once, as long as the longest (four mid-sync deletions on fresh istiods, or
 // the slowed sync), then the data-plane two (traffic through n rotations, then through an istiod
-// restart).
+// restart). With -checks.controls each group runs again with its controls: the heap pair, the
+// isolated four (a failing control waits out its window, at least 10 s, beyond its check), each
+// data-plane check twice more (its restart control waits out the window too).
 var _ = planned.Add("TestIstiodProperties", func(in options.PlanIn) (plan.Item, bool) {
 	c := in.O.Checks.Clusters
 	if c == 0 || c > in.Remotes {
@@ -29,8 +31,14 @@ var _ = planned.Add("TestIstiodProperties", func(in options.PlanIn) (plan.Item, 
 	truth := 18.9
 	traffic := in.DataPlane + 2 + n*3.5
 	restart := 6 + pods/1000*2
-	return plan.Item{Expected: options.S(max(memory, rotation) + max(midSync, truth) + traffic + restart),
-		Detail: fmt.Sprintf("at once: memory over %d remote clusters and 2 x %d rotations; then at once: 4 mid-sync deletions, a rejoin, an outage, a slowed sync; then traffic through rotations and a restart", c, in.O.Checks.Rotations)}, true
+	expected := max(memory, rotation) + max(midSync, truth) + traffic + restart
+	detail := fmt.Sprintf("at once: memory over %d remote clusters and 2 x %d rotations; then at once: 4 mid-sync deletions, a rejoin, an outage, a slowed sync; then traffic through rotations and a restart", c, in.O.Checks.Rotations)
+	if in.O.Checks.Controls {
+		floor := istiodcheck.WindowFloor.Seconds()
+		expected += max(memory, rotation) + max(midSync, truth) + floor + 2*traffic + restart + floor
+		detail += "; each with its controls"
+	}
+	return plan.Item{Expected: options.S(expected), Detail: detail}, true
 })
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.
@@ -51,28 +59,77 @@ func TestIstiodProperties(t *testing.T) {
 	}
 	ctx := mc.Context(t)
 	r := checks()
-	t.Cleanup(func() { mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, r.Rows()...) })
+	t.Cleanup(func() {
+		mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, r.Rows()...)
+		mc.Report.IstiodCheckControls = append(mc.Report.IstiodCheckControls, r.ControlRows()...)
+	})
 	obs := mc.observed()
 	other := istiodcheck.OtherCluster(mc.Clusters, obs)
-	subtest.Concurrently(t,
-		subtest.Case{Name: istiodcheck.MemoryComesBack, Run: func(t *testing.T) { r.MemoryComesBack(t, ctx, obs) }},
-		subtest.Case{Name: istiodcheck.RotationNoLeak, Run: func(t *testing.T) { r.RotationNoLeak(t, ctx, obs, other) }},
-	)
-	subtest.Concurrently(t,
-		subtest.Case{Name: istiodcheck.MidSyncDeletion, Run: func(t *testing.T) { r.MidSyncDeletion(t, ctx, obs, other) }},
-		subtest.Case{Name: istiodcheck.RejoinLongLived, Run: func(t *testing.T) { r.RejoinLongLived(t, ctx, obs, other) }},
-		subtest.Case{Name: istiodcheck.RemoteOutage, Run: func(t *testing.T) { r.RemoteOutage(t, ctx, obs, other) }},
-		subtest.Case{Name: istiodcheck.SyncStatusTruth, Run: func(t *testing.T) { r.SyncStatusTruth(t, ctx, obs, other) }},
-	)
-	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) {
+	check := func(name string, run func(t *testing.T, ctl *istiodcheck.Control)) subtest.Case {
+		return subtest.Case{Name: name, Run: func(t *testing.T) { run(t, nil) }}
+	}
+	memory := func(t *testing.T, ctl *istiodcheck.Control) { r.MemoryComesBack(t, ctx, obs, ctl) }
+	rotation := func(t *testing.T, ctl *istiodcheck.Control) { r.RotationNoLeak(t, ctx, obs, other, ctl) }
+	midSync := func(t *testing.T, ctl *istiodcheck.Control) { r.MidSyncDeletion(t, ctx, obs, other, ctl) }
+	rejoin := func(t *testing.T, ctl *istiodcheck.Control) { r.RejoinLongLived(t, ctx, obs, other, ctl) }
+	outage := func(t *testing.T, ctl *istiodcheck.Control) { r.RemoteOutage(t, ctx, obs, other, ctl) }
+	truth := func(t *testing.T, ctl *istiodcheck.Control) { r.SyncStatusTruth(t, ctx, obs, other, ctl) }
+	subtest.Concurrently(t, check(istiodcheck.MemoryComesBack, memory), check(istiodcheck.RotationNoLeak, rotation))
+	controls(t, true, controlled{istiodcheck.MemoryComesBack: memory, istiodcheck.RotationNoLeak: rotation})
+	subtest.Concurrently(t, check(istiodcheck.MidSyncDeletion, midSync), check(istiodcheck.RejoinLongLived, rejoin),
+		check(istiodcheck.RemoteOutage, outage), check(istiodcheck.SyncStatusTruth, truth))
+	controls(t, true, controlled{istiodcheck.MidSyncDeletion: midSync, istiodcheck.RejoinLongLived: rejoin,
+		istiodcheck.RemoteOutage: outage, istiodcheck.SyncStatusTruth: truth})
+	rotationTraffic := func(t *testing.T, ctl *istiodcheck.Control) {
 		d := dataPath(t, ctx)
 		// The rotations can leave istiod serving nothing of the remote until its secret changes
-		// again (the in-place rotation race): the remote leaves the mesh at the end, so whichever
-		// test needs it next joins it afresh instead of meeting what the race left.
+		// again (the in-place rotation race), and a control takes it out: the remote leaves the
+		// mesh at the end, so whichever test needs it next joins it afresh.
 		leaveAtEnd(t, d.Target.Name)
-		r.TrafficDuringRotation(t, ctx, d)
-	})
-	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { r.TrafficDuringRestart(t, ctx, dataPath(t, ctx)) })
+		r.TrafficDuringRotation(t, ctx, d, ctl)
+	}
+	restart := func(t *testing.T, ctl *istiodcheck.Control) { r.TrafficDuringRestart(t, ctx, dataPath(t, ctx), ctl) }
+	// The data-plane two share the suite's mesh: one after the other, each with its controls.
+	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { rotationTraffic(t, nil) })
+	controls(t, false, controlled{istiodcheck.TrafficDuringRotation: rotationTraffic})
+	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { restart(t, nil) })
+	controls(t, false, controlled{istiodcheck.TrafficDuringRestart: restart})
+	if mc.opts.Checks.Controls {
+		if missing := istiodcheck.MissingControls(r.Rows(), r.ControlRows()); len(missing) > 0 {
+			t.Errorf("checks without a control that shows they can fail or pass: %v", missing)
+		}
+	}
+}
+
+// controlled are checks by name, each run with the control it is given.
+type controlled map[string]func(t *testing.T, ctl *istiodcheck.Control)
+
+// controls runs the controls of the checks given (with -checks.controls), all at once or one after
+// another: each is its check with a fault injected or kept away (istiodcheck.Controls). The
+// must-pass control of a check that no known issue lists is the check's own run, recorded there.
+func controls(t *testing.T, atOnce bool, runs controlled) {
+	if !mc.opts.Checks.Controls {
+		return
+	}
+	var cases []subtest.Case
+	for _, check := range istiodcheck.Checks {
+		run, ok := runs[check]
+		if !ok {
+			continue
+		}
+		for _, c := range istiodcheck.ControlsOf(check) {
+			if c.Fault != istiodcheck.FaultNone {
+				cases = append(cases, subtest.Case{Name: check + "/" + c.Name(), Run: func(t *testing.T) { run(t, &c) }})
+			}
+		}
+	}
+	if atOnce {
+		subtest.Concurrently(t, cases...)
+		return
+	}
+	for _, c := range cases {
+		t.Run(c.Name, c.Run)
+	}
 }
 
 // checks is the run as the istiod checks reach it.
@@ -83,7 +140,7 @@ func checks() *istiodcheck.Run {
 	}
 	return &istiodcheck.Run{
 		Clusters: mc.Clusters, Scale: mc.scale, Expect: expect(), Join: joinOptions(),
-		Rotations: mc.opts.Checks.Rotations, Remotes: mc.opts.Checks.Clusters, IstiodVersion: version,
+		Rotations: mc.opts.Checks.Rotations, Remotes: mc.opts.Checks.Clusters, IstiodVersion: version, Controls: mc.opts.Checks.Controls,
 		CAs: mc.mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf,
 		Profile: func(i join.Istiod, when string) []string { return mc.Profile(i, when) },
 	}
@@ -96,6 +153,8 @@ func dataPath(t *testing.T, ctx context.Context) istiodcheck.DataPath {
 	d := istiodcheck.DataPath{
 		Probes: p, Local: p.local, Istiod: mc.mesh.Istiods[p.local.Name], Target: target, App: app,
 		RotateSecret: func(ctx context.Context) error { return mc.mesh.RotateSecret(ctx, target.Name) },
+		TouchSecret:  func(ctx context.Context) error { return mc.mesh.TouchSecret(ctx, target.Name) },
+		RemoveRemote: func(ctx context.Context) error { return mc.mesh.Leave(ctx, target.Name) },
 	}
 	if mc.mesh.Restartable(p.local.Name) {
 		d.RestartIstiod = func(ctx context.Context) error { return mc.mesh.RestartIstiod(ctx, p.local.Name) }

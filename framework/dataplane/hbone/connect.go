@@ -57,8 +57,8 @@ func (c *Client) connect(ctx context.Context, cc *http2.ClientConn, t Target, lo
 		_ = pw.Close()
 		cancel()
 		c.refused.Add(1)
-		return nil, fmt.Errorf("hbone: CONNECT %s via %s refused: %s: %s",
-			t.Authority, t.Addr, resp.Status, strings.TrimSpace(string(body)))
+		return nil, &RefusedError{Authority: t.Authority, Via: t.Addr, StatusCode: resp.StatusCode, Status: resp.Status,
+			Reason: strings.TrimSpace(string(body))}
 	}
 	c.streams.Add(1)
 	return &streamConn{
@@ -115,3 +115,16 @@ func (s *streamConn) RemoteAddr() net.Addr { return s.remote }
 func (s *streamConn) SetDeadline(time.Time) error      { return nil }
 func (s *streamConn) SetReadDeadline(time.Time) error  { return nil }
 func (s *streamConn) SetWriteDeadline(time.Time) error { return nil }
+
+// RefusedError is a CONNECT the hop answered with a status other than 200: its TLS and HTTP/2
+// came up (it took the client's identity), and it refused the tunnel.
+type RefusedError struct {
+	Authority, Via string
+	StatusCode     int
+	Status         string // as the response gives it, e.g. "503 Service Unavailable"
+	Reason         string // the response body, trimmed
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("hbone: CONNECT %s via %s refused: %s: %s", e.Authority, e.Via, e.Status, e.Reason)
+}

@@ -521,6 +521,10 @@ func TestRefusals(t *testing.T) {
 		})
 		_, err := newClient(t).Dial(ctxT(t), Target{Addr: s.Addr().String(), Authority: "127.0.0.9:80", TLS: m.clientTLS()})
 		require.Error(t, err)
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused, "a CONNECT answered with a refusal, told apart from a transport failure")
+		assert.Equal(t, http.StatusServiceUnavailable, refused.StatusCode)
+		assert.Equal(t, "policy says no", refused.Reason)
 		assert.Contains(t, err.Error(), "503")
 		assert.Contains(t, err.Error(), "policy says no")
 	})

@@ -35,6 +35,20 @@ func checks(b *bytes.Buffer, cs []report.IstiodCheck) {
 	}
 }
 
+// controls is the table of the checks' control runs: each with a fault injected or kept away,
+// and whether the check said what it must have.
+func controls(b *bytes.Buffer, cs []report.IstiodCheckControl) {
+	if len(cs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Controls of the istiod checks\n\nEach check run once with a fault injected (it must fail) and once with the fault kept away (it must pass), before any known-issue table.\n\n"+
+		"| Check | Expect | Fault | Outcome | Verdict | Detail |\n|---|---|---|---|---|---|\n")
+	for _, c := range cs {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", cell(c.Check), c.Expect, cell(c.Fault), c.Outcome, c.Verdict, cell(strings.ReplaceAll(c.Detail, "\n", " ")))
+	}
+	b.WriteString("\n")
+}
+
 // Gates is the report.md section on gates alone (make compare's FAIL_ON uses it).
 func Gates(gs []report.Gate) []byte {
 	var b bytes.Buffer

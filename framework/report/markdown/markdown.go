@@ -90,6 +90,7 @@ func Render(r *report.Report) []byte {
 		b.WriteString("\n")
 	}
 	checks(&b, r.IstiodChecks)
+	controls(&b, r.IstiodCheckControls)
 	profiles(&b, r.Profiles)
 	if r.Churn != nil {
 		churn(&b, r.Churn)

@@ -50,6 +50,9 @@ type Checks struct {
 	// Rotations is how many times the rotation check rotates a remote secret in place, and
 	// again how many times it deletes and recreates it.
 	Rotations int
+	// Controls runs every check's controls beside it: once with a fault injected (it must fail),
+	// once with the fault kept away (it must pass).
+	Controls bool
 }
 
 // Flags holds the values of the suites' flags, registered on the default flag set so that
@@ -72,6 +75,7 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.IntVar(&o.Latency.Payload, "latency.payload", 1024, "response size in bytes")
 	fs.IntVar(&o.Checks.Clusters, "checks.clusters", 2, "remote clusters the istiod memory check joins and leaves (0: every cluster)")
 	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 2, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
+	fs.BoolVar(&o.Checks.Controls, "checks.controls", false, "also run each istiod check with a fault injected (it must fail) and with the fault kept away (it must pass); make ci does")
 	registerChurn(fs, &o.Churn)
 	return o
 }
