@@ -8,7 +8,9 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/report"
+	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/topology"
+	"istio.io/istio/pkg/workloadapi"
 )
 
 func TestNamespaceOfIsADNSLabelUniquePerTest(t *testing.T) {
@@ -104,4 +106,21 @@ func TestLines(t *testing.T) {
 	assert.Equal(t, "first", firstLine("first\nsecond", 10))
 	assert.Equal(t, "abc...", firstLine("abcdef", 3))
 	assert.Equal(t, "last", lastLine("one\ntwo\nlast\n"))
+}
+
+// A withdrawal is every resource of the remote leaving a stream's state; one of several leaving,
+// or the local cluster's, is not.
+func TestCountWithdrawals(t *testing.T) {
+	wl := func(uid, clusterID, network string) *workloadapi.Address {
+		return &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{Uid: uid, ClusterId: clusterID, Network: network}}}
+	}
+	local := &cluster.Cluster{Cluster: topology.Cluster{Name: "cluster-1", Network: "network-1"}}
+	remote := &cluster.Cluster{Cluster: topology.Cluster{Name: "cluster-2", Network: "network-2"}}
+	w := xdswatch.Holding("cluster-1", map[string]*workloadapi.Address{
+		"a": wl("a", "cluster-2", "network-2"), "b": wl("b", "cluster-2", "network-2"), "l": wl("l", "cluster-1", "network-1")})
+	withdrawals := countWithdrawals(w, ofRemote(local, remote))
+	w.Drop(func(name string, _ *workloadapi.Address) bool { return name == "a" || name == "l" })
+	w.Drop(nil)
+	w.Drop(func(name string, _ *workloadapi.Address) bool { return name == "b" })
+	assert.Equal(t, 1, withdrawals(), "the remote was withdrawn once: when its last workload left")
 }

@@ -3,6 +3,7 @@ package istiodcheck
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
+	"istio.io/istio/pkg/workloadapi"
 )
 
 // DataPath is what the traffic checks drive: the probes, the client's cluster and its istiod (the
@@ -47,6 +49,11 @@ const (
 // the target's secret in the client's cluster is rotated in place while requests flow to a service
 // only the target serves; every request must succeed. ctl is nil, or the control to run.
 func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPath, ctl *Control) {
+	// A long-lived stream, as the client's ztunnel holds, counts every moment istiod withdraws all
+	// of the remote from it: a failed request then is istiod's, one without it is not.
+	w := r.watch(t, ctx, d.Local, d.Istiod)
+	require.NoError(t, r.Expect.WaitHolds(ctx, w, r.Join.Timeout, d.Target))
+	withdrawals := countWithdrawals(w, ofRemote(d.Local, d.Target))
 	start := time.Now()
 	loop := traffic.Start(ctx, d.Probes, d.App, trafficInterval)
 	defer loop.Stop()
@@ -81,6 +88,10 @@ func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPat
 	require.Positive(t, f.Requests)
 	detail := fmt.Sprintf("%d %s of %s's secret in %s: %s", r.Rotations, what, d.Target.Name, d.Local.Name, traffic.Text(f))
 	var evidence []string
+	if n := withdrawals(); n > 0 {
+		detail += fmt.Sprintf("; istiod withdrew every workload of %s from a long-lived stream %d times and sent them back", d.Target.Name, n)
+		evidence = append(evidence, EvidenceWithdrawnDuringRotation)
+	}
 	if f.Succeeded < f.Requests {
 		// Which state is wrong: a stream opened now tells what istiod serves from what a long-lived
 		// stream kept, and istiod's own view of the remote whether it thinks it serves it.
@@ -147,4 +158,40 @@ func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath
 		Detail: fmt.Sprintf("istiod %s killed and started again: %s; the ztunnel-like client held %s's network again %.2fs after istiod was ready (window %s; %d resources before, %d after)",
 			d.Local.Name, traffic.Text(f), d.Target.Name, reconverge.Seconds(), window, before, len(w.Addresses()))},
 		f.Succeeded == f.Requests)
+}
+
+// countWithdrawals follows w from now on and returns a function that says how many times every
+// resource matching of left w's state (the last one removed; with none held, nothing counts).
+func countWithdrawals(w *xdswatch.Watcher, of func(string, *workloadapi.Address) bool) func() int {
+	var mu sync.Mutex
+	held, n := map[string]bool{}, 0
+	// Held until the state is read: an update that comes meanwhile waits for it.
+	mu.Lock()
+	state, stop := w.Subscribe(func(u xdswatch.Update) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case u.Address != nil && of(u.Name, u.Address):
+			held[u.Name] = true
+		case u.Address != nil || !held[u.Name]:
+			delete(held, u.Name)
+		default:
+			delete(held, u.Name)
+			if len(held) == 0 {
+				n++
+			}
+		}
+	})
+	for name, a := range state {
+		if of(name, a) {
+			held[name] = true
+		}
+	}
+	mu.Unlock()
+	return func() int {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
 }

@@ -89,6 +89,8 @@ type TrafficFigures struct {
 	Requests          int     `json:"requests"`
 	Succeeded         int     `json:"succeeded"`
 	LongestGapSeconds float64 `json:"longestGapSeconds"`
+	// Failures describe the first failed requests: when, from the start, and why.
+	Failures []string `json:"failures,omitempty"`
 }
 
 // StatusFigures compare istiod's sync status (the metric and /debug/clusterz) with what the

@@ -5,6 +5,7 @@ package traffic
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,10 +28,12 @@ type Loop struct {
 	done     chan struct{}
 }
 
-// Answer is one request's outcome: when it was answered and by which cluster ("" if it failed).
+// Answer is one request's outcome: when it was answered and by which cluster ("" if it failed,
+// with Err saying why).
 type Answer struct {
 	At       time.Time
 	ServedBy string
+	Err      string
 }
 
 // Start begins requests to app through r, one every interval, until Stop or ctx ends.
@@ -48,11 +51,15 @@ func Start(ctx context.Context, r Requester, app string, interval time.Duration)
 				return
 			case <-tick.C:
 			}
+			a := Answer{}
 			by, err := r.Request(ctx, app)
 			if err != nil {
-				by = ""
+				a.Err = err.Error()
+			} else {
+				a.ServedBy = by
 			}
-			l.add(Answer{time.Now(), by})
+			a.At = time.Now()
+			l.add(a)
 		}
 	}()
 	return l
@@ -117,6 +124,14 @@ func (l *Loop) Figures(from time.Time, want string) *report.TrafficFigures {
 			f.Succeeded++
 			f.LongestGapSeconds = max(f.LongestGapSeconds, a.At.Sub(last).Seconds())
 			last = a.At
+			continue
+		}
+		if len(f.Failures) < maxFailures {
+			why := a.Err
+			if why == "" {
+				why = "served by " + a.ServedBy
+			}
+			f.Failures = append(f.Failures, fmt.Sprintf("+%.1fs: %s", a.At.Sub(from).Seconds(), why))
 		}
 	}
 	if len(as) > 0 {
@@ -125,8 +140,15 @@ func (l *Loop) Figures(from time.Time, want string) *report.TrafficFigures {
 	return f
 }
 
+// maxFailures bounds the failed requests Figures describes.
+const maxFailures = 3
+
 // Text sums up traffic figures for a check's detail.
 func Text(f *report.TrafficFigures) string {
-	return fmt.Sprintf("%d of %d requests (one every %s) succeeded, longest gap between successes %.1fs",
+	text := fmt.Sprintf("%d of %d requests (one every %s) succeeded, longest gap between successes %.1fs",
 		f.Succeeded, f.Requests, time.Duration(f.IntervalSeconds*float64(time.Second)), f.LongestGapSeconds)
+	if len(f.Failures) > 0 {
+		text += " (failed: " + strings.Join(f.Failures, "; ") + ")"
+	}
+	return text
 }

@@ -44,6 +44,11 @@ func TestLoopRecordsWhoAnswered(t *testing.T) {
 	assert.EqualValues(t, counts["b"], f.Succeeded, "only b's answers count when b must serve")
 	assert.Greater(t, f.LongestGapSeconds, 0.0)
 	assert.Contains(t, Text(f), "requests (one every 5ms) succeeded")
+	require.Len(t, f.Failures, 3, "the first failures, at most 3")
+	assert.Contains(t, f.Failures[0], "served by a")
+	assert.Contains(t, l.Since(start)[3].Err, "connection reset", "a failed request says why")
+	assert.Contains(t, l.Figures(start, "a").Failures[0], "connection reset", "and the figures say it")
+	assert.Contains(t, Text(f), "(failed: +")
 
 	_, err = l.FirstServedBy(context.Background(), "c", start, 20*time.Millisecond)
 	assert.ErrorContains(t, err, "no request was served by c")

@@ -55,7 +55,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 		require.NoError(t, err)
 		c := hbone.NewClient()
 		defer c.Close()
-		before := pathCounters(t, ctx, p)
+		before := p.path(t, ctx)
 		_, err = c.Dial(ctx, hbone.Target{Addr: ztunnelAddr, Authority: echoAuthority, TLS: pki.ClientConfig(intruder, roots), PoolKey: "intruder-z"})
 		refusedBeforeCONNECT(t, err, "ztunnel must refuse a certificate from another root")
 		_, err = c.Dial(ctx, hbone.Target{Addr: gatewayAddr, Authority: remoteHost, TLS: pki.ClientConfig(intruder, roots), PoolKey: "intruder-g"})
@@ -67,7 +67,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 		c := hbone.NewClient()
 		defer c.Close()
 		expected := hops.EchoID
-		before := pathCounters(t, ctx, p)
+		before := p.path(t, ctx)
 		_, err := c.Dial(ctx, hbone.Target{Addr: gatewayAddr, Authority: remoteHost, TLS: pki.ClientConfig(legit, roots, expected)})
 		// The refusal is this test's own client's (framework/pki), so its words are the behaviour.
 		require.Error(t, err)
@@ -79,7 +79,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 	t.Run("unknown service is refused", func(t *testing.T) {
 		c := hbone.NewClient()
 		defer c.Close()
-		before := pathCounters(t, ctx, p)
+		before := p.path(t, ctx)
 		_, err := c.Dial(ctx, hbone.Target{Addr: gatewayAddr, Authority: "nope.probe.svc.cluster.local:80",
 			TLS: pki.ClientConfig(legit, roots, hops.GatewayID)})
 		// The gateway took the client's identity and refused the tunnel: a CONNECT answered with an
@@ -100,32 +100,36 @@ func TestDataPlaneSecurity(t *testing.T) {
 	t.Run("the legitimate path still works", func(t *testing.T) {
 		c := hbone.NewClient()
 		defer c.Close()
+		before := p.path(t, ctx)
 		conn, err := c.DialDouble(ctx,
 			hbone.Target{Addr: gatewayAddr, Authority: remoteHost, TLS: pki.ClientConfig(legit, roots, hops.GatewayID)},
 			hbone.Target{Authority: remoteHost, TLS: pki.ClientConfig(legit, roots, hops.EchoID)})
 		require.NoError(t, err, "the same client, with the right expectations, gets through")
 		conn.Close()
+		// The counters the refusals above left as they were see this tunnel.
+		assert.Greater(t, total(p.path(t, ctx).GatewayTunnels), total(before.GatewayTunnels), "the gateway forwarded the legitimate tunnel")
 	})
 
 	t.Run("nothing listens outside loopback", func(t *testing.T) { nothingListensOffLoopback(t) })
-}
-
-// pathCounters reads what the data plane's hops have carried so far.
-func pathCounters(t *testing.T, ctx context.Context, p *probeEnv) cluster.PathCounters {
-	t.Helper()
-	pc, err := p.Path(ctx)
-	require.NoError(t, err)
-	return pc
 }
 
 // nothingReachedPast checks that a refused dial carried nothing beyond the hop that refused it:
 // no gateway forwarded a tunnel, no destination ztunnel accepted one, no app served a request.
 func nothingReachedPast(t *testing.T, ctx context.Context, p *probeEnv, before cluster.PathCounters) {
 	t.Helper()
-	after := pathCounters(t, ctx, p)
+	after := p.path(t, ctx)
 	assert.Equal(t, before.GatewayTunnels, after.GatewayTunnels, "tunnels the gateways forwarded")
 	assert.Equal(t, before.Inbound, after.Inbound, "connections the destination ztunnels accepted")
 	assert.Equal(t, before.Served, after.Served, "requests the apps served")
+}
+
+// total sums a counter over clusters.
+func total(byCluster map[string]int64) int64 {
+	var n int64
+	for _, v := range byCluster {
+		n += v
+	}
+	return n
 }
 
 // refusedBeforeCONNECT checks that a dial failed at the handshake (the hop refused the client's
