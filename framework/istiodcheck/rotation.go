@@ -69,7 +69,7 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 		case mode == rotateUnchanged:
 			// The kubeconfig the secret holds, and a label that changes: an update istiod skips.
 			s = first.DeepCopy()
-			s.Labels = map[string]string{"ambientmc.io/rotation": strconv.Itoa(k)}
+			s.Labels["ambientmc.io/rotation"] = strconv.Itoa(k) // beside istio/multiCluster, which istiod selects on
 			_, err := secrets.Update(ctx, s, metav1.UpdateOptions{})
 			require.NoError(t, err)
 		case mode == rotateRecreate:
