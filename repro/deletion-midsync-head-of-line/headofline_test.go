@@ -7,10 +7,10 @@
 //   - pkg/kube/multicluster/secretcontroller.go:192-193 one queue, one worker (processItem) for all
 //     remote secrets; :372-374 a deleted secret goes to deleteRemoteConfig, :487 deleteCluster.
 //   - pkg/kube/multicluster/secretcontroller.go:499 deleteCluster calls cluster.Client.Shutdown() on
-//     that worker: pkg/kube/client.go:803-805 -> pkg/kube/informerfactory/factory.go:243-250, whose
+//     that worker: pkg/kube/client.go:803-805 (802-804 on 1.30) -> pkg/kube/informerfactory/factory.go:243-250, whose
 //     deferred f.wg.Wait() (:245) waits for every informer goroutine started at factory.go:187-191.
 //   - an informer goroutine leaves only when its reflector returns. The reflector returns at once
-//     from a list (client-go tools/cache/reflector.go:737-739 runs the list in its own goroutine),
+//     from a list (client-go v0.36.1 tools/cache/reflector.go:685-743 runs the list in its own goroutine),
 //     but not from a watch call, made on the reflector's goroutine (reflector.go:605 after a list,
 //     and reflector.go:863 for client-go's watch-list initial sync, on by default since client-go
 //     1.35: the initial "list" of a real remote IS this watch call). istiod's ListWatch ignores the

@@ -7,10 +7,10 @@
 //     completes (cluster.go:275-279) and not when the cluster stops (Stop, cluster.go:363-372).
 //   - pkg/kube/multicluster/secretcontroller.go:493-502 deleteCluster stops the cluster, removes it
 //     from the store and shuts its informers down, but the pending timer still references it.
-//   - pilot/pkg/features/pilot.go:134-140 PILOT_REMOTE_CLUSTER_TIMEOUT (default 30s) sets the timer's duration.
+//   - pilot/pkg/features/pilot.go:135-140 PILOT_REMOTE_CLUSTER_TIMEOUT (default 30s) sets the timer's duration.
 //
 // The kube registry built for the same cluster arms a second such timer
-// (pilot/pkg/serviceregistry/kube/controller/controller.go:699-706, duration set at
+// (pilot/pkg/serviceregistry/kube/controller/controller.go:699-706 on release-1.31, 701-708 on 1.30; duration set at
 // pilot/pkg/serviceregistry/kube/controller/multicluster.go:165-167); this test exercises the first.
 package held
 
