@@ -3,10 +3,12 @@
 // kubeconfig), because a per-cluster nested collection is built on the previous, stopped
 // generation's sibling collection.
 //
-// Source lines (istio.io/istio, release-1.31 at eed52ebb66ad; the same on release-1.30 at 9739e10eb9d7):
+// Source lines (istio.io/istio, release-1.31 at eed52ebb66ad; release-1.30 at 9739e10eb9d7 has the same
+// code, with other line numbers in networks.go, kclient/client.go, ambient/multicluster.go:350-358 and
+// services.go: see README.md):
 //   - pkg/kube/multicluster/collections.go:75-126 NestedManyCollectionsFromLocalAndRemote: one
 //     krt.NewManyCollection per nested collection over ctrl.Clusters() (:102-118), its result
-//     cached per (cluster ID, kubeconfig sha) (:108-110, :116); a nil result is not cached (:112-114).
+//     cached per (cluster ID, kubeconfig sha) (:108-110, :116); a nil result is not cached (:112-115).
 //   - pilot/pkg/serviceregistry/ambient/multicluster.go:91-116 GlobalGatewaysWithCluster: per
 //     cluster a MapCollection over c.Gateways() (:108-113), indexed by cluster ID (:116).
 //   - pilot/pkg/serviceregistry/ambient/networks.go:132-168 GlobalNetworkGateways: per cluster,
@@ -115,7 +117,7 @@ func remoteSecret(gen int) *corev1.Secret {
 }
 
 // hasEastWestGateway reports whether the index serves cluster-2's east-west gateway (the workload
-// built from the merged network gateways, pilot/pkg/serviceregistry/ambient/workloads.go:262-268).
+// built from the merged network gateways, pilot/pkg/serviceregistry/ambient/workloads.go:256-267).
 func hasEastWestGateway(idx ambient.Index) bool {
 	for _, a := range idx.All() {
 		w := a.GetWorkload()
@@ -206,7 +208,7 @@ func TestRotationKeepsRemoteNetworkGateway(t *testing.T) {
 		msg := fmt.Sprintf("after in-place rotation %d of %s's remote secret (same name and cluster ID, new kubeconfig), "+
 			"its new generation is synced but the ambient index no longer serves its east-west gateway "+
 			"(%s on %s) 2s later; a correct istiod keeps serving it across a rotation. "+
-			"The newest NetworkGateways[%s] collection (uid %d, %d built so far) has synced=%v, as one built on the "+
+			"The newest NetworkGateways[%s] collection (uid %d; %d of that name in the krt debugger) has synced=%v, as one built on the "+
 			"previous, stopped generation's GatewaysWithCluster[%s] (fetched at pilot/pkg/serviceregistry/ambient/networks.go:144) "+
 			"and cached under the new kubeconfig sha (pkg/kube/multicluster/collections.go:108-116) never syncs; "+
 			"TestNestedCollectionUsesCurrentGeneration shows that mechanism alone.",
