@@ -74,11 +74,12 @@ for r in "${reproducers[@]}"; do
     verdict="passes: not reproduced"
   elif printf '%s\n' "$out" | grep -q -- '^--- FAIL'; then
     verdict="FAILS: reproduced"
-    status=1
+    if [ $status -eq 0 ]; then status=1; fi
   else
     verdict="does not build or run (exit $rc)"
     status=2
   fi
   echo "== $r: $verdict ($(( $(date +%s) - start ))s with the build)"
 done
+# 0: nothing reproduced; 1: a fault reproduced; 2: a reproducer did not build or run.
 exit $status
