@@ -41,6 +41,8 @@ type Env struct {
 	terminal io.Writer // nil unless a person watches a run go test hides (openTerminal)
 	mu       sync.Mutex
 	cleanups []cleanup
+	// tearingDown is held while the cleanups run (teardown).
+	tearingDown sync.Mutex
 	// keepRunDir keeps component logs after a failure, for reading.
 	keepRunDir bool
 	// ready is set once setup finished and the tests may run.

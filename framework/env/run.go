@@ -19,7 +19,11 @@ import (
 )
 
 // teardown runs the cleanups once, newest first, logs the ones that failed and returns their names.
+// A second caller (the signal handler, the deadline's cut and Run itself may all call it) waits for
+// the first to finish: returning at once would let it exit the process halfway through.
 func (e *Env) teardown() (failed []string) {
+	e.tearingDown.Lock()
+	defer e.tearingDown.Unlock()
 	e.mu.Lock()
 	cs := e.cleanups
 	e.cleanups = nil
@@ -77,6 +81,9 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		}
 	}()
 	if err := e.setup(e.run.ctx, s); err != nil {
+		// A signal's handler tears down and exits with the signal's code; what ended the setup
+		// is its doing.
+		proc.HoldIfInterrupted()
 		if cause := context.Cause(e.run.ctx); cause != nil {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
@@ -92,6 +99,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	code = m.Run()
 	close(testsDone)
 	disarm()
+	proc.HoldIfInterrupted()
 	if context.Cause(e.run.ctx) != nil {
 		code = 1
 	}
