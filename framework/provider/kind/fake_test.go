@@ -43,6 +43,12 @@ type fakeKind struct {
 	stuck    map[string]bool
 	thawed   string
 	existing []string
+	// hold, when set, keeps every Create running until it is closed; the create then fails as
+	// kind's does once its node container was removed, its cluster still listed (a container
+	// that a docker run in flight made).
+	hold chan struct{}
+	// deleteDelay is how long each Delete takes.
+	deleteDelay time.Duration
 
 	mu                sync.Mutex
 	running, maxSeen  int
@@ -110,6 +116,14 @@ func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 	k.creates = append(k.creates, name)
 	k.mu.Unlock()
 	time.Sleep(k.delay)
+	if k.hold != nil {
+		<-k.hold
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.running--
+		k.clusters[name] = cfg
+		return fmt.Errorf("command \"docker exec --privileged %s-control-plane kubeadm init\" failed with error: exit status 137", name)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.running--
@@ -136,6 +150,7 @@ func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 }
 
 func (k *fakeKind) Delete(name, kubeconfig string) error {
+	time.Sleep(k.deleteDelay)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.deletes = append(k.deletes, name)
@@ -293,6 +308,9 @@ type fakeDocker struct {
 	removedContainers []string
 	rmCalls           int
 	stuck             map[string]string
+	// onRemove runs after containers were removed; beforeNetworkRemove before a network is.
+	onRemove            func(ids []string)
+	beforeNetworkRemove func(name string)
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -342,10 +360,16 @@ func (d *fakeDocker) RemoveContainers(_ context.Context, ids []string) error {
 		}
 	}
 	d.removedContainers = append(d.removedContainers, ids...)
+	if d.onRemove != nil {
+		d.onRemove(ids)
+	}
 	return nil
 }
 
 func (d *fakeDocker) RemoveNetwork(_ context.Context, name string) error {
+	if d.beforeNetworkRemove != nil {
+		d.beforeNetworkRemove(name)
+	}
 	d.removed = append(d.removed, name)
 	return nil
 }

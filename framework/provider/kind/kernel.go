@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // kubelet in a privileged node writes global kernel settings of the host (its kernel tunables,
@@ -17,9 +18,11 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel
 
 // kernelState is what the host had before the run.
 type kernelState struct {
-	root     string            // "/" on a real host; tests use a directory
-	sysctls  map[string]string // name under /proc/sys -> value
-	modules  bool              // /lib/modules existed
+	root    string            // "/" on a real host; tests use a directory
+	sysctls map[string]string // name under /proc/sys -> value
+	modules bool              // /lib/modules existed
+	// mu: Destroy and the second Ctrl-C's kill may restore at once.
+	mu       sync.Mutex
 	restored bool
 }
 
@@ -39,7 +42,12 @@ func recordKernel(root string) *kernelState {
 // restore writes back every setting that changed and removes a /lib/modules the run created (only
 // when empty); it returns what it changed, for the log.
 func (k *kernelState) restore() ([]string, error) {
-	if k == nil || k.restored {
+	if k == nil {
+		return nil, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.restored {
 		return nil, nil
 	}
 	k.restored = true

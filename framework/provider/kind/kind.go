@@ -110,11 +110,18 @@ type Provider struct {
 	// netCreated: the network exists and Destroy removes it.
 	netCreated bool
 	// kernel is the host's kernel settings before the first node started (kernel.go).
-	kernel   *kernelState
-	created  []string // kind names, recorded before kind.Create is called
-	closed   bool
-	inflight sync.WaitGroup
-	guard    *time.Timer
+	kernel *kernelState
+	// created are the kind names whose create was called and that are not deleted yet (recorded
+	// before kind.Create is called; the second Ctrl-C's kill removes what is still here).
+	created []string
+	// closed: Destroy began; no create or network may start after it.
+	closed bool
+	// inflight are the kind creates running now, each closed when kind.Create returned.
+	inflight map[string]chan struct{}
+	// destroying runs one Destroy at a time (the teardown, Create's failure path and the deadline
+	// guard may all call it), and orders the run network's creation against its removal.
+	destroying sync.Mutex
+	guard      *time.Timer
 	// guarded: the node image carries the egress guard (preflight read its label).
 	guarded bool
 	// handedOver: InCluster.Create was called and InCluster.Destroy is due.
@@ -133,7 +140,7 @@ func New(o Options) *Provider {
 	if o.Wait <= 0 {
 		o.Wait = 3 * time.Minute
 	}
-	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: RunNetworkName(o.RunDir)}
+	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: RunNetworkName(o.RunDir), inflight: map[string]chan struct{}{}}
 	if p.kind == nil {
 		p.kind = NewKind(o.Log)
 	}
