@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	p.mu.Lock()
 	if p.kernel == nil {
-		p.kernel = recordKernel("/")
+		p.kernel = recordKernel(cmp.Or(p.opts.HostRoot, "/"))
 		proc.OnKill(p.killNow)
 	}
 	if p.guard == nil && !p.opts.Deadline.IsZero() {
@@ -54,10 +55,11 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if nr := (*notReadyError)(nil); errors.As(err, &nr) && logs != "" {
 		err = fmt.Errorf("%w%s", err, kubeletTail(logs, nr))
 	}
-	if p.opts.Keep {
-		p.printKept()
-	} else if derr := p.Destroy(context.Background()); derr != nil {
-		err = fmt.Errorf("%w; deleting the clusters also failed: %v", err, derr)
+	// With Keep the clusters stay: the teardown (Keep, Destroy) says how to remove them.
+	if !p.opts.Keep {
+		if derr := p.Destroy(context.Background()); derr != nil {
+			err = fmt.Errorf("%w; deleting the clusters also failed: %v", err, derr)
+		}
 	}
 	if logs != "" {
 		err = fmt.Errorf("%w (kind logs in %s)", err, logs)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +41,7 @@ var createStopWait = 30 * time.Second
 // settings back. A kind create still running (Ctrl-C, SIGTERM or the deadline guard while the
 // clusters start) is stopped first (stopCreates). It is idempotent, safe after a partial create,
 // and runs once at a time: a second caller waits for the first and finds nothing left. With Keep
-// it deletes nothing and prints the commands that would.
+// it deletes nothing and prints the one command that removes it all (keep.go).
 func (p *Provider) Destroy(context.Context) error {
 	p.destroying.Lock()
 	defer p.destroying.Unlock()
@@ -202,23 +201,6 @@ func (p *Provider) freezerRoot() string {
 		return p.opts.FreezerRoot
 	}
 	return freezerRoot
-}
-
-// printKept says which clusters -keep left and how to delete them.
-func (p *Provider) printKept() {
-	p.mu.Lock()
-	names := append([]string(nil), p.created...)
-	printed := p.keptPrinted
-	p.keptPrinted = true
-	p.mu.Unlock()
-	sort.Strings(names)
-	if len(names) == 0 || printed {
-		return
-	}
-	fmt.Fprintf(p.opts.Log, "ambientmc: kind: -keep: %d clusters left running; delete them with:\n", len(names))
-	for _, n := range names {
-		fmt.Fprintf(p.opts.Log, "  kind delete cluster --name %s\n", n)
-	}
 }
 
 // killNow removes the clusters' containers and the run network at once, without kind: the hook a

@@ -84,3 +84,24 @@ func cgroupV1() bool {
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	return err != nil
 }
+
+// keptKernel is the record as a kept run's state.json holds it, for the removal (keep.go).
+type keptKernel struct {
+	Sysctls           map[string]string `json:"sysctls"`
+	LibModulesExisted bool              `json:"libModulesExisted"`
+}
+
+func (k *kernelState) kept() *keptKernel {
+	if k == nil {
+		return nil
+	}
+	return &keptKernel{Sysctls: k.sysctls, LibModulesExisted: k.modules}
+}
+
+// state is the record restore puts back on the host under root.
+func (kk *keptKernel) state(root string) *kernelState {
+	if kk == nil {
+		return nil
+	}
+	return &kernelState{root: root, sysctls: kk.Sysctls, modules: kk.LibModulesExisted}
+}

@@ -65,7 +65,8 @@ type Options struct {
 	DataPlane string
 	// Istio names the Istio images (hub and tag required).
 	Istio install.Images
-	// Keep leaves the clusters at Destroy and prints how to delete them.
+	// Keep leaves the clusters at Destroy, with their kubeconfigs and the record of what the run
+	// made outside RunDir (Keep), and prints the one command that removes them (keep.go).
 	Keep bool
 	// Wait bounds how long one cluster's control plane may take to be Ready; 0 means 3 minutes.
 	Wait time.Duration
@@ -78,6 +79,8 @@ type Options struct {
 	Docker Docker
 	// Host reads the machine's limits; nil means RealHost.
 	Host *Host
+	// HostRoot is where the host's /proc/sys and /lib/modules are (kernel.go); empty means /.
+	HostRoot string
 	// FreezerRoot is cgroup v1's freezer hierarchy, where Destroy thaws a node that will not die;
 	// empty means /sys/fs/cgroup/freezer.
 	FreezerRoot string
@@ -125,7 +128,9 @@ type Provider struct {
 	// guarded: the node image carries the egress guard (preflight read its label).
 	guarded bool
 	// handedOver: InCluster.Create was called and InCluster.Destroy is due.
-	handedOver  bool
+	handedOver bool
+	// kept is what Keep wrote (keep.go); keptPrinted: its removal step was printed.
+	kept        *cluster.Kept
 	keptPrinted bool
 }
 
