@@ -64,6 +64,8 @@ type Env struct {
 	parts *clusterParts
 	// ext is the suite's optional part of the lifecycle (CI's), nil without one.
 	ext Extension
+	// kept is what -keep left, once recorded (keep.go).
+	kept *Kept
 }
 
 type cleanup struct {

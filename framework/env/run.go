@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -203,17 +201,4 @@ func (e *Env) keepLogs() {
 		e.keepRunDir = true
 		e.Logf("component logs kept in %s", e.RunDir)
 	}
-}
-
-// keep prints how to reach every cluster and blocks until Ctrl-C.
-func (e *Env) keep() {
-	fmt.Fprintf(os.Stderr, "\nambientmc: -keep: %d clusters stay up until Ctrl-C (run directory %s)\n", len(e.Clusters), e.RunDir)
-	for _, c := range e.Clusters {
-		fmt.Fprintf(os.Stderr, "  %-12s kubectl --kubeconfig=%s get namespaces\n", c.Name, c.Kubeconfig)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	<-ctx.Done()
-	fmt.Fprintln(os.Stderr, "ambientmc: stopping")
-	e.Flags.Keep = false // let the run directory go now
 }
