@@ -119,8 +119,10 @@ func (p *Provider) Destroy(context.Context) error {
 
 // stopCreates ends the kind creates still running and returns their names. kind cannot cancel a
 // create, and waiting one out can take all of -kind.wait: removing its node containers (by kind's
-// cluster label) makes its next step fail at once. Destroy's kind delete, once the create
-// returned, removes by the same label any container a `docker run` in flight made meanwhile.
+// cluster label) makes its next step fail at once. A create that has not made them yet (still
+// checking the image, or in its docker run) makes them later, so they are removed every second
+// until the create returns, for at most createStopWait. Destroy's kind delete, once the create
+// returned, removes by the same label whatever it made meanwhile.
 func (p *Provider) stopCreates() []string {
 	p.mu.Lock()
 	running := maps.Clone(p.inflight)
@@ -129,20 +131,22 @@ func (p *Provider) stopCreates() []string {
 		return nil
 	}
 	names := slices.Sorted(maps.Keys(running))
-	fmt.Fprintf(p.opts.Log, "ambientmc: kind: stopping the create of %s: removing its node containers\n", strings.Join(names, ", "))
+	fmt.Fprintf(p.opts.Log, "ambientmc: kind: stopping the create of %s: removing its node containers until it returns\n", strings.Join(names, ", "))
 	ctx, cancel := context.WithTimeout(context.Background(), createStopWait)
 	defer cancel()
 	for _, n := range names {
-		if err := p.removeContainers(ctx, n); err != nil {
-			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: removing its containers: %v\n", n, err)
-		}
-	}
-	for _, n := range names {
-		select {
-		case <-running[n]:
-		case <-ctx.Done():
-			fmt.Fprintf(p.opts.Log, "ambientmc: kind: the create of %s did not return within %s of its nodes' removal: deleting what it made so far\n", n, createStopWait)
-			return names
+		for done := false; !done; {
+			if err := p.removeContainers(ctx, n); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: removing its containers: %v\n", n, err)
+			}
+			select {
+			case <-running[n]:
+				done = true
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				fmt.Fprintf(p.opts.Log, "ambientmc: kind: the create of %s did not return within %s of the removal of its nodes: deleting what it made so far\n", n, createStopWait)
+				return names
+			}
 		}
 	}
 	return names

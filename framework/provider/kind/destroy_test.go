@@ -48,7 +48,7 @@ func TestDestroyStopsCreatesInFlightFakeDocker(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ambientmc-cluster-1", "ambientmc-cluster-2"}, f.kind.deletes, "kind deletes what the stopped creates made")
 	assert.Equal(t, 0, alive, "the run network is removed only once no node is left on it")
 	assert.Contains(t, f.docker.removed, f.p.netName)
-	assert.Contains(t, f.log.String(), "stopping the create of ambientmc-cluster-1, ambientmc-cluster-2: removing its node containers")
+	assert.Contains(t, f.log.String(), "stopping the create of ambientmc-cluster-1, ambientmc-cluster-2: removing its node containers until it returns")
 
 	err := <-errc
 	require.ErrorIs(t, err, errStopped)
@@ -66,7 +66,7 @@ func TestDestroyWaitsForAStoppedCreateBoundedFakeDocker(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, f.p.Destroy(context.Background()))
 	assert.Less(t, time.Since(start), 2*time.Second)
-	assert.Contains(t, f.log.String(), "the create of ambientmc-cluster-1 did not return within 200ms of its nodes' removal")
+	assert.Contains(t, f.log.String(), "the create of ambientmc-cluster-1 did not return within 200ms of the removal of its nodes")
 	close(f.kind.hold)
 	require.ErrorIs(t, <-errc, errStopped)
 }
@@ -122,4 +122,20 @@ func TestKillNowDuringDestroyFakeDocker(t *testing.T) {
 	f.p.killNow()
 	assert.ElementsMatch(t, []string{"id-1", "id-2"}, f.docker.removedContainers)
 	<-done
+}
+
+// A create that had not made its node containers when Destroy began (still checking the image, or
+// in its docker run) makes them later: they are removed as they appear, and the create returns.
+func TestDestroyRemovesContainersACreateMakesLaterFakeDocker(t *testing.T) {
+	f := newFixture(t, nil)
+	errc := startHeldCreate(t, f, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		f.docker.addContainers("ambientmc-cluster-1", "id-1")
+	}()
+	start := time.Now()
+	require.NoError(t, f.p.Destroy(context.Background()))
+	assert.Equal(t, []string{"id-1"}, f.docker.removedIDs(), "the container removed once it appeared")
+	assert.Less(t, time.Since(start), 5*time.Second, "not a wait for createStopWait")
+	require.ErrorIs(t, <-errc, errStopped)
 }

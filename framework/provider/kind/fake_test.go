@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -311,6 +312,24 @@ type fakeDocker struct {
 	// onRemove runs after containers were removed; beforeNetworkRemove before a network is.
 	onRemove            func(ids []string)
 	beforeNetworkRemove func(name string)
+	// mu guards containers and what RemoveContainers records, which a test may change meanwhile.
+	mu sync.Mutex
+}
+
+// addContainers gives kind cluster name containers ids, as a docker run does.
+func (d *fakeDocker) addContainers(name string, ids ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.containers == nil {
+		d.containers = map[string][]string{}
+	}
+	d.containers[name] = append(d.containers[name], ids...)
+}
+
+func (d *fakeDocker) removedIDs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.removedContainers)
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -345,12 +364,24 @@ func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) {
 	return nil, nil
 }
 func (d *fakeDocker) ClusterContainers(_ context.Context, name string) ([]string, error) {
-	return d.containers[name], nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.containers[name]), nil
 }
 
 // RemoveContainers fails while one of the containers is stuck (freezer.state in its stuck
 // directory is not THAWED), as `docker rm -f` does on a node with a frozen cgroup.
 func (d *fakeDocker) RemoveContainers(_ context.Context, ids []string) error {
+	err := d.removeContainers(ids)
+	if err == nil && d.onRemove != nil {
+		d.onRemove(ids)
+	}
+	return err
+}
+
+func (d *fakeDocker) removeContainers(ids []string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.rmCalls++
 	for _, id := range ids {
 		if dir, ok := d.stuck[id]; ok {
@@ -360,8 +391,8 @@ func (d *fakeDocker) RemoveContainers(_ context.Context, ids []string) error {
 		}
 	}
 	d.removedContainers = append(d.removedContainers, ids...)
-	if d.onRemove != nil {
-		d.onRemove(ids)
+	for name, have := range d.containers { // removed containers are gone
+		d.containers[name] = slices.DeleteFunc(have, func(id string) bool { return slices.Contains(ids, id) })
 	}
 	return nil
 }
