@@ -157,7 +157,7 @@ func removeKept(ctx context.Context, dir string, o Options, root string) error {
 	}
 	o.RunDir = dir // the kept kubeconfigs sit where Destroy looks for them
 	p := New(o)
-	p.created = st.Clusters
+	p.created = slices.Clone(st.Clusters) // Destroy forgets each as it goes
 	p.kernel = st.Kernel.state(root)
 	if st.Network != "" {
 		p.netName = st.Network

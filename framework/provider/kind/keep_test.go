@@ -74,6 +74,8 @@ func TestKeepLeavesClustersWithWhatTheirRemovalNeedsFakeDocker(t *testing.T) {
 	assert.Equal(t, "1\n", string(panic))
 	assert.Contains(t, f.log.String(), "put the host back as it was: kernel.panic 10 -> 1")
 	assert.NoDirExists(t, dir)
+	assert.Contains(t, f.log.String(), "removed the kept run "+dir+": clusters ambientmc-cluster-")
+	assert.NotContains(t, f.log.String(), "clusters , ")
 	assert.ErrorContains(t, removeKept(context.Background(), dir, Options{Log: f.log, Kind: f.kind, Docker: f.docker}, root), "is not a kept run's directory")
 }
 
