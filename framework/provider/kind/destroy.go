@@ -134,22 +134,33 @@ func (p *Provider) stopCreates() []string {
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: stopping the create of %s: removing its node containers until it returns\n", strings.Join(names, ", "))
 	ctx, cancel := context.WithTimeout(context.Background(), createStopWait)
 	defer cancel()
-	for _, n := range names {
-		for done := false; !done; {
+	for pending := slices.Clone(names); ; {
+		for _, n := range pending {
 			if err := p.removeContainers(ctx, n); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: removing its containers: %v\n", n, err)
 			}
-			select {
-			case <-running[n]:
-				done = true
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				fmt.Fprintf(p.opts.Log, "ambientmc: kind: the create of %s did not return within %s of the removal of its nodes: deleting what it made so far\n", n, createStopWait)
-				return names
-			}
+		}
+		pending = slices.DeleteFunc(pending, func(n string) bool { return closed(running[n]) })
+		if len(pending) == 0 {
+			return names
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: the create of %s did not return within %s of the removal of its nodes: deleting what it made so far\n", strings.Join(pending, ", "), createStopWait)
+			return names
 		}
 	}
-	return names
+}
+
+// closed says whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // removeContainers force-removes kind cluster name's containers through Docker, thawing a node
