@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -117,6 +118,7 @@ func runUntil(t *testing.T, bin string, pt exitPoint) (time.Time, string) {
 			t.Fatalf("the run did not end within %s of its start", pt.maxRun)
 		}
 		require.Contains(t, out.String(), "the test's -timeout is about to expire: deleting every cluster now")
+		removeRunDirs(out.String())
 		return time.Now(), out.String()
 	}
 	waitFor(t, &out, exited, pt.after)
@@ -132,7 +134,17 @@ func runUntil(t *testing.T, bin string, pt exitPoint) (time.Time, string) {
 	case <-time.After(leftWithin):
 		t.Fatalf("the run did not exit within %s of %s", leftWithin, pt.sig)
 	}
+	removeRunDirs(out.String())
 	return signalled, out.String()
+}
+
+// removeRunDirs removes the run directories an ended run kept for its logs.
+func removeRunDirs(out string) {
+	for _, m := range regexp.MustCompile(`logs kept in (\S+)`).FindAllStringSubmatch(out, -1) {
+		if strings.HasPrefix(filepath.Base(m[1]), "ambientmc-run-") {
+			os.RemoveAll(m[1])
+		}
+	}
 }
 
 // waitFor waits until the run printed line, failing if it exits first or takes five minutes.
