@@ -94,8 +94,8 @@ ci-suite:
 # istio-cni and the emulated ztunnel and east-west gateway in each cluster, MetalLB, the VXLAN between
 # the nodes of one network), with short latency and churn runs at a rate kind carries on 2 cores
 # (no rate search: a correctness pass, its figures are not the ones docs/measurements.md quotes),
-# then a check that nothing of the run is left in Docker; then suites/kindexit, which ends six more
-# runs on two kind clusters while they start (signals, go test's deadline) and checks the same.
+# then a check that nothing of the run is left in Docker; then suites/kindexit, which ends seven
+# more runs on two kind clusters while they start (signals, go test's deadline) and checks the same.
 # The two heap checks of TestIstiodProperties are the local pass's alone (KIND_SKIP): they read the
 # live heap of an isolated pilot-discovery on this host, the same binary in both passes, through
 # fixed windows that are a large share of the kind pass (docs/ci.md); every other check runs on kind.
