@@ -163,7 +163,8 @@ func waitFor(t *testing.T, out *proc.LogBuffer, exited chan error, line string) 
 	}
 }
 
-// needsDockerAndNodeImage skips where the kind provider cannot run.
+// needsDockerAndNodeImage skips where the kind provider's preflight would refuse for want of
+// Docker or of what make images builds.
 func needsDockerAndNodeImage(t *testing.T) {
 	t.Helper()
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
@@ -175,6 +176,9 @@ func needsDockerAndNodeImage(t *testing.T) {
 	defer cancel()
 	if ok, err := images.Current(ctx, set); err != nil || !ok {
 		t.Skipf("needs the current kind node image %s: run `make engine images` (%v)", set.Node, err)
+	}
+	if _, err := os.Stat(set.DataPlane); err != nil {
+		t.Skipf("needs the emulated data plane's images of these sources, %s: run `make engine images`", set.DataPlane)
 	}
 }
 
