@@ -6,7 +6,7 @@ GO        ?= go
 # (UNIT_P) end together instead of one long package running alone at the end.
 UNIT_SLOW  = ./framework/provider/local ./framework/provider/kube ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
              ./scripts/render ./framework/env ./framework/mesh ./framework/provider/kind
-UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$)
+UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$ -e /suites/kindexit$$)
 SUITE      = ./suites/multicluster
 REPORT_DIR ?= $(if $(ARTIFACTS),$(ARTIFACTS),$(CURDIR)/_output/report)
 E2E_FLAGS ?= -clusters=10
@@ -94,7 +94,8 @@ ci-suite:
 # istio-cni and the emulated ztunnel and east-west gateway in each cluster, MetalLB, the VXLAN between
 # the nodes of one network), with short latency and churn runs at a rate kind carries on 2 cores
 # (no rate search: a correctness pass, its figures are not the ones docs/measurements.md quotes),
-# then a check that nothing of the run is left in Docker.
+# then a check that nothing of the run is left in Docker; then suites/kindexit, which ends seven
+# more runs on two kind clusters while they start (signals, go test's deadline) and checks the same.
 # The two heap checks of TestIstiodProperties are the local pass's alone (KIND_SKIP): they read the
 # live heap of an isolated pilot-discovery on this host, the same binary in both passes, through
 # fixed windows that are a large share of the kind pass (docs/ci.md); every other check runs on kind.
@@ -111,6 +112,7 @@ ci-kind: engine images
 	@{ $(HOST_STATE); } > _output/host-after.txt; \
 	  if ! diff _output/host-before.txt _output/host-after.txt; then echo "ci-kind: the run changed the host's kernel settings or /lib/modules"; exit 1; fi; \
 	  echo "ci-kind: the host's kernel settings and /lib/modules are as before the run"
+	$(GO) test -count=1 -v -timeout=15m $(TEST_VET) $(TEST_LDFLAGS) ./suites/kindexit
 
 ## lint: formatting, a tidy go.mod, and vet
 lint:

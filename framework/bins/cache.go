@@ -101,19 +101,27 @@ func (c *Cache) modDir(r recipe) string {
 
 // Default returns the cache at $AMBIENTMC_CACHE (or the user cache dir) for this checkout.
 func Default() (*Cache, error) {
-	dir := os.Getenv("AMBIENTMC_CACHE")
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("no cache directory: set AMBIENTMC_CACHE: %w", err)
-		}
-		dir = filepath.Join(base, "ambientmc")
+	dir, err := CacheDir()
+	if err != nil {
+		return nil, err
 	}
 	root, err := SourceRoot()
 	if err != nil {
 		return nil, err
 	}
 	return &Cache{Dir: dir, SrcRoot: root, Log: os.Stderr}, nil
+}
+
+// CacheDir is the cache's root: $AMBIENTMC_CACHE, else the user cache dir + /ambientmc.
+func CacheDir() (string, error) {
+	if dir := os.Getenv("AMBIENTMC_CACHE"); dir != "" {
+		return dir, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: set AMBIENTMC_CACHE: %w", err)
+	}
+	return filepath.Join(base, "ambientmc"), nil
 }
 
 // SourceRoot finds this repository's checkout: $AMBIENTMC_SRC, else the directory this file was

@@ -397,6 +397,32 @@ type LogCollector interface {
 	CollectLogs() string
 }
 
+// Keeper is offered by providers whose clusters outlive the test process (kind's containers). With
+// -keep the framework asks it, before waiting for Ctrl-C, what a user needs to reach the kept
+// clusters and to remove them later; its Destroy then leaves them.
+type Keeper interface {
+	// Keep puts the clusters' kubeconfigs (0600) where the run directory's removal does not reach
+	// and says how to remove everything the run made. It is idempotent; an empty Kept.Dir means
+	// nothing was made to keep.
+	Keep() (Kept, error)
+}
+
+// Kept is what a Keeper leaves a user.
+type Kept struct {
+	// Dir holds the kubeconfigs and what the removal reads.
+	Dir string
+	// Clusters are the kept clusters with their kubeconfigs, in creation order.
+	Clusters []KeptCluster
+	// Remove is one command that removes everything the run made (clusters, networks) and puts
+	// back what it changed on the host.
+	Remove string
+}
+
+// KeptCluster is one kept cluster; Kubeconfig is "" where its create did not get that far.
+type KeptCluster struct {
+	Name, Kubeconfig string
+}
+
 // NodeImager is offered by providers whose clusters run on a node image (kind), for the report.
 type NodeImager interface {
 	// NodeImage is the image every cluster's node runs.

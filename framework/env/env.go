@@ -41,6 +41,8 @@ type Env struct {
 	terminal io.Writer // nil unless a person watches a run go test hides (openTerminal)
 	mu       sync.Mutex
 	cleanups []cleanup
+	// tearingDown is held while the cleanups run (teardown).
+	tearingDown sync.Mutex
 	// keepRunDir keeps component logs after a failure, for reading.
 	keepRunDir bool
 	// ready is set once setup finished and the tests may run.
@@ -62,6 +64,8 @@ type Env struct {
 	parts *clusterParts
 	// ext is the suite's optional part of the lifecycle (CI's), nil without one.
 	ext Extension
+	// kept is what -keep left, once recorded (keep.go).
+	kept *Kept
 }
 
 type cleanup struct {

@@ -192,3 +192,33 @@ func TestARunSelectingNoPlannedTestSetsNothingUp(t *testing.T) {
 	assert.True(t, s.selectsNone(), "-skip counts too")
 	assert.False(t, Suite{}.selectsNone(), "a suite that names no planned tests always sets up")
 }
+
+// The signal handler, the deadline's cut and Run may each tear down: a second call waits for the
+// first to finish, so that none returns, and exits the process, halfway through it (which left a
+// kind run's containers and network behind).
+func TestTeardownWaitsForTheOneRunning(t *testing.T) {
+	e := &Env{Log: io.Discard}
+	started, release := make(chan struct{}), make(chan struct{})
+	finished := false
+	e.Cleanup("delete the clusters", func() error {
+		close(started)
+		<-release
+		finished = true
+		return nil
+	})
+	go e.teardown()
+	<-started
+	second := make(chan struct{})
+	go func() {
+		e.teardown()
+		close(second)
+	}()
+	select {
+	case <-second:
+		t.Fatal("the second teardown returned while the first still ran its cleanup")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	<-second
+	assert.True(t, finished)
+}

@@ -43,7 +43,7 @@ func register(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Topology, "topology", "", "topology file: ambientmc YAML/JSON or Istio's prow topology JSON (overrides -clusters)")
 	fs.StringVar(&f.Provider, "provider", "local", provider.Usage()) // each provider's own flags: framework/provider/<name>
 	fs.StringVar(&f.ReportDir, "report-dir", "", "where report.json and friends are written (default: a new directory under the system temp dir)")
-	fs.BoolVar(&f.Keep, "keep", false, "keep the clusters after the tests, print their kubeconfigs and wait for Ctrl-C")
+	fs.BoolVar(&f.Keep, "keep", false, "keep the clusters after the tests: print their kubeconfigs and how to remove them (also in the report directory's kept.json), then wait for Ctrl-C; kind's clusters outlive the run, the others end with it")
 	fs.StringVar(&f.Scale, "scale", "small", "workloads per cluster: small, medium or published (300 services, 4000 pods)")
 	fs.IntVar(&f.Services, "services", 0, "global services per cluster (overrides -scale)")
 	fs.IntVar(&f.Pods, "pods", 0, "pods per cluster, spread over the services (overrides -scale)")

@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +17,11 @@ import (
 )
 
 // teardown runs the cleanups once, newest first, logs the ones that failed and returns their names.
+// A second caller (the signal handler, the deadline's cut and Run itself may all call it) waits for
+// the first to finish: returning at once would let it exit the process halfway through.
 func (e *Env) teardown() (failed []string) {
+	e.tearingDown.Lock()
+	defer e.tearingDown.Unlock()
 	e.mu.Lock()
 	cs := e.cleanups
 	e.cleanups = nil
@@ -77,6 +79,9 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 		}
 	}()
 	if err := e.setup(e.run.ctx, s); err != nil {
+		// A signal's handler tears down and exits with the signal's code; what ended the setup
+		// is its doing.
+		proc.HoldIfInterrupted()
 		if cause := context.Cause(e.run.ctx); cause != nil {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
@@ -92,6 +97,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	code = m.Run()
 	close(testsDone)
 	disarm()
+	proc.HoldIfInterrupted()
 	if context.Cause(e.run.ctx) != nil {
 		code = 1
 	}
@@ -195,17 +201,4 @@ func (e *Env) keepLogs() {
 		e.keepRunDir = true
 		e.Logf("component logs kept in %s", e.RunDir)
 	}
-}
-
-// keep prints how to reach every cluster and blocks until Ctrl-C.
-func (e *Env) keep() {
-	fmt.Fprintf(os.Stderr, "\nambientmc: -keep: %d clusters stay up until Ctrl-C (run directory %s)\n", len(e.Clusters), e.RunDir)
-	for _, c := range e.Clusters {
-		fmt.Fprintf(os.Stderr, "  %-12s kubectl --kubeconfig=%s get namespaces\n", c.Name, c.Kubeconfig)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	<-ctx.Done()
-	fmt.Fprintln(os.Stderr, "ambientmc: stopping")
-	e.Flags.Keep = false // let the run directory go now
 }

@@ -43,6 +43,9 @@ func createClusters(ctx context.Context, e *Env) error {
 		}
 	}
 	e.Cleanup("destroy clusters", func() error { return e.Provider.Destroy(context.Background()) })
+	if e.Flags.Keep {
+		e.Cleanup("record the kept clusters", e.recordKeptAtTeardown)
+	}
 	createCtx := e.parts.startEarly(e)
 	e.setupTimes.created = time.Now()
 	cs, err := e.Provider.Create(createCtx, e.Topology)

@@ -223,12 +223,25 @@ func (p *Process) exitedBeforeReady() error {
 // process, and returning an error would let the caller report a bogus failure and exit first,
 // with its own exit code.
 func holdIfInterrupted() {
-	select {
-	case <-interrupt.ch:
+	if Interrupted() {
 		for {
 			time.Sleep(time.Hour)
 		}
+	}
+}
+
+// HoldIfInterrupted is holdIfInterrupted for a caller whose own work a signal ended (a run's
+// setup, its tests): TrapSignals' handler tears down and exits, and the caller must not exit
+// first, halfway through that teardown.
+func HoldIfInterrupted() { holdIfInterrupted() }
+
+// Interrupted says TrapSignals is handling a signal: the process is about to exit.
+func Interrupted() bool {
+	select {
+	case <-interrupt.ch:
+		return true
 	default:
+		return false
 	}
 }
 

@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	p.mu.Lock()
 	if p.kernel == nil {
-		p.kernel = recordKernel("/")
+		p.kernel = recordKernel(cmp.Or(p.opts.HostRoot, "/"))
 		proc.OnKill(p.killNow)
 	}
 	if p.guard == nil && !p.opts.Deadline.IsZero() {
@@ -42,14 +43,23 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if err == nil {
 		return out, nil
 	}
+	if p.stopping() {
+		// Destroy is removing the clusters from under the create (Ctrl-C, SIGTERM, the deadline
+		// guard): there are no logs to collect, and returning waits for it to finish.
+		if derr := p.Destroy(context.Background()); derr != nil {
+			err = fmt.Errorf("%w; deleting the clusters also failed: %v", err, derr)
+		}
+		return nil, err
+	}
 	logs := p.CollectLogs()
 	if nr := (*notReadyError)(nil); errors.As(err, &nr) && logs != "" {
 		err = fmt.Errorf("%w%s", err, kubeletTail(logs, nr))
 	}
-	if p.opts.Keep {
-		p.printKept()
-	} else if derr := p.Destroy(context.Background()); derr != nil {
-		err = fmt.Errorf("%w; deleting the clusters also failed: %v", err, derr)
+	// With Keep the clusters stay: the teardown (Keep, Destroy) says how to remove them.
+	if !p.opts.Keep {
+		if derr := p.Destroy(context.Background()); derr != nil {
+			err = fmt.Errorf("%w; deleting the clusters also failed: %v", err, derr)
+		}
 	}
 	if logs != "" {
 		err = fmt.Errorf("%w (kind logs in %s)", err, logs)
@@ -120,6 +130,10 @@ func (p *Provider) handOver(ctx context.Context, t *topology.Topology, cs []*clu
 		return err
 	}
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errStopped
+	}
 	p.handedOver = true
 	p.mu.Unlock()
 	if _, err := p.opts.InCluster.Create(ctx, &kt); err != nil {
@@ -156,18 +170,17 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 			return nil, err
 		}
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("the provider is being destroyed")
+	done, err := p.startCreate(name)
+	if err != nil {
+		return nil, err
 	}
-	p.created = append(p.created, name)
-	p.inflight.Add(1)
-	p.mu.Unlock()
 	start := time.Now()
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: creating %s (node image %s, pods %s, services %s)\n", tc.Name, name, p.image(), cfg.Networking.PodSubnet, cfg.Networking.ServiceSubnet)
 	err = p.kind.Create(name, cfg, p.KubeconfigPath(tc.Name), p.opts.Wait)
-	p.inflight.Done()
+	if stopped := p.endCreate(name, done); stopped {
+		// Destroy removed (or is removing) its nodes: nothing of it may be touched any more.
+		return nil, fmt.Errorf("kind create %s: %w", name, errStopped)
+	}
 	if err != nil && !exportFailedOnInternalNetwork(err) {
 		return nil, fmt.Errorf("kind create %s: %w", name, err)
 	}
@@ -223,6 +236,33 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	c.Runs = cluster.Components{Controllers: true, Scheduler: true}
 	fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: ready in %.1fs (kubeconfig %s, API server for other clusters https://%s:6443)\n", tc.Name, c.StartSeconds, c.Kubeconfig, ip)
 	return c, nil
+}
+
+// errStopped is what a create returns once Destroy began (Ctrl-C, SIGTERM, the deadline guard).
+var errStopped = errors.New("stopped: the run is removing its clusters")
+
+// startCreate records kind name as created and in flight, before kind.Create is called, so that a
+// Destroy from now on removes it; it refuses once Destroy began. done is closed by endCreate.
+func (p *Provider) startCreate(name string) (done chan struct{}, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errStopped
+	}
+	p.created = append(p.created, name)
+	done = make(chan struct{})
+	p.inflight[name] = done
+	return done, nil
+}
+
+// endCreate marks kind name's create returned and says whether Destroy began meanwhile.
+func (p *Provider) endCreate(name string, done chan struct{}) (stopped bool) {
+	p.mu.Lock()
+	delete(p.inflight, name)
+	stopped = p.closed
+	p.mu.Unlock()
+	close(done)
+	return stopped
 }
 
 // exportFailedOnInternalNetwork recognizes the one step of kind's create that an internal network
@@ -284,4 +324,12 @@ func writePrivate(path string, data []byte) error {
 		return err
 	}
 	return os.Chmod(path, 0o600)
+}
+
+// stopping says the run is ending early: Destroy began, or a signal is being handled (its
+// teardown calls Destroy; the terminal's Ctrl-C also reached kind's docker commands).
+func (p *Provider) stopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed || proc.Interrupted()
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,24 +33,31 @@ func (p *Provider) CollectLogs() string {
 	return dir
 }
 
-// Destroy deletes every cluster Create started (after any kind create still running returns: kind
-// cannot cancel one). It is idempotent and safe after a partial create. With Keep it deletes
-// nothing and prints the commands that would.
+// createStopWait bounds how long Destroy waits for a kind create whose nodes it removed to
+// return: its next docker command fails once the node is gone, which takes seconds.
+var createStopWait = 30 * time.Second
+
+// Destroy deletes every cluster Create started, the run network, and puts the host's kernel
+// settings back. A kind create still running (Ctrl-C, SIGTERM or the deadline guard while the
+// clusters start) is stopped first (stopCreates). It is idempotent, safe after a partial create,
+// and runs once at a time: a second caller waits for the first and finds nothing left. With Keep
+// it deletes nothing and prints the one command that removes it all (keep.go).
 func (p *Provider) Destroy(context.Context) error {
+	p.destroying.Lock()
+	defer p.destroying.Unlock()
 	p.mu.Lock()
 	p.closed = true
 	if p.guard != nil {
 		p.guard.Stop()
 	}
 	p.mu.Unlock()
-	p.inflight.Wait()
 	if p.opts.Keep {
 		p.printKept()
 		return nil
 	}
+	stopped := p.stopCreates()
 	p.mu.Lock()
-	names := p.created
-	p.created = nil
+	names := slices.Clone(p.created)
 	handedOver := p.handedOver
 	p.handedOver = false
 	p.mu.Unlock()
@@ -62,8 +70,8 @@ func (p *Provider) Destroy(context.Context) error {
 	}
 	var mu sync.Mutex
 	var errs []error
-	if p.guarded && len(names) > 0 {
-		lines := p.guardCounters(names)
+	if live := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(stopped, n) }); p.guarded && len(live) > 0 {
+		lines := p.guardCounters(live)
 		for _, l := range lines {
 			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s\n", l)
 		}
@@ -85,6 +93,7 @@ func (p *Provider) Destroy(context.Context) error {
 				errs = append(errs, fmt.Errorf("kind delete cluster --name %s: %w", n, err))
 				return
 			}
+			p.forget(n)
 			fmt.Fprintf(p.opts.Log, "ambientmc: kind: deleted %s\n", n)
 		})
 	}
@@ -106,6 +115,73 @@ func (p *Provider) Destroy(context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// stopCreates ends the kind creates still running and returns their names. kind cannot cancel a
+// create, and waiting one out can take all of -kind.wait: removing its node containers (by kind's
+// cluster label) makes its next step fail at once. A create that has not made them yet (still
+// checking the image, or in its docker run) makes them later, so they are removed every second
+// until the create returns, for at most createStopWait. Destroy's kind delete, once the create
+// returned, removes by the same label whatever it made meanwhile.
+func (p *Provider) stopCreates() []string {
+	p.mu.Lock()
+	running := maps.Clone(p.inflight)
+	p.mu.Unlock()
+	if len(running) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(running))
+	fmt.Fprintf(p.opts.Log, "ambientmc: kind: stopping the create of %s: removing its node containers until it returns\n", strings.Join(names, ", "))
+	ctx, cancel := context.WithTimeout(context.Background(), createStopWait)
+	defer cancel()
+	for pending := slices.Clone(names); ; {
+		for _, n := range pending {
+			if err := p.removeContainers(ctx, n); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: removing its containers: %v\n", n, err)
+			}
+		}
+		pending = slices.DeleteFunc(pending, func(n string) bool { return closed(running[n]) })
+		if len(pending) == 0 {
+			return names
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			fmt.Fprintf(p.opts.Log, "ambientmc: kind: the create of %s did not return within %s of the removal of its nodes: deleting what it made so far\n", strings.Join(pending, ", "), createStopWait)
+			return names
+		}
+	}
+}
+
+// closed says whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// removeContainers force-removes kind cluster name's containers through Docker, thawing a node
+// whose frozen cgroup keeps it from dying.
+func (p *Provider) removeContainers(ctx context.Context, name string) error {
+	ids, err := p.docker.ClusterContainers(ctx, name)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	err = p.docker.RemoveContainers(ctx, ids)
+	if err != nil && p.thawContainers(name, ids) {
+		err = p.docker.RemoveContainers(ctx, ids)
+	}
+	return err
+}
+
+// forget drops kind name from the clusters left to delete.
+func (p *Provider) forget(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.created = slices.DeleteFunc(p.created, func(n string) bool { return n == name })
 }
 
 // thawNodes thaws the frozen cgroups that keep cluster name's nodes from dying (thaw.go) and says
@@ -142,25 +218,10 @@ func (p *Provider) freezerRoot() string {
 	return freezerRoot
 }
 
-// printKept says which clusters -keep left and how to delete them.
-func (p *Provider) printKept() {
-	p.mu.Lock()
-	names := append([]string(nil), p.created...)
-	printed := p.keptPrinted
-	p.keptPrinted = true
-	p.mu.Unlock()
-	sort.Strings(names)
-	if len(names) == 0 || printed {
-		return
-	}
-	fmt.Fprintf(p.opts.Log, "ambientmc: kind: -keep: %d clusters left running; delete them with:\n", len(names))
-	for _, n := range names {
-		fmt.Fprintf(p.opts.Log, "  kind delete cluster --name %s\n", n)
-	}
-}
-
 // killNow removes the clusters' containers and the run network at once, without kind: the hook a
-// second Ctrl-C runs (proc.OnKill), when there is no time for kind's orderly delete.
+// second Ctrl-C runs (proc.OnKill), when there is no time for kind's orderly delete. It reads
+// what is left to delete, so a Destroy the first Ctrl-C started and this one interrupts leaves
+// nothing either.
 func (p *Provider) killNow() {
 	p.mu.Lock()
 	names := append([]string(nil), p.created...)
@@ -173,11 +234,7 @@ func (p *Provider) killNow() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, n := range names {
-		if ids, err := p.docker.ClusterContainers(ctx, n); err == nil && len(ids) > 0 {
-			if p.docker.RemoveContainers(ctx, ids) != nil && p.thawContainers(n, ids) {
-				_ = p.docker.RemoveContainers(ctx, ids)
-			}
-		}
+		_ = p.removeContainers(ctx, n)
 	}
 	_ = p.removeRunNetwork(ctx)
 	_, _ = k.restore()

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,12 @@ type fakeKind struct {
 	stuck    map[string]bool
 	thawed   string
 	existing []string
+	// hold, when set, keeps every Create running until it is closed; the create then fails as
+	// kind's does once its node container was removed, its cluster still listed (a container
+	// that a docker run in flight made).
+	hold chan struct{}
+	// deleteDelay is how long each Delete takes.
+	deleteDelay time.Duration
 
 	mu                sync.Mutex
 	running, maxSeen  int
@@ -110,6 +117,14 @@ func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 	k.creates = append(k.creates, name)
 	k.mu.Unlock()
 	time.Sleep(k.delay)
+	if k.hold != nil {
+		<-k.hold
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.running--
+		k.clusters[name] = cfg
+		return fmt.Errorf("command \"docker exec --privileged %s-control-plane kubeadm init\" failed with error: exit status 137", name)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.running--
@@ -136,6 +151,7 @@ func (k *fakeKind) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string,
 }
 
 func (k *fakeKind) Delete(name, kubeconfig string) error {
+	time.Sleep(k.deleteDelay)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.deletes = append(k.deletes, name)
@@ -293,6 +309,27 @@ type fakeDocker struct {
 	removedContainers []string
 	rmCalls           int
 	stuck             map[string]string
+	// onRemove runs after containers were removed; beforeNetworkRemove before a network is.
+	onRemove            func(ids []string)
+	beforeNetworkRemove func(name string)
+	// mu guards containers and what RemoveContainers records, which a test may change meanwhile.
+	mu sync.Mutex
+}
+
+// addContainers gives kind cluster name containers ids, as a docker run does.
+func (d *fakeDocker) addContainers(name string, ids ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.containers == nil {
+		d.containers = map[string][]string{}
+	}
+	d.containers[name] = append(d.containers[name], ids...)
+}
+
+func (d *fakeDocker) removedIDs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.removedContainers)
 }
 
 func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
@@ -327,12 +364,24 @@ func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) {
 	return nil, nil
 }
 func (d *fakeDocker) ClusterContainers(_ context.Context, name string) ([]string, error) {
-	return d.containers[name], nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.containers[name]), nil
 }
 
 // RemoveContainers fails while one of the containers is stuck (freezer.state in its stuck
 // directory is not THAWED), as `docker rm -f` does on a node with a frozen cgroup.
 func (d *fakeDocker) RemoveContainers(_ context.Context, ids []string) error {
+	err := d.removeContainers(ids)
+	if err == nil && d.onRemove != nil {
+		d.onRemove(ids)
+	}
+	return err
+}
+
+func (d *fakeDocker) removeContainers(ids []string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.rmCalls++
 	for _, id := range ids {
 		if dir, ok := d.stuck[id]; ok {
@@ -342,10 +391,16 @@ func (d *fakeDocker) RemoveContainers(_ context.Context, ids []string) error {
 		}
 	}
 	d.removedContainers = append(d.removedContainers, ids...)
+	for name, have := range d.containers { // removed containers are gone
+		d.containers[name] = slices.DeleteFunc(have, func(id string) bool { return slices.Contains(ids, id) })
+	}
 	return nil
 }
 
 func (d *fakeDocker) RemoveNetwork(_ context.Context, name string) error {
+	if d.beforeNetworkRemove != nil {
+		d.beforeNetworkRemove(name)
+	}
 	d.removed = append(d.removed, name)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // kubelet in a privileged node writes global kernel settings of the host (its kernel tunables,
@@ -17,9 +18,11 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel
 
 // kernelState is what the host had before the run.
 type kernelState struct {
-	root     string            // "/" on a real host; tests use a directory
-	sysctls  map[string]string // name under /proc/sys -> value
-	modules  bool              // /lib/modules existed
+	root    string            // "/" on a real host; tests use a directory
+	sysctls map[string]string // name under /proc/sys -> value
+	modules bool              // /lib/modules existed
+	// mu: Destroy and the second Ctrl-C's kill may restore at once.
+	mu       sync.Mutex
 	restored bool
 }
 
@@ -39,7 +42,12 @@ func recordKernel(root string) *kernelState {
 // restore writes back every setting that changed and removes a /lib/modules the run created (only
 // when empty); it returns what it changed, for the log.
 func (k *kernelState) restore() ([]string, error) {
-	if k == nil || k.restored {
+	if k == nil {
+		return nil, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.restored {
 		return nil, nil
 	}
 	k.restored = true
@@ -75,4 +83,25 @@ func (k *kernelState) restore() ([]string, error) {
 func cgroupV1() bool {
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	return err != nil
+}
+
+// keptKernel is the record as a kept run's state.json holds it, for the removal (keep.go).
+type keptKernel struct {
+	Sysctls           map[string]string `json:"sysctls"`
+	LibModulesExisted bool              `json:"libModulesExisted"`
+}
+
+func (k *kernelState) kept() *keptKernel {
+	if k == nil {
+		return nil
+	}
+	return &keptKernel{Sysctls: k.sysctls, LibModulesExisted: k.modules}
+}
+
+// state is the record restore puts back on the host under root.
+func (kk *keptKernel) state(root string) *kernelState {
+	if kk == nil {
+		return nil
+	}
+	return &kernelState{root: root, sysctls: kk.Sysctls, modules: kk.LibModulesExisted}
 }

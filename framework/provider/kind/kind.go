@@ -65,7 +65,8 @@ type Options struct {
 	DataPlane string
 	// Istio names the Istio images (hub and tag required).
 	Istio install.Images
-	// Keep leaves the clusters at Destroy and prints how to delete them.
+	// Keep leaves the clusters at Destroy, with their kubeconfigs and the record of what the run
+	// made outside RunDir (Keep), and prints the one command that removes them (keep.go).
 	Keep bool
 	// Wait bounds how long one cluster's control plane may take to be Ready; 0 means 3 minutes.
 	Wait time.Duration
@@ -78,6 +79,8 @@ type Options struct {
 	Docker Docker
 	// Host reads the machine's limits; nil means RealHost.
 	Host *Host
+	// HostRoot is where the host's /proc/sys and /lib/modules are (kernel.go); empty means /.
+	HostRoot string
 	// FreezerRoot is cgroup v1's freezer hierarchy, where Destroy thaws a node that will not die;
 	// empty means /sys/fs/cgroup/freezer.
 	FreezerRoot string
@@ -110,15 +113,24 @@ type Provider struct {
 	// netCreated: the network exists and Destroy removes it.
 	netCreated bool
 	// kernel is the host's kernel settings before the first node started (kernel.go).
-	kernel   *kernelState
-	created  []string // kind names, recorded before kind.Create is called
-	closed   bool
-	inflight sync.WaitGroup
-	guard    *time.Timer
+	kernel *kernelState
+	// created are the kind names whose create was called and that are not deleted yet (recorded
+	// before kind.Create is called; the second Ctrl-C's kill removes what is still here).
+	created []string
+	// closed: Destroy began; no create or network may start after it.
+	closed bool
+	// inflight are the kind creates running now, each closed when kind.Create returned.
+	inflight map[string]chan struct{}
+	// destroying runs one Destroy at a time (the teardown, Create's failure path and the deadline
+	// guard may all call it), and orders the run network's creation against its removal.
+	destroying sync.Mutex
+	guard      *time.Timer
 	// guarded: the node image carries the egress guard (preflight read its label).
 	guarded bool
 	// handedOver: InCluster.Create was called and InCluster.Destroy is due.
-	handedOver  bool
+	handedOver bool
+	// kept is what Keep wrote (keep.go); keptPrinted: its removal step was printed.
+	kept        *cluster.Kept
 	keptPrinted bool
 }
 
@@ -133,7 +145,7 @@ func New(o Options) *Provider {
 	if o.Wait <= 0 {
 		o.Wait = 3 * time.Minute
 	}
-	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: RunNetworkName(o.RunDir)}
+	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: RunNetworkName(o.RunDir), inflight: map[string]chan struct{}{}}
 	if p.kind == nil {
 		p.kind = NewKind(o.Log)
 	}

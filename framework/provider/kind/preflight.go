@@ -135,7 +135,12 @@ func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fa
 		return
 	}
 	for _, c := range t.Clusters {
-		if name := KindName(c.Name); slices.Contains(existing, name) {
+		name := KindName(c.Name)
+		switch dir := keptBy(name); {
+		case !slices.Contains(existing, name):
+		case dir != "":
+			fail("kind: a cluster named %s already exists, kept by an earlier run with -keep; remove that run's clusters and network and put the host back with: %s", name, RemoveCommand(dir))
+		default:
 			fail("kind: a cluster named %s already exists (an earlier run with -keep?); delete it: kind delete cluster --name %s", name, name)
 		}
 	}

@@ -104,11 +104,17 @@ func (p *Provider) planRunNetwork(ctx context.Context) (Network, error) {
 }
 
 // createRunNetwork creates the run network and points kind at it (kind reads the variable at
-// each create).
+// each create). It holds off Destroy meanwhile, and refuses once Destroy began: a network
+// created while Destroy ran would be left behind.
 func (p *Provider) createRunNetwork(ctx context.Context) error {
+	p.destroying.Lock()
+	defer p.destroying.Unlock()
 	p.mu.Lock()
-	name, net, made := p.netName, p.net, p.netCreated
+	name, net, made, closed := p.netName, p.net, p.netCreated, p.closed
 	p.mu.Unlock()
+	if closed {
+		return errStopped
+	}
 	if made {
 		return nil
 	}
