@@ -14,7 +14,7 @@ E2E_FLAGS ?= -clusters=10
 # and the memory check over every remote cluster.
 E2E_FULL   = -latency.duration=10s -churn.rates=2,5,20,50 -churn.duration=20s -churn.cases=local,one-remote,all-remote -churn.modes=replace,ready -checks.clusters=0
 
-.PHONY: all bins engine engine-stop images test fuzz e2e ci ci-suite ci-kind lint bench bench-scale report compare clean
+.PHONY: all bins engine engine-stop images test fuzz e2e ci ci-suite ci-kind lint bench bench-scale report compare clean repro
 
 all: lint test
 
@@ -71,8 +71,8 @@ e2e: bins
 	$(GO) test -count=1 -v -timeout=120m $(SUITE) $(E2E_FULL) $(E2E_FLAGS) -report-dir=$(REPORT_DIR)
 
 ## ci: what .ci/run runs on a clean clone: lint, unit tests, a cold binary build, the fuzz targets
-## briefly, short suites, then every suite on three kind clusters, two of them sharing a network
-ci: lint bins test fuzz ci-suite ci-kind
+## briefly, the istiod reproducers (each must still fail on the pinned istiod), short suites, then every suite on three kind clusters, two of them sharing a network
+ci: lint bins test fuzz repro ci-suite ci-kind
 # make ci's lint has run the whole of go vet already: no go test runs its subset again. ci-suite
 # runs the suite's TestPlan tests with the rest, so make test leaves them out.
 ci: TEST_VET = -vet=off
@@ -113,6 +113,15 @@ ci-kind: engine images
 	  if ! diff _output/host-before.txt _output/host-after.txt; then echo "ci-kind: the run changed the host's kernel settings or /lib/modules"; exit 1; fi; \
 	  echo "ci-kind: the host's kernel settings and /lib/modules are as before the run"
 	$(GO) test -count=1 -v -timeout=15m $(TEST_VET) $(TEST_LDFLAGS) ./suites/kindexit
+
+## repro: the reproducers of the istiod faults found here (repro/, a module of its own) against the
+## pinned istiod: each must still fail there, or the fault was fixed and docs/findings.md is out of date
+REPRO_COUNT = $(words $(filter-out README.md go.mod go.sum run.sh,$(notdir $(wildcard repro/*))))
+repro:
+	@mkdir -p _output; cd repro && ./run.sh > ../_output/repro.txt 2>&1; rc=$$?; grep '^== ' ../_output/repro.txt; \
+	  got=$$(grep -c '^== .*: FAILS: reproduced' ../_output/repro.txt); \
+	  if [ $$rc -ne 1 ] || [ "$$got" -ne $(REPRO_COUNT) ]; then echo "repro: $$got of $(REPRO_COUNT) reproducers still reproduce their fault (run.sh exit $$rc; output in _output/repro.txt)"; exit 1; fi; \
+	  echo "repro: all $(REPRO_COUNT) reproducers fail on the pinned istiod, as docs/findings.md says"
 
 ## lint: formatting, a tidy go.mod, and vet
 lint:
