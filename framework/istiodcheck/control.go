@@ -97,7 +97,7 @@ func (c Control) Name() string { return fmt.Sprintf("control %s: %s", c.Expect, 
 // is says whether this run injects f (nil: a check's own run injects nothing).
 func (c *Control) is(f Fault) bool { return c != nil && c.Fault == f }
 
-// record keeps a control's outcome and says whether it was the expected one.
+// recordControl keeps a control's outcome and says whether it was the expected one.
 func (r *Run) recordControl(c *Control, passed bool, detail string) report.IstiodCheckControl {
 	row := report.IstiodCheckControl{Check: c.Check, Expect: c.Expect, Fault: string(c.Fault), Outcome: report.CheckFail,
 		Verdict: report.ControlUnexpected, Detail: detail, IstiodVersion: r.IstiodVersion}
