@@ -79,6 +79,7 @@ var (
 	_ cluster.Probes              = (*Provider)(nil)
 	_ cluster.ExtraIstiods        = (*Provider)(nil)
 	_ cluster.WatchedOnlyCutter   = (*Provider)(nil)
+	_ cluster.FakeNodeProxies     = (*Provider)(nil)
 	_ cluster.IstiodRestarter     = (*Istiod)(nil)
 	_ cluster.HopAccess           = (*probeEnv)(nil)
 	_ cluster.ClientRestarter     = (*probeEnv)(nil)

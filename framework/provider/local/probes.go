@@ -414,3 +414,36 @@ func (p *Provider) Listening() ([]netip.AddrPort, error) {
 	}
 	return proc.Listening(pids...)
 }
+
+// ServeFakeNodes stands in for the ztunnel of each of c's fake nodes: a certificate client per
+// node (framework/dataplane/nodecerts) that asks i's CA for the pods on its node.
+func (p *Provider) ServeFakeNodes(ctx context.Context, c *cluster.Cluster, i cluster.Istiod, ca cluster.CACerts, nodes []string) (cluster.NodeCertificates, error) {
+	root, err := writeRoot(filepath.Join(p.opts.RunDir, c.Name, "fake-nodes"), ca)
+	if err != nil {
+		return nil, err
+	}
+	n, err := nodecerts.ServeNodes(ctx, nodecerts.Config{Client: c.Client, Cluster: c.Name, CAAddress: i.XDSAddress(), RootFile: root,
+		TTL: p.opts.CertTTL, Logf: func(format string, args ...any) { fmt.Fprintf(p.opts.Log, format+"\n", args...) }}, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return fakeNodes{n, p.opts.CertTTL}, nil
+}
+
+// fakeNodes are nodecerts.Nodes as the contract counts them.
+type fakeNodes struct {
+	*nodecerts.Nodes
+	ttl time.Duration
+}
+
+func (f fakeNodes) TTL() time.Duration {
+	if f.ttl == 0 {
+		return nodecerts.DefaultTTL
+	}
+	return f.ttl
+}
+
+func (f fakeNodes) Counts() cluster.NodeCertCounts {
+	c := f.Nodes.Counts()
+	return cluster.NodeCertCounts{Nodes: c.Nodes, Pods: c.Pods, Certificates: c.Identities, Issued: c.Issued, Renewed: c.Renewed, Failed: c.Failed}
+}
