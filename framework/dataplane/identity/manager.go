@@ -116,6 +116,20 @@ func (m *SecretManager) Close() {
 	}
 }
 
+// Has says whether id is kept and has its certificate, and why not yet: the last request's
+// failure. Unlike Fetch it starts nothing.
+func (m *SecretManager) Has(id string) (bool, error) {
+	m.mu.Lock()
+	c := m.certs[id]
+	m.mu.Unlock()
+	if c == nil {
+		return false, fmt.Errorf("identity: %s is not kept", id)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cert != nil, c.lastErr
+}
+
 // Held is how many identities have a certificate now.
 func (m *SecretManager) Held() int {
 	m.mu.Lock()
@@ -243,3 +257,32 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// Holders counts the pods a node proxy serves per identity: the first pod of an identity
+// prefetches its certificate and the last one's going forgets it, as ztunnel's CertFetcher does
+// (prefetch_cert; clear_cert when was_last_identity_on_node). Its owner's lock guards it.
+type Holders struct {
+	m    *SecretManager
+	pods map[string]int
+}
+
+// Holders counts pods for m.
+func (m *SecretManager) Holders() *Holders { return &Holders{m: m, pods: map[string]int{}} }
+
+// Add counts a pod of identity id.
+func (h *Holders) Add(id string) {
+	if h.pods[id]++; h.pods[id] == 1 {
+		h.m.Prefetch(id)
+	}
+}
+
+// Drop counts a pod of identity id gone.
+func (h *Holders) Drop(id string) {
+	if h.pods[id]--; h.pods[id] <= 0 {
+		delete(h.pods, id)
+		h.m.Forget(id)
+	}
+}
+
+// Len is how many identities have a pod.
+func (h *Holders) Len() int { return len(h.pods) }

@@ -228,3 +228,26 @@ func TestServerConfigPresentsTheCurrentCertificate(t *testing.T) {
 	first := serial()
 	require.Eventually(t, func() bool { return serial() != first }, 5*time.Second, 50*time.Millisecond, "the renewed certificate serves the next handshake")
 }
+
+// A node's first pod of an identity prefetches its certificate; the identity stays while any pod
+// of it stays, and goes with the last (its renewals stop).
+func TestHoldersKeepAnIdentityWhileAPodOfItStays(t *testing.T) {
+	s := newSigner(t, time.Hour)
+	m := NewSecretManager(s.fetch, t.Logf)
+	t.Cleanup(m.Close)
+	h := m.Holders()
+
+	h.Add(echo)
+	h.Add(echo)
+	require.Eventually(t, func() bool { ok, _ := m.Has(echo); return ok }, 2*time.Second, 10*time.Millisecond, "prefetched with the first pod")
+	h.Drop(echo)
+	ok, _ := m.Has(echo)
+	assert.True(t, ok, "one pod of it is left")
+	assert.Equal(t, 1, h.Len())
+	h.Drop(echo)
+	ok, err := m.Has(echo)
+	assert.False(t, ok, "forgotten with the last pod")
+	assert.ErrorContains(t, err, "not kept")
+	assert.Zero(t, h.Len())
+	assert.Len(t, s.requests(echo), 1, "one request for both pods")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,8 +28,8 @@ type Nodes struct {
 	stop    chan struct{}
 
 	mu   sync.Mutex
-	pods map[types.UID]served // ambient pods served now
-	held map[served]int       // pods per node and identity
+	pods map[types.UID]served         // ambient pods served now
+	held map[string]*identity.Holders // pods per identity, by node
 }
 
 // served is a pod's node and identity.
@@ -38,7 +39,7 @@ type served struct{ node, id string }
 // of nodes and waits until each has listed its node's pods; the certificates come in the
 // background (Wait).
 func ServeNodes(ctx context.Context, cfg Config, nodes []string) (_ *Nodes, err error) {
-	n := &Nodes{proxies: map[string]*Proxy{}, stop: make(chan struct{}), pods: map[types.UID]served{}, held: map[served]int{}}
+	n := &Nodes{proxies: map[string]*Proxy{}, stop: make(chan struct{}), pods: map[types.UID]served{}, held: map[string]*identity.Holders{}}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -54,6 +55,7 @@ func ServeNodes(ctx context.Context, cfg Config, nodes []string) (_ *Nodes, err 
 			return nil, err
 		}
 		n.proxies[node] = p
+		n.held[node] = p.certs.Holders()
 		f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = "spec.nodeName=" + node
 		}))
@@ -97,13 +99,10 @@ func (n *Nodes) update(node string, obj any) {
 		if prev == s {
 			return
 		}
-		n.dropLocked(prev)
+		n.held[prev.node].Drop(prev.id)
 	}
 	n.pods[pod.UID] = s
-	n.held[s]++
-	if n.held[s] == 1 {
-		n.proxies[node].Prefetch(s.id)
-	}
+	n.held[node].Add(s.id)
 }
 
 // remove stops serving a pod.
@@ -119,44 +118,38 @@ func (n *Nodes) remove(obj any) {
 	defer n.mu.Unlock()
 	if prev, ok := n.pods[pod.UID]; ok {
 		delete(n.pods, pod.UID)
-		n.dropLocked(prev)
+		n.held[prev.node].Drop(prev.id)
 	}
 }
 
-// dropLocked counts one pod of s gone, forgetting the identity with its node's last pod.
-func (n *Nodes) dropLocked(s served) {
-	n.held[s]--
-	if n.held[s] <= 0 {
-		delete(n.held, s)
-		n.proxies[s.node].Forget(s.id)
-	}
-}
-
-// Wait returns once every identity served now has its certificate, or names the first that has
-// none when ctx ends.
+// Wait returns once every pod served has its identity's certificate, or names one that has none,
+// with the last failure, when ctx ends.
 func (n *Nodes) Wait(ctx context.Context) error {
-	select {
-	case <-n.stop:
-		return errClosed
-	default:
-	}
-	n.mu.Lock()
-	want := make([]served, 0, len(n.held))
-	for s := range n.held {
-		want = append(want, s)
-	}
-	n.mu.Unlock()
-	for _, s := range want {
-		if _, err := n.proxies[s.node].Cert(ctx, s.id); err != nil {
-			n.mu.Lock()
-			_, still := n.held[s]
-			n.mu.Unlock()
-			if still {
-				return fmt.Errorf("node %s: %w", s.node, err)
-			}
+	for {
+		missing, why := n.missing()
+		if missing == nil {
+			return nil
+		}
+		select {
+		case <-n.stop:
+			return errClosed
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("node %s: no certificate for %s", missing.node, missing.id), why, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
+}
+
+// missing is a pod's node and identity whose certificate the node does not hold yet (nil: none).
+func (n *Nodes) missing() (*served, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.pods {
+		if ok, err := n.proxies[s.node].certs.Has(s.id); !ok {
+			return &s, err
+		}
+	}
+	return nil, nil
 }
 
 // Counts is what the nodes hold and asked for.
@@ -169,7 +162,10 @@ type Counts struct {
 // istiod so far.
 func (n *Nodes) Counts() Counts {
 	n.mu.Lock()
-	c := Counts{Nodes: len(n.proxies), Pods: len(n.pods), Identities: len(n.held)}
+	c := Counts{Nodes: len(n.proxies), Pods: len(n.pods)}
+	for _, h := range n.held {
+		c.Identities += h.Len()
+	}
 	n.mu.Unlock()
 	for _, p := range n.proxies {
 		s := p.Stats()
