@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,7 +35,8 @@ import (
 // hostPath ztunnel's chart mounts).
 const zdsSocket = "/var/run/ztunnel/ztunnel.sock"
 
-// certTTL is how long the certificates asked of istiod last; a run is shorter.
+// certTTL is how long the certificates asked of istiod last (ztunnel's SECRET_TTL default); the
+// ztunnel renews its pods' at half of it, as ztunnel does.
 const certTTL = 24 * time.Hour
 
 func main() {
@@ -124,31 +124,20 @@ func ztunnel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	certs := map[string]*pki.Cert{}
+	certs := identity.NewSecretManager(func(id string) (*pki.Cert, error) {
+		issued, err := p.issuer.IssueFor(certTTL, id)
+		if err != nil {
+			return nil, err
+		}
+		return podenv.Cert(issued)
+	}, log.Printf)
+	defer certs.Close()
 	metrics := inpod.NewMetrics()
 	// As ztunnel: applications see the original source where the process may bind it.
 	transparent := netns.CanBindTransparent()
 	log.Printf("inbound: transparent=%t (%v)", transparent == nil, transparent)
 	z := inpod.New(inpod.Config{Cluster: env.Cluster, Network: env.Network, Roots: p.roots, View: watched.View, DNS: dns, Metrics: metrics, Logf: log.Printf,
-		Transparent: transparent == nil,
-		Certificate: func(ns, sa string) (*pki.Cert, error) {
-			id := pki.SPIFFEID(ns, sa)
-			mu.Lock()
-			defer mu.Unlock()
-			if c := certs[id]; c != nil {
-				return c, nil
-			}
-			issued, err := p.issuer.IssueFor(certTTL, id)
-			if err != nil {
-				return nil, err
-			}
-			c, err := podenv.Cert(issued)
-			if err == nil {
-				certs[id] = c
-			}
-			return c, err
-		}})
+		Transparent: transparent == nil, Certs: certs})
 	var ready atomic.Bool
 	stats := http.NewServeMux()
 	stats.Handle("/metrics", metrics.Handler())

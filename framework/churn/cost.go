@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // Cost is what istiod spent over a churn window.
@@ -20,7 +21,10 @@ type Cost struct {
 	ByType          map[string]float64
 	// ConnectedXDS is the pilot_xds gauge at the end of the window (nil: not exported).
 	ConnectedXDS *float64
-	Seconds      float64
+	// CSRs are istiod's CA counters over the window: the certificates asked for the pods the
+	// churn brought (where something serves them: cluster.FakeNodeProxies).
+	CSRs    report.IstiodCSRs
+	Seconds float64
 }
 
 // CostBetween computes istiod's cost from CPU readings and metric scrapes taken at the start and
@@ -31,7 +35,11 @@ func CostBetween(cpuA, cpuB measure.CPUReading, a, b *measure.Metrics) (Cost, er
 		return Cost{}, err
 	}
 	c := Cost{CPUCores: span.Cores(), ResolutionCores: span.CoresResolution(), CPUSource: cpuB.Source,
-		Seconds: span.WallSeconds, ConnectedXDS: b.ConnectedXDS}
+		Seconds: span.WallSeconds, ConnectedXDS: b.ConnectedXDS,
+		CSRs: report.IstiodCSRs{Received: b.CSRs - a.CSRs, Issued: b.CertsIssued - a.CertsIssued}}
+	if c.CSRs.Received < 0 || c.CSRs.Issued < 0 {
+		return Cost{}, fmt.Errorf("%s fell from %g to %g (istiod restarted?)", measure.MetricCSRs, a.CSRs, b.CSRs)
+	}
 	if b.Families[measure.MetricXDSPushes] == nil {
 		return c, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 func TestPacerSchedule(t *testing.T) {
@@ -69,13 +70,18 @@ pilot_xds{version="unknown"} 2
 # TYPE pilot_xds_pushes counter
 pilot_xds_pushes{type="wds"} 100
 pilot_xds_pushes{type="wds_senderr"} 1
+# TYPE citadel_server_csr_count counter
+citadel_server_csr_count 60
+# TYPE citadel_server_success_cert_issuance_count counter
+citadel_server_success_cert_issuance_count 59
 `
 
 func TestCostBetween(t *testing.T) {
 	a, err := measure.ParseMetrics(strings.NewReader(costBefore), t0)
 	require.NoError(t, err)
 	after := strings.NewReplacer("10.5", "12.5", `{type="wds"} 100`, `{type="wds"} 140`+"\npilot_xds_pushes{type=\"cds\"} 4",
-		`{type="wds_senderr"} 1`, `{type="wds_senderr"} 9`, `pilot_xds{version="unknown"} 2`, `pilot_xds{version="unknown"} 3`).Replace(costBefore)
+		`{type="wds_senderr"} 1`, `{type="wds_senderr"} 9`, `pilot_xds{version="unknown"} 2`, `pilot_xds{version="unknown"} 3`,
+		"csr_count 60", "csr_count 64", "issuance_count 59", "issuance_count 62").Replace(costBefore)
 	b, err := measure.ParseMetrics(strings.NewReader(after), t0.Add(20*time.Second))
 	require.NoError(t, err)
 	cpuA := measure.CPUReading{At: t0, Seconds: 10.5, Resolution: 0.01, Source: "test"}
@@ -89,9 +95,14 @@ func TestCostBetween(t *testing.T) {
 	assert.InDelta(t, 2.2, *c.PushesPerSecond, 1e-9)
 	require.NotNil(t, c.ConnectedXDS)
 	assert.Equal(t, 3.0, *c.ConnectedXDS)
+	assert.Equal(t, report.IstiodCSRs{Received: 4, Issued: 3}, c.CSRs, "istiod's CA counters over the window")
 
 	_, err = CostBetween(cpuB, cpuA, b, a)
 	assert.Error(t, err, "a window that ends before it starts")
+	restarted, err := measure.ParseMetrics(strings.NewReader(strings.NewReplacer("csr_count 64", "csr_count 2").Replace(after)), t0.Add(20*time.Second))
+	require.NoError(t, err)
+	_, err = CostBetween(cpuA, cpuB, a, restarted)
+	assert.ErrorContains(t, err, "istiod restarted?", "a CSR counter that fell is no window's count")
 
 	// No pilot_xds_pushes exported: pushes are absent, not 0.
 	quiet := strings.NewReplacer(`pilot_xds_pushes{type="wds"} 100`, "", `pilot_xds_pushes{type="wds_senderr"} 1`, "", "# TYPE pilot_xds_pushes counter", "").Replace(costBefore)

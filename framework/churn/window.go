@@ -96,8 +96,8 @@ func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, sampler *measure.Is
 		P50Ms: msp(sum.P50), P90Ms: msp(sum.P90), P99Ms: msp(sum.P99), MaxMs: msp(sum.Max),
 		IstiodCPUCores: report.F(cost.CPUCores), IstiodCPUResolutionCores: report.F(cost.ResolutionCores),
 		IstiodCPUSource: cost.CPUSource, PushesPerSecond: cost.PushesPerSecond, PushesPerSecondByType: cost.ByType,
-		ConnectedXDSClients: cost.ConnectedXDS,
-		RSSBytes:            report.F(settled.RSSBytes), LiveHeapBytes: report.F(settled.LiveHeapBytes),
+		ConnectedXDSClients: cost.ConnectedXDS, CSRs: &cost.CSRs,
+		RSSBytes: report.F(settled.RSSBytes), LiveHeapBytes: report.F(settled.LiveHeapBytes),
 	}
 	return &Measured{Row: row, Summary: sum, Churned: churned, Drained: drained, Mismatched: mismatched, Truth: truth, cost: cost, spec: s}, nil
 }
@@ -110,10 +110,10 @@ func (m *Measured) String() string {
 		size = fmt.Sprintf("%g%% of the pods", *s.Percent)
 	}
 	line := fmt.Sprintf("%s %s %.0f pods/s, %s (achieved %.1f): %d changes, %d samples, lost %d (late %d, unseen %d, wrong final state %d), superseded %d; "+
-		"p50 %s p90 %s p99 %s max %s ms; istiod %.4f cores (%s, resolution %.1g), %s pushes/s %v, %s xDS clients, rss %.0f MB, live heap %.0f MB",
+		"p50 %s p90 %s p99 %s max %s ms; istiod %.4f cores (%s, resolution %.1g), %s pushes/s %v, %s xDS clients, %.0f CSRs (%.0f signed), rss %.0f MB, live heap %.0f MB",
 		s.Where, s.Mode, s.Rate, size, run.AchievedPodsPerSecond, run.Changes, sum.Samples, sum.Lost, sum.Late, sum.Unseen, sum.Mismatched, sum.Superseded,
 		fmt1(run.P50Ms), fmt1(run.P90Ms), fmt1(run.P99Ms), fmt1(run.MaxMs), cost.CPUCores, cost.CPUSource, cost.ResolutionCores,
-		fmt1(cost.PushesPerSecond), roundMap(cost.ByType), fmt1(cost.ConnectedXDS), *run.RSSBytes/1e6, *run.LiveHeapBytes/1e6)
+		fmt1(cost.PushesPerSecond), roundMap(cost.ByType), fmt1(cost.ConnectedXDS), cost.CSRs.Received, cost.CSRs.Issued, *run.RSSBytes/1e6, *run.LiveHeapBytes/1e6)
 	if m.Churned.Late > 0 || m.Churned.Dropped > 0 {
 		line += fmt.Sprintf("; %d changes started late and %d due ones dropped at the window's end (every target had a change in flight)", m.Churned.Late, m.Churned.Dropped)
 	}

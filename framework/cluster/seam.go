@@ -290,6 +290,36 @@ type IstiodRestarter interface {
 	Restart(ctx context.Context) error
 }
 
+// FakeNodeProxies is offered by providers that stand in for a ztunnel on each of the framework's
+// fake nodes (local): every ambient pod there gets its certificate from istiod's CA as its node's
+// ztunnel would ask for it (one per identity per node, renewed at half its lifetime), so istiod
+// signs for every pod as in a mesh with a ztunnel on each node.
+type FakeNodeProxies interface {
+	// ServeFakeNodes starts a ztunnel's certificate client on each of nodes of c, asking i's CA
+	// (ca is c's: its root is what i's serving certificate chains to), and keeps the certificates
+	// of the pods on those nodes as pods come and go until Close.
+	ServeFakeNodes(ctx context.Context, c *Cluster, i Istiod, ca CACerts, nodes []string) (NodeCertificates, error)
+}
+
+// NodeCertificates are what the fake nodes' certificate clients of one cluster hold.
+type NodeCertificates interface {
+	// Wait returns once every pod served now has its certificate.
+	Wait(ctx context.Context) error
+	// Counts says what they serve and what they asked for so far.
+	Counts() NodeCertCounts
+	// TTL is the lifetime they ask for (renewing at half of it).
+	TTL() time.Duration
+	Close() error
+}
+
+// NodeCertCounts count nodes, the pods served on them and the certificates held (one per identity
+// per node); Issued counts certificates received (Renewed of them replaced an earlier one), Failed
+// the requests istiod's CA refused or never answered.
+type NodeCertCounts struct {
+	Nodes, Pods, Certificates int
+	Issued, Renewed, Failed   int64
+}
+
 // ClientRestarter is offered by probe environments (ProbeEnv) whose client can be given a fresh
 // xDS stream.
 type ClientRestarter interface {

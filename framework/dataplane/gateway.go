@@ -14,7 +14,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
-	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
 // Gateway is an emulated east-west gateway: it terminates only the outer HBONE tunnel, picks a
@@ -34,24 +33,26 @@ type Gateway struct {
 	rand *rand.Rand
 }
 
-// StartGateway serves HBONE on addr:15008 with the gateway identity from the node's cluster CA.
+// StartGateway serves HBONE on addr:15008 as the gateway's own identity (n.Certs: its service
+// account's, from istiod's CA, renewed at half its lifetime); the gateway closes n.Certs when it
+// stops.
 func StartGateway(ctx context.Context, n Node, addr netip.Addr) (*Gateway, error) {
 	w, err := n.watch(ctx, "eastwest-"+n.Cluster)
 	if err != nil {
+		_ = n.Certs.Close()
 		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
-	}
-	cert, err := n.CA.Issue(pki.IstioNamespace, "istio-eastwestgateway", 0)
-	if err != nil {
-		w.Close()
-		return nil, err
 	}
 	l, err := addrmap.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
 	if err != nil {
 		w.Close()
+		_ = n.Certs.Close()
 		return nil, fmt.Errorf("east-west gateway %s: %w", n.Cluster, err)
 	}
-	g := ServeGateway(l, pki.ServerConfig(cert, n.Roots), w, n.Cluster, n.Network, addrmap.Dial)
-	g.closeSource = w.Close
+	g := ServeGateway(l, n.Certs.ServerConfig(n.Certs.ID(), n.Roots), w, n.Cluster, n.Network, addrmap.Dial)
+	g.closeSource = func() {
+		w.Close()
+		_ = n.Certs.Close()
+	}
 	return g, nil
 }
 

@@ -1,6 +1,7 @@
 // Package dataplane emulates ztunnel and the east-west gateway for the local provider. Both act
 // only on what their cluster's istiod sends over workload xDS, and speak real HBONE and double
-// HBONE (framework/dataplane/hbone) with SPIFFE mTLS. Reports label this data plane "emulated".
+// HBONE (framework/dataplane/hbone) with SPIFFE mTLS, every certificate from that istiod's CA
+// (framework/dataplane/nodecerts). Reports label this data plane "emulated".
 package dataplane
 
 import (

@@ -96,11 +96,6 @@ func TestViewIndexes(t *testing.T) {
 	require.NotNil(t, pod)
 	assert.Equal(t, "spiffe://cluster.local/ns/probe/sa/echo", pod.Identity)
 	assert.Equal(t, uint32(8080), svc.TargetPort(pod, 80))
-	ns, sa, err := splitSPIFFE(pod.Identity)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"probe", "echo"}, []string{ns, sa})
-	_, _, err = splitSPIFFE("spiffe://cluster.local/x")
-	assert.Error(t, err)
 }
 
 func TestWorkloadsPerClusterCountsEveryWorkload(t *testing.T) {

@@ -11,13 +11,13 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
@@ -35,16 +35,24 @@ type Node struct {
 	Name       string     // node name, as in pods' spec.nodeName
 	IP         netip.Addr // node address (the ztunnel's own)
 	XDSAddress string     // the cluster's istiod secure xDS address
-	CA         *pki.Intermediate
-	Roots      *x509.CertPool
-	Dir        string // certificates for the xDS connection
+	// Certs gets the component's certificates from its istiod's CA: its own, and a ztunnel's for
+	// the pods of its node. The component started on the node owns it and closes it.
+	Certs *nodecerts.Proxy
+	Roots *x509.CertPool
+	Dir   string // certificates for the xDS connection
 	// Logf receives errors that happen after start (nil: dropped); the environment's log.
 	Logf func(format string, args ...any)
 }
 
-// watch connects a ztunnel-like xDS client for n.
+// ownCertWait bounds how long a component waits for its own certificate at start.
+const ownCertWait = 30 * time.Second
+
+// watch connects a ztunnel-like xDS client for n, with the component's own certificate from
+// istiod's CA as its client certificate.
 func (n Node) watch(ctx context.Context, name string) (*xdswatch.Watcher, error) {
-	cert, err := n.CA.Issue(pki.IstioNamespace, "ztunnel", 0)
+	cctx, cancel := context.WithTimeout(ctx, ownCertWait)
+	cert, err := n.Certs.Own(cctx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +80,7 @@ type Ztunnel struct {
 	lastErr atomic.Pointer[string] // why the latest failed outbound connection failed
 
 	mu       sync.Mutex
-	certs    map[string]*pki.Cert
+	held     map[string]bool // identities of the pods this ztunnel serves, whose certificates it keeps
 	outbound map[netip.AddrPort]net.Listener
 	inbound  map[netip.Addr]*hbone.Server
 	rand     *rand.Rand
@@ -82,13 +90,16 @@ type Ztunnel struct {
 // StartZtunnel connects to istiod and keeps listeners in line with what it sends: outbound on the
 // ClusterIP:port of every service with an address on this network (standing in for traffic
 // capture), inbound HBONE on podIP:15008 of every pod on this node. source is the pod whose
-// outbound connections the ztunnel attributes them to (its identity is used for mTLS).
+// outbound connections the ztunnel attributes them to (its identity is used for mTLS). The
+// certificates of those pods come from istiod's CA through n.Certs, asked for as each pod appears
+// and renewed at half their lifetime; the ztunnel closes n.Certs when it stops.
 func StartZtunnel(ctx context.Context, n Node, source netip.Addr) (*Ztunnel, error) {
 	w, err := n.watch(ctx, "ztunnel-"+n.Name)
 	if err != nil {
+		_ = n.Certs.Close()
 		return nil, fmt.Errorf("ztunnel %s/%s: %w", n.Cluster, n.Name, err)
 	}
-	z := &Ztunnel{node: n, watcher: w, client: hbone.NewClient(hbone.WithDialer(addrmap.Dial)), source: source, certs: map[string]*pki.Cert{},
+	z := &Ztunnel{node: n, watcher: w, client: hbone.NewClient(hbone.WithDialer(addrmap.Dial)), source: source, held: map[string]bool{},
 		outbound: map[netip.AddrPort]net.Listener{}, inbound: map[netip.Addr]*hbone.Server{},
 		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 	var first error
@@ -140,6 +151,7 @@ func (z *Ztunnel) reconcile(v *View) error {
 	wantIn := inboundFor(v, z.node)
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	z.keepCertsLocked(v, wantIn)
 	var errs []error
 	for ap, l := range z.outbound {
 		if !wantOut[ap] {
@@ -169,18 +181,13 @@ func (z *Ztunnel) reconcile(v *View) error {
 		if _, ok := z.inbound[addr]; ok {
 			continue
 		}
-		cert, err := z.certLocked(ep.Identity)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
 		// Pod addresses are API data: the listener is on the pod address's loopback twin.
 		l, err := addrmap.Listen("tcp", netip.AddrPortFrom(addr, HBONEPort).String())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("inbound listener %s:%d: %w", addr, HBONEPort, err))
 			continue
 		}
-		z.inbound[addr] = hbone.Serve(l, pki.ServerConfig(cert, z.node.Roots), z.inboundHandler(addr))
+		z.inbound[addr] = hbone.Serve(l, z.node.Certs.ServerConfig(ep.Identity, z.node.Roots), z.inboundHandler(addr))
 	}
 	return errors.Join(errs...)
 }
@@ -200,22 +207,29 @@ func inboundFor(v *View, node Node) map[netip.Addr]*Endpoint {
 	return in
 }
 
-// certLocked returns the certificate for a local workload identity, issued from the cluster's CA
-// (what ztunnel would obtain from istiod's CA for the pods on its node).
-func (z *Ztunnel) certLocked(id string) (*pki.Cert, error) {
-	if c := z.certs[id]; c != nil {
-		return c, nil
+// keepCertsLocked keeps one certificate per identity of the pods the ztunnel serves (the pods of
+// its node, and the pod whose traffic it captures), as ztunnel's CertFetcher does from what istiod
+// sends: asked for when the identity's first workload on the node appears, forgotten when its
+// last goes.
+func (z *Ztunnel) keepCertsLocked(v *View, in map[netip.Addr]*Endpoint) {
+	want := map[string]bool{}
+	for _, ep := range in {
+		want[ep.Identity] = true
 	}
-	ns, sa, err := splitSPIFFE(id)
-	if err != nil {
-		return nil, err
+	if src := v.WorkloadByAddr(z.source); src != nil && z.source.IsValid() {
+		want[src.Identity] = true
 	}
-	c, err := z.node.CA.Issue(ns, sa, 0)
-	if err != nil {
-		return nil, err
+	for id := range want {
+		if !z.held[id] {
+			z.node.Certs.Prefetch(id)
+		}
 	}
-	z.certs[id] = c
-	return c, nil
+	for id := range z.held {
+		if !want[id] {
+			z.node.Certs.Forget(id)
+		}
+	}
+	z.held = want
 }
 
 func (z *Ztunnel) serveOutbound(l net.Listener) {
@@ -248,14 +262,14 @@ func (z *Ztunnel) proxyOutbound(conn net.Conn) error {
 		return fmt.Errorf("no service at %s or no source workload %s", dst, z.source)
 	}
 	z.mu.Lock()
-	srcCert, err := z.certLocked(src.Identity)
 	r := z.rand.Uint64()
 	z.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srcCert, err := z.node.Certs.Cert(ctx, src.Identity)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	o := Outbound{View: v, Source: src, Cert: srcCert, Roots: z.node.Roots, Cluster: z.node.Cluster, Service: svc, Port: uint32(dst.Port())}
 	upstream, ep, err := o.Dial(ctx, z.client, rand.New(rand.NewPCG(r, 2)))
 	if err == nil {
@@ -325,13 +339,5 @@ func (z *Ztunnel) Close() {
 	z.mu.Unlock()
 	z.client.Close()
 	z.watcher.Close()
-}
-
-// splitSPIFFE returns the namespace and service account of a SPIFFE ID.
-func splitSPIFFE(id string) (ns, sa string, err error) {
-	parts := strings.Split(strings.TrimPrefix(id, "spiffe://"), "/")
-	if !strings.HasPrefix(id, "spiffe://") || len(parts) != 5 || parts[1] != "ns" || parts[3] != "sa" {
-		return "", "", fmt.Errorf("not a workload SPIFFE ID: %q", id)
-	}
-	return parts[2], parts[4], nil
+	_ = z.node.Certs.Close()
 }

@@ -52,7 +52,7 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 	s := &report.Setup{TotalSeconds: total.Seconds()}
 	earlier := map[string]report.ClusterSetup{}
 	if prev := e.Report.Setup; prev != nil {
-		s.Workloads = prev.Workloads
+		s.Workloads, s.Certificates = prev.Workloads, prev.Certificates
 		for _, c := range prev.Clusters {
 			earlier[c.Name] = c
 		}
@@ -89,7 +89,7 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 	for _, c := range e.Clusters {
 		prev := earlier[c.Name]
 		cs := report.ClusterSetup{Name: c.Name, ReadySeconds: c.StartSeconds, PodsPerSecond: prev.PodsPerSecond,
-			EndpointSlices: prev.EndpointSlices, Endpoints: prev.Endpoints}
+			EndpointSlices: prev.EndpointSlices, Endpoints: prev.Endpoints, CSRs: prev.CSRs}
 		add := func(k string, v float64) {
 			if cs.RSSBytes == nil {
 				cs.RSSBytes = map[string]float64{}

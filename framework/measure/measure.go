@@ -44,6 +44,10 @@ const (
 	MetricRemoteSync      = "istiod_remote_cluster_sync_status"
 	MetricXDSPushes       = "pilot_xds_pushes"
 	MetricXDSClients      = "pilot_xds"
+	// istiod's CA server (security/pkg/server/ca/monitoring.go): CSRs received, and certificates
+	// signed for them.
+	MetricCSRs        = "citadel_server_csr_count"
+	MetricCertsIssued = "citadel_server_success_cert_issuance_count"
 
 	LabelCluster     = "cluster"
 	LabelClusterType = "cluster_type"
@@ -134,6 +138,9 @@ type Metrics struct {
 	// ConnectedXDS sums the pilot_xds gauge over proxy versions: xDS clients connected now; nil
 	// when istiod exports no pilot_xds.
 	ConnectedXDS *float64
+	// CSRs and CertsIssued are istiod's CA counters since it started: CSRs received, certificates
+	// signed. istiod exports each from its first count on, so an absent one is 0.
+	CSRs, CertsIssued float64
 
 	// Families is the whole parsed exposition, for metrics this struct does not name.
 	Families map[string]*dto.MetricFamily
@@ -206,6 +213,8 @@ func ParseMetrics(r io.Reader, at time.Time) (*Metrics, error) {
 		RemoteStatus:        map[string]string{},
 		ManagedClusters:     map[string]float64{},
 		ConnectedXDS:        sumIfPresent(fams[MetricXDSClients], nil),
+		CSRs:                sum(fams[MetricCSRs], nil),
+		CertsIssued:         sum(fams[MetricCertsIssued], nil),
 		Families:            fams,
 	}
 	if f := fams[MetricManagedClusters]; f != nil {

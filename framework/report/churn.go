@@ -69,8 +69,12 @@ type ChurnRun struct {
 	PushesPerSecond          *float64           `json:"pushesPerSecond,omitempty"`
 	PushesPerSecondByType    map[string]float64 `json:"pushesPerSecondByType,omitempty"`
 	ConnectedXDSClients      *float64           `json:"connectedXDSClients,omitempty"`
-	RSSBytes                 *float64           `json:"rssBytes,omitempty"`
-	LiveHeapBytes            *float64           `json:"liveHeapBytes,omitempty"`
+	// CSRs is what the measured istiod counted over the cost window: CSRs received and
+	// certificates signed for the pods the churn brought to nodes whose ztunnel held no
+	// certificate of their identity.
+	CSRs          *IstiodCSRs `json:"csrs,omitempty"`
+	RSSBytes      *float64    `json:"rssBytes,omitempty"`
+	LiveHeapBytes *float64    `json:"liveHeapBytes,omitempty"`
 }
 
 // ChurnKnee is, for one case and mode, the lowest rate whose p50 exceeds twice the p50 at the

@@ -12,6 +12,8 @@ type Setup struct {
 	TestProcessPeakRSSBytes *float64 `json:"testProcessPeakRSSBytes,omitempty"`
 	// Workloads is how fast the scale workloads were created.
 	Workloads *WorkloadSetup `json:"workloads,omitempty"`
+	// Certificates is what giving the scale pods their certificates from istiod's CA cost.
+	Certificates *CertificateSetup `json:"certificates,omitempty"`
 	// APIServersReadySeconds and CRDsEstablishedSeconds count from the start of cluster creation
 	// until every API server was ready, and until every CRD was Established in every cluster.
 	APIServersReadySeconds *float64 `json:"apiServersReadySeconds,omitempty"`
@@ -66,6 +68,37 @@ type WorkloadSetup struct {
 	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
 }
 
+// CertificateSetup is the setup step in which a ztunnel's certificate client on each fake node
+// asked its cluster's istiod for the certificate of every scale pod there, one per identity per
+// node as ztunnel keeps them (clusters with an istiod; the provider stands in for the ztunnels).
+type CertificateSetup struct {
+	// Seconds is the step, until every cluster's scale pods had their certificates.
+	Seconds  float64 `json:"seconds"`
+	Clusters int     `json:"clusters"`
+	Nodes    int     `json:"nodes"`
+	Pods     int     `json:"pods"`
+	// Certificates held at the end of the step; FailedRequests the requests istiod's CA refused
+	// or left unanswered, each retried.
+	Certificates   int   `json:"certificates"`
+	FailedRequests int64 `json:"failedRequests"`
+	// TTLSeconds is the lifetime asked for (certificates are renewed at half of it).
+	TTLSeconds float64 `json:"ttlSeconds"`
+	// IstiodCPUSeconds is the CPU the istiods used over the step, summed.
+	IstiodCPUSeconds *float64 `json:"istiodCPUSeconds,omitempty"`
+	// TestProcessCPUCores is the test process's own CPU use over the step (keys, CSRs, TLS).
+	TestProcessCPUCores *float64 `json:"testProcessCPUCores,omitempty"`
+	// WithoutIstiod names the clusters whose pods got no certificate: they run no istiod
+	// (-mesh.istiods=observed). In a mesh their ztunnels would ask a primary's istiod.
+	WithoutIstiod []string `json:"withoutIstiod,omitempty"`
+}
+
+// IstiodCSRs are istiod's own CA counters (citadel_server_csr_count,
+// citadel_server_success_cert_issuance_count): CSRs received and certificates signed.
+type IstiodCSRs struct {
+	Received float64 `json:"received"`
+	Issued   float64 `json:"issued"`
+}
+
 // SharedProcess is one process that serves several clusters.
 type SharedProcess struct {
 	Name     string  `json:"name"`
@@ -91,4 +124,7 @@ type ClusterSetup struct {
 	// them once the EndpointSlice controller had published every scale pod.
 	EndpointSlices *int `json:"endpointSlices,omitempty"`
 	Endpoints      *int `json:"endpoints,omitempty"`
+	// CSRs is what this cluster's istiod counted by the end of the certificate step, since it
+	// started (absent where it runs none).
+	CSRs *IstiodCSRs `json:"csrs,omitempty"`
 }

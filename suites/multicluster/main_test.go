@@ -3,7 +3,8 @@
 //	go test ./suites/multicluster -clusters=10
 //
 // TestMain builds the environment from flags (see framework/env) before any test runs: clusters,
-// then the mesh (shared CA, east-west gateways), the scale workloads, and istiod per primary.
+// then the mesh (shared CA, east-west gateways), the scale workloads, istiod per primary, and the
+// scale pods' certificates from their istiod's CA.
 // Clusters start unjoined; each test states the membership it needs (needMembers), leaving it for
 // the next test to change, and the istiod state its measurement needs (istiodFor), so tests run
 // alone, in any order and under -shuffle with the same figures.
@@ -48,6 +49,7 @@ func TestMain(m *testing.M) {
 			{Name: "mesh", Run: installMesh},
 			{Name: "workloads", Each: mc.workloads.each, Run: mc.workloads.report},
 			{Name: "istiod", Run: startIstiods},
+			{Name: "certificates", Run: serveFakeNodes},
 		},
 		Plan:    func(in env.PlanInput) (steps, tests []plan.Item) { return mc.opts.Plan(in, &planned) },
 		Planned: planned.Names(),

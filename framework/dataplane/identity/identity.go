@@ -23,6 +23,8 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 	"istio.io/istio/pkg/security"
 	"istio.io/istio/security/pkg/pki/util"
+
+	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
 // Audience is what istiod's CA accepts a token for (its TOKEN_AUDIENCES default).
@@ -178,4 +180,28 @@ func parse(chain []string, keyPEM []byte) (*Certificate, error) {
 		return nil, fmt.Errorf("identity: the leaf istiod signed names identities %v (%v), want one", ids, err)
 	}
 	return &Certificate{Key: key, Chain: certs[:len(certs)-1], Root: certs[len(certs)-1], ID: ids[0]}, nil
+}
+
+// Cert is the certificate in the form the HBONE code presents.
+func (c *Certificate) Cert() (*pki.Cert, error) {
+	var chain []byte
+	var der [][]byte
+	for _, x := range c.Chain {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: x.Raw})...)
+		der = append(der, x.Raw)
+	}
+	if len(der) == 0 {
+		return nil, errors.New("identity: an empty certificate chain")
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(c.Key)
+	if err != nil {
+		return nil, err
+	}
+	return &pki.Cert{
+		ID:       c.ID,
+		ChainPEM: chain,
+		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		RootPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Root.Raw}),
+		TLS:      tls.Certificate{Certificate: der, PrivateKey: c.Key, Leaf: c.Chain[0]},
+	}, nil
 }

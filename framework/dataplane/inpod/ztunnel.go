@@ -26,6 +26,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/dnsproxy"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
 	"github.com/ambientmc/ambientmc/framework/dataplane/zds"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -43,8 +44,10 @@ const (
 type Config struct {
 	Cluster, Network string
 	Roots            *x509.CertPool
-	// Certificate returns a certificate for service account ns/sa, from istiod's CA.
-	Certificate func(ns, sa string) (*pki.Cert, error)
+	// Certs holds the certificates of the pods' identities, from istiod's CA: the ztunnel asks
+	// for one when the first pod of that identity arrives and forgets it with the last, and each
+	// is renewed at half its lifetime.
+	Certs *identity.SecretManager
 	// View is istiod's current workload state.
 	View func() *dataplane.View
 	// DNS is the resolver the pods' captured DNS goes on to (host:port), the node's cluster DNS.
@@ -62,13 +65,18 @@ type Ztunnel struct {
 	cfg Config
 
 	mu   sync.Mutex
-	pods map[string]*pod // by pod UID
+	pods map[string]*pod   // by pod UID
+	held *identity.Holders // pods served per identity
 	rand *rand.Rand
 }
 
+// handshakeWait bounds how long an inbound handshake waits for the pod's certificate: a pod is
+// served from its add on, before its certificate arrives (ztunnel acknowledges an add at once too).
+const handshakeWait = 10 * time.Second
+
 // New returns a ztunnel serving no pod yet.
 func New(cfg Config) *Ztunnel {
-	return &Ztunnel{cfg: cfg, pods: map[string]*pod{}, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))}
+	return &Ztunnel{cfg: cfg, pods: map[string]*pod{}, held: cfg.Certs.Holders(), rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))}
 }
 
 // Serve speaks ZDS with istio-cni's node agent at path until ctx ends, reconnecting as ztunnel
@@ -87,9 +95,8 @@ func (z *Ztunnel) Serve(ctx context.Context, path string, connected func()) erro
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	for uid, p := range z.pods {
-		p.close()
-		delete(z.pods, uid)
+	for uid := range z.pods {
+		z.dropLocked(uid)
 	}
 	return ctx.Err()
 }
@@ -129,10 +136,9 @@ func (z *Ztunnel) session(ctx context.Context, path string, connected func()) er
 		case zds.SnapshotSent:
 			if snapshot {
 				z.mu.Lock()
-				for uid, p := range z.pods {
+				for uid := range z.pods {
 					if !named[uid] {
-						p.close()
-						delete(z.pods, uid)
+						z.dropLocked(uid)
 					}
 				}
 				z.mu.Unlock()
@@ -160,10 +166,7 @@ func (z *Ztunnel) Pods() int {
 func (z *Ztunnel) remove(uid string) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if p := z.pods[uid]; p != nil {
-		p.close()
-		delete(z.pods, uid)
-	}
+	z.dropLocked(uid)
 }
 
 // pod is one captured pod: its namespace, identity, listeners and tunnels.
@@ -173,7 +176,7 @@ type pod struct {
 	info   *zdsapi.WorkloadInfo
 	nsFile *os.File
 	ns     netns.NS
-	cert   *podCert
+	id     string // the pod's SPIFFE identity
 	client *hbone.Client
 	closer []io.Closer
 }
@@ -186,23 +189,32 @@ func (z *Ztunnel) add(uid string, info *zdsapi.WorkloadInfo, nsFile *os.File) er
 		}
 		return fmt.Errorf("pod %s: an add without its namespace or workload info", uid)
 	}
-	cert := fetchCert(func() (*pki.Cert, error) { return z.cfg.Certificate(info.GetNamespace(), info.GetServiceAccount()) },
-		func(format string, args ...any) {
-			z.cfg.Logf("pod %s/%s (%s): "+format, append([]any{info.GetNamespace(), info.GetName(), info.GetServiceAccount()}, args...)...)
-		})
+	id := pki.SPIFFEID(info.GetNamespace(), info.GetServiceAccount())
 	ns := netns.FromFile(nsFile)
-	p := &pod{z: z, uid: uid, info: info, nsFile: nsFile, ns: ns, cert: cert, client: hbone.NewClient(hbone.WithDialer(hbone.DialFunc(ns.Dialer(true))))}
-	if err := p.listen(); err != nil {
+	p := &pod{z: z, uid: uid, info: info, nsFile: nsFile, ns: ns, id: id, client: hbone.NewClient(hbone.WithDialer(hbone.DialFunc(ns.Dialer(true))))}
+	err := p.listen()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if err != nil {
 		p.close()
 		return fmt.Errorf("pod %s/%s: %w", info.GetNamespace(), info.GetName(), err)
 	}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if old := z.pods[uid]; old != nil {
-		old.close()
-	}
+	z.held.Add(id)    // before the replaced pod goes: an identity they share stays held
+	z.dropLocked(uid) // an add for a pod served replaces it
 	z.pods[uid] = p
 	return nil
+}
+
+// dropLocked stops serving pod uid; its identity's certificate goes with the last pod of that
+// identity, as ztunnel forgets it. The caller holds z.mu.
+func (z *Ztunnel) dropLocked(uid string) {
+	p := z.pods[uid]
+	if p == nil {
+		return
+	}
+	p.close()
+	delete(z.pods, uid)
+	z.held.Drop(p.id)
 }
 
 func (p *pod) listen() error {
@@ -226,7 +238,7 @@ func (p *pod) listen() error {
 	if err != nil {
 		return err
 	}
-	p.closer = append(p.closer, hbone.Serve(l, p.cert.serverConfig(p.z.cfg.Roots), p.inbound))
+	p.closer = append(p.closer, hbone.Serve(l, p.z.cfg.Certs.ServerConfig(p.id, p.z.cfg.Roots, handshakeWait), p.inbound))
 	pc, err := p.ns.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(DNSPort))
 	if err != nil {
 		return err
@@ -237,7 +249,6 @@ func (p *pod) listen() error {
 }
 
 func (p *pod) close() {
-	p.cert.close()
 	for _, c := range p.closer {
 		c.Close()
 	}
@@ -289,7 +300,7 @@ func (p *pod) outbound(c net.Conn) error {
 	p.z.mu.Lock()
 	r := rand.New(rand.NewPCG(p.z.rand.Uint64(), 2))
 	p.z.mu.Unlock()
-	cert, err := p.cert.get(ctx)
+	cert, err := p.z.cfg.Certs.Fetch(ctx, p.id)
 	if err != nil {
 		return p.fail("outbound to %s: certificate: %v", svc.Hostname, err)
 	}

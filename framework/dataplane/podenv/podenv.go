@@ -6,10 +6,7 @@ package podenv
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -112,25 +109,4 @@ func (e Env) Watch(ctx context.Context, cert *pki.Cert, sync time.Duration) (*xd
 }
 
 // Cert turns what istiod signed into the form the HBONE code presents.
-func Cert(c *identity.Certificate) (*pki.Cert, error) {
-	var chain []byte
-	var der [][]byte
-	for _, x := range c.Chain {
-		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: x.Raw})...)
-		der = append(der, x.Raw)
-	}
-	if len(der) == 0 {
-		return nil, errors.New("podenv: an empty certificate chain")
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(c.Key)
-	if err != nil {
-		return nil, err
-	}
-	return &pki.Cert{
-		ID:       c.ID,
-		ChainPEM: chain,
-		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		RootPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Root.Raw}),
-		TLS:      tls.Certificate{Certificate: der, PrivateKey: c.Key, Leaf: c.Chain[0]},
-	}, nil
-}
+func Cert(c *identity.Certificate) (*pki.Cert, error) { return c.Cert() }

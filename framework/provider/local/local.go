@@ -54,6 +54,10 @@ type Options struct {
 	// NoWorkloadSnapshots writes large scale workloads through the API on every run
 	// (-local.snapshots=false) instead of restoring an earlier run's (workloads.go).
 	NoWorkloadSnapshots bool
+	// CertTTL is what the emulated data plane asks istiod's CA for each certificate (0: ztunnel's
+	// default, 24 h); certificates are renewed at half their lifetime. Tests of the renewal set
+	// it short.
+	CertTTL time.Duration
 }
 
 // SmallClustersGOGC is the API servers' GOGC for clusters that hold a few objects, as tests'
@@ -75,6 +79,7 @@ var (
 	_ cluster.Probes              = (*Provider)(nil)
 	_ cluster.ExtraIstiods        = (*Provider)(nil)
 	_ cluster.WatchedOnlyCutter   = (*Provider)(nil)
+	_ cluster.FakeNodeProxies     = (*Provider)(nil)
 	_ cluster.IstiodRestarter     = (*Istiod)(nil)
 	_ cluster.HopAccess           = (*probeEnv)(nil)
 	_ cluster.ClientRestarter     = (*probeEnv)(nil)

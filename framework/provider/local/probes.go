@@ -22,6 +22,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -36,7 +37,8 @@ import (
 // ztunnels of their nodes and the clusters' east-west gateways.
 type probeEnv struct {
 	setup    cluster.ProbeSetup
-	cas      map[string]*pki.Intermediate // every cluster's, to sign the emulator's certificates
+	certTTL  time.Duration // asked of istiod for the emulator's certificates (0: ztunnel's default)
+	rootFile string        // the mesh root, as a pod mounts it, which istiod's serving certificate chains to
 	probes   *workload.Probes
 	echoes   map[string]*probeapp.Echo // "cluster/app"
 	serverZ  map[string]*dataplane.Ztunnel
@@ -61,12 +63,10 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 			return nil, fmt.Errorf("the emulated data plane of %s needs its istiod", c.Name)
 		}
 	}
-	e := &probeEnv{setup: s, cas: map[string]*pki.Intermediate{}, echoes: map[string]*probeapp.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
+	e := &probeEnv{setup: s, certTTL: p.opts.CertTTL, echoes: map[string]*probeapp.Echo{}, serverZ: map[string]*dataplane.Ztunnel{},
 		gateways: map[string]*dataplane.Gateway{}, vips: map[string]netip.Addr{}}
-	for name, ca := range s.CAs {
-		if e.cas[name], err = mesh.IntermediateOf(name, ca); err != nil {
-			return nil, err
-		}
+	if e.rootFile, err = writeRoot(s.Dir, s.CAs[s.Local.Name]); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -90,33 +90,64 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		}
 		e.vips[app] = netip.MustParseAddr(svc.Spec.ClusterIP)
 	}
-	if e.clientZ, err = dataplane.StartZtunnel(ctx, e.node(s.Local, workload.ProbeClientNode), e.probes.Client.IP); err != nil {
+	if e.clientZ, err = e.startZtunnel(ctx, s.Local, workload.ProbeClientNode, e.probes.Client.IP); err != nil {
 		return nil, err
 	}
 	for _, c := range s.Servers() {
-		if e.serverZ[c.Name], err = dataplane.StartZtunnel(ctx, e.node(c, workload.ProbeServerNode), netip.Addr{}); err != nil {
+		if e.serverZ[c.Name], err = e.startZtunnel(ctx, c, workload.ProbeServerNode, netip.Addr{}); err != nil {
 			return nil, err
 		}
 		gw, _ := topology.GatewayIP(c.Index)
-		if e.gateways[c.Name], err = dataplane.StartGateway(ctx, e.node(c, "eastwest"), gw); err != nil {
+		n, err := e.node(ctx, c, "eastwest", mesh.EastWestGateway)
+		if err != nil {
+			return nil, err
+		}
+		if e.gateways[c.Name], err = dataplane.StartGateway(ctx, n, gw); err != nil {
 			return nil, err
 		}
 	}
 	return e, nil
 }
 
-// node describes an emulated component on a node of cluster c.
-func (e *probeEnv) node(c *cluster.Cluster, name string) dataplane.Node {
+// writeRoot writes the mesh root into dir, as a pod mounts istio-ca-root-cert.
+func writeRoot(dir string, ca cluster.CACerts) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	f := filepath.Join(dir, pki.RootCertFile)
+	return f, os.WriteFile(f, ca.RootPEM, 0o644)
+}
+
+// startZtunnel starts the ztunnel of node name in cluster c, capturing source's traffic.
+func (e *probeEnv) startZtunnel(ctx context.Context, c *cluster.Cluster, name string, source netip.Addr) (*dataplane.Ztunnel, error) {
+	n, err := e.node(ctx, c, name, nodecerts.ZtunnelAccount)
+	if err != nil {
+		return nil, err
+	}
+	return dataplane.StartZtunnel(ctx, n, source)
+}
+
+// node describes an emulated component on a node of cluster c that runs as service account sa
+// of istio-system: a ztunnel's pod is bound to its node (istiod signs for the pods there), the
+// gateway's token to no pod (it asks for its own identity only).
+func (e *probeEnv) node(ctx context.Context, c *cluster.Cluster, name, sa string) (dataplane.Node, error) {
 	ip, _ := workload.ProbeNodeIP(c, name)
+	on := name
 	if name == "eastwest" {
 		ip, _ = topology.GatewayIP(c.Index)
+		on = ""
+	}
+	istiod := e.setup.Istiods[c.Name]
+	certs, err := nodecerts.Start(ctx, nodecerts.Config{Client: c.Client, Cluster: c.Name, Node: on, ServiceAccount: sa,
+		CAAddress: istiod.XDSAddress(), RootFile: e.rootFile, TTL: e.certTTL, Logf: e.setup.Logf})
+	if err != nil {
+		return dataplane.Node{}, err
 	}
 	return dataplane.Node{
 		Cluster: c.Name, Network: c.Network, Name: name, IP: ip,
-		XDSAddress: e.setup.Istiods[c.Name].XDSAddress(),
-		CA:         e.cas[c.Name], Roots: e.setup.Roots,
+		XDSAddress: istiod.XDSAddress(), Certs: certs, Roots: e.setup.Roots,
 		Dir: filepath.Join(e.setup.Dir, c.Name), Logf: e.setup.Logf,
-	}
+	}, nil
 }
 
 func (e *probeEnv) client() *dataplane.Ztunnel {
@@ -161,7 +192,7 @@ func (e *probeEnv) RestartClient(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.clientZ.Close()
-	z, err := dataplane.StartZtunnel(ctx, e.node(e.setup.Local, workload.ProbeClientNode), e.probes.Client.IP)
+	z, err := e.startZtunnel(ctx, e.setup.Local, workload.ProbeClientNode, e.probes.Client.IP)
 	if err != nil {
 		return err
 	}
@@ -382,4 +413,37 @@ func (p *Provider) Listening() ([]netip.AddrPort, error) {
 		pids = append(pids, pr.Pid())
 	}
 	return proc.Listening(pids...)
+}
+
+// ServeFakeNodes stands in for the ztunnel of each of c's fake nodes: a certificate client per
+// node (framework/dataplane/nodecerts) that asks i's CA for the pods on its node.
+func (p *Provider) ServeFakeNodes(ctx context.Context, c *cluster.Cluster, i cluster.Istiod, ca cluster.CACerts, nodes []string) (cluster.NodeCertificates, error) {
+	root, err := writeRoot(filepath.Join(p.opts.RunDir, c.Name, "fake-nodes"), ca)
+	if err != nil {
+		return nil, err
+	}
+	n, err := nodecerts.ServeNodes(ctx, nodecerts.Config{Client: c.Client, Cluster: c.Name, CAAddress: i.XDSAddress(), RootFile: root,
+		TTL: p.opts.CertTTL, Logf: func(format string, args ...any) { fmt.Fprintf(p.opts.Log, format+"\n", args...) }}, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return fakeNodes{n, p.opts.CertTTL}, nil
+}
+
+// fakeNodes are nodecerts.Nodes as the contract counts them.
+type fakeNodes struct {
+	*nodecerts.Nodes
+	ttl time.Duration
+}
+
+func (f fakeNodes) TTL() time.Duration {
+	if f.ttl == 0 {
+		return nodecerts.DefaultTTL
+	}
+	return f.ttl
+}
+
+func (f fakeNodes) Counts() cluster.NodeCertCounts {
+	c := f.Nodes.Counts()
+	return cluster.NodeCertCounts{Nodes: c.Nodes, Pods: c.Pods, Certificates: c.Identities, Issued: c.Issued, Renewed: c.Renewed, Failed: c.Failed}
 }

@@ -21,17 +21,18 @@ func churn(b *bytes.Buffer, c *report.Churn) {
 		"of its service to show, remote writes pause while istiod debounces: remote churn cannot hold the debounce open as open-loop "+
 		"local churn does, so compare the achieved rates, and read remote latencies at high rates as what this closed loop sees. Dropped: changes a window had due but did not start before it ended, every target having a change in flight (windows end on time). Lost: not reflected within %s ms, or the "+
 		"final state differs from the API. Cost (CPU, pushes) covers the churn and the wait until every change showed. CPU comes from the source named in the JSON (istiodCPUSource) over that window; a value below the "+
-		"resolution column is below what the source resolves. MB = 10^6 bytes.\n\n",
+		"resolution column is below what the source resolves. CSRs: what that istiod's CA received (and signed) over the window, "+
+		"for new pods on nodes whose ztunnel held no certificate of their identity yet (a remote cluster's pods ask their own istiod). MB = 10^6 bytes.\n\n",
 		cell(c.ObservedIstiod), c.Clients, num(c.Debounce.AfterMs, 0), num(c.Debounce.MaxMs, 0), num(c.LostAfterMs, 0))
 	if len(c.Runs) > 0 {
-		p("| Where | Mode | Rate pods/s | Achieved pods/s | %% of pods | Changes | Dropped | Samples | Lost | p50 ms | p90 ms | p99 ms | max ms | istiod CPU cores | CPU resolution cores | Pushes/s | Pushes/s by type | xDS clients | RSS MB | Live heap MB |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| Where | Mode | Rate pods/s | Achieved pods/s | %% of pods | Changes | Dropped | Samples | Lost | p50 ms | p90 ms | p99 ms | max ms | istiod CPU cores | CPU resolution cores | Pushes/s | Pushes/s by type | xDS clients | CSRs (signed) | RSS MB | Live heap MB |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range c.Runs {
-			p("| %s | %s | %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			p("| %s | %s | %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				cell(r.Where), cell(r.Mode), num(r.RatePodsPerSecond, 1), num(r.AchievedPodsPerSecond, 1), opt(r.PercentOfPods, 1, 0),
 				r.Changes, r.Dropped, r.Samples, r.Lost, opt(r.P50Ms, 1, 1), opt(r.P90Ms, 1, 1), opt(r.P99Ms, 1, 1), opt(r.MaxMs, 1, 1),
 				cpu(r.IstiodCPUCores, r.IstiodCPUResolutionCores, 3), optRes(r.IstiodCPUResolutionCores), opt(r.PushesPerSecond, 1, 1),
-				cell(byType(r.PushesPerSecondByType)), opt(r.ConnectedXDSClients, 1, 0), opt(r.RSSBytes, bytesPerMB, 1), opt(r.LiveHeapBytes, bytesPerMB, 1))
+				cell(byType(r.PushesPerSecondByType)), opt(r.ConnectedXDSClients, 1, 0), csrs(r.CSRs), opt(r.RSSBytes, bytesPerMB, 1), opt(r.LiveHeapBytes, bytesPerMB, 1))
 		}
 		p("\n")
 	}

@@ -49,6 +49,21 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 		}
 		p(".\n\n")
 	}
+	if c := s.Certificates; c != nil {
+		p("Certificates: a ztunnel's certificate client on each of the %d fake nodes of the clusters with an istiod (%d) asked its cluster's istiod for the %d certificates of %d scale pods (one per identity per node, as ztunnel keeps them; %s s lifetimes, renewed at half) in %s s",
+			c.Nodes, c.Clusters, c.Certificates, c.Pods, num(c.TTLSeconds, 0), num(c.Seconds, 1))
+		if c.IstiodCPUSeconds != nil {
+			p("; the istiods used %s CPU-s", num(*c.IstiodCPUSeconds, 2))
+		}
+		if c.TestProcessCPUCores != nil {
+			p(", the test process %s cores", num(*c.TestProcessCPUCores, 2))
+		}
+		p("; failed requests, each retried: %d.", c.FailedRequests)
+		if len(c.WithoutIstiod) > 0 {
+			p(" No certificates in %s, which run no istiod (in a mesh their ztunnels would ask a primary's).", cell(strings.Join(c.WithoutIstiod, ", ")))
+		}
+		p("\n\n")
+	}
 	if w := s.WatchedOnly; w != nil {
 		p("Clusters the istiod only watches (%d) were built without what nothing there reads:\n\n", w.Clusters)
 		for _, c := range w.Cuts {
@@ -72,10 +87,10 @@ func setup(b *bytes.Buffer, s *report.Setup) {
 		p("\n")
 	}
 	if len(s.Clusters) > 0 {
-		p("| Cluster | Ready s | RSS MB by process | CPU s by process | Pods/s | EndpointSlices | Endpoints |\n|---|---|---|---|---|---|---|\n")
+		p("| Cluster | Ready s | RSS MB by process | CPU s by process | Pods/s | EndpointSlices | Endpoints | istiod CSRs (signed) |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Clusters {
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(perKey(c.RSSBytes, bytesPerMB)), cell(perKey(c.CPUSeconds, 1)),
-				podsPerSecond(c), optInt(c.EndpointSlices), optInt(c.Endpoints))
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", cell(c.Name), num(c.ReadySeconds, 2), cell(perKey(c.RSSBytes, bytesPerMB)), cell(perKey(c.CPUSeconds, 1)),
+				podsPerSecond(c), optInt(c.EndpointSlices), optInt(c.Endpoints), csrs(c.CSRs))
 		}
 		p("\n")
 	}
@@ -96,6 +111,14 @@ func perKey(m map[string]float64, scale float64) string {
 		parts = append(parts, k+" "+num(m[k]/scale, 1))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// csrs is an istiod's CSR count with the certificates it signed, or "-" where none was read.
+func csrs(c *report.IstiodCSRs) string {
+	if c == nil {
+		return missingCellValue
+	}
+	return fmt.Sprintf("%s (%s)", num(c.Received, 0), num(c.Issued, 0))
 }
 
 func optInt(v *int) string {

@@ -124,11 +124,14 @@ func Every() *report.Report {
 		Items: []report.PlanItem{{Name: "setup", PlannedSeconds: 120, ActualSeconds: report.F(100.5), Detail: "3 clusters"}, {Name: "TestChurn", PlannedSeconds: 300, Detail: "2 rates", Trimmed: true}}}
 	r.Setup = &report.Setup{TotalSeconds: 40, PeakHostMemoryBytes: report.F(6e9), TestProcessPeakRSSBytes: report.F(400e6), APIServersReadySeconds: report.F(12.5), CRDsEstablishedSeconds: report.F(21.25),
 		PerClusterRSSBytes: report.F(230e6), PerClusterUniqueBytes: report.F(160e6),
-		Workloads:  &report.WorkloadSetup{Seconds: 8, PodsPerSecond: report.F(1500), RestoredClusters: 1, ClientWaits: 0, TestProcessCPUCores: report.F(0.7)},
+		Workloads: &report.WorkloadSetup{Seconds: 8, PodsPerSecond: report.F(1500), RestoredClusters: 1, ClientWaits: 0, TestProcessCPUCores: report.F(0.7)},
+		Certificates: &report.CertificateSetup{Seconds: 0.5, Clusters: 1, Nodes: 3, Pods: 100, Certificates: 60, FailedRequests: 1, TTLSeconds: 86400,
+			IstiodCPUSeconds: report.F(0.05), TestProcessCPUCores: report.F(0.6), WithoutIstiod: []string{"cluster-2"}},
 		Shared:     []report.SharedProcess{{Name: "etcd", RSSBytes: 150e6, Clusters: 3, DatabaseBytes: report.F(30e6)}},
 		StartWaves: []report.StartWave{{Clusters: []string{"cluster-1", "cluster-2"}, StartSeconds: 0, ReadySeconds: 4.5}, {Clusters: []string{"cluster-3"}, StartSeconds: 4.5, ReadySeconds: 7.25}},
 		Clusters: []report.ClusterSetup{{Name: "cluster-1", ReadySeconds: 10, RSSBytes: map[string]float64{"kube-apiserver": 180e6, "etcd-share": 50e6, "istiod": math.Inf(1)},
-			PodsPerSecond: report.F(500), CPUSeconds: map[string]float64{"kube-apiserver": 24.5}, EndpointSlices: new(300), Endpoints: new(4000)},
+			PodsPerSecond: report.F(500), CPUSeconds: map[string]float64{"kube-apiserver": 24.5}, EndpointSlices: new(300), Endpoints: new(4000),
+			CSRs: &report.IstiodCSRs{Received: 61, Issued: 60}},
 			{Name: "cluster-2", ReadySeconds: 12, RestoredFrom: "/cache/workload-snapshots/cluster-2-0123456789abcdef.gob.gz (captured 2026-12-05T01:57:55Z)", EndpointSlices: new(300), Endpoints: new(4000)}}}
 	r.Failover.FailbackSeconds = math.NaN()                          // a plain field: left out of the JSON, "-" in report.md
 	cp.PerRemoteCluster.HeapInuseBytes.StdErr = report.F(math.NaN()) // an optional one: nil
@@ -143,7 +146,7 @@ func Churn() *report.Report {
 		return report.ChurnRun{Where: where, Mode: mode, RatePodsPerSecond: rate, AchievedPodsPerSecond: rate, Clusters: []string{"cluster-2"},
 			DurationSeconds: 20, CostSeconds: 21, Changes: 40, Samples: 80, P50Ms: report.F(p50), P90Ms: report.F(p50 * 1.5), P99Ms: report.F(p99), MaxMs: report.F(p99),
 			IstiodCPUCores: report.F(0.03), IstiodCPUResolutionCores: report.F(0.0005), PushesPerSecond: report.F(5), PushesPerSecondByType: map[string]float64{"wds": 5},
-			ConnectedXDSClients: report.F(1), RSSBytes: report.F(160e6), LiveHeapBytes: report.F(27e6)}
+			ConnectedXDSClients: report.F(1), CSRs: &report.IstiodCSRs{Received: 3, Issued: 3}, RSSBytes: report.F(160e6), LiveHeapBytes: report.F(27e6)}
 	}
 	r.Churn = &report.Churn{
 		ObservedIstiod: "cluster-1", Clients: 1, LostAfterMs: 15000,
