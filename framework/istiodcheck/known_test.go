@@ -14,6 +14,8 @@ var table = []Known{
 	{Check: "leaks", Reference: "istio/istio#1", Affected: []string{"v1.2.3", "v0.0.0-2026*"}},
 	{Check: "wedges", Reference: "istio/istio#2", Affected: []string{"v9"}},
 	{Check: "races", Reference: "docs/findings.md#a-race", Affected: []string{"v1.2.3"}, Intermittent: true, HitRate: "3 of 10 runs", Signature: "race-seen"},
+	{Check: "grows", Reference: "istio/istio#3", Affected: []string{"v1.2.3"}, Signature: "heap-grows"},
+	{Check: "grows", Reference: "istio/istio#4", Affected: []string{"v1.2.3"}, Signature: "goroutines-grow", Intermittent: true, HitRate: "2 of 10 runs"},
 }
 
 func TestJudge(t *testing.T) {
@@ -35,8 +37,14 @@ func TestJudge(t *testing.T) {
 		{"a race hit on a listed version", "races", "v1.2.3", false, []string{"race-seen"}, KnownIssue, "docs/findings.md#a-race", "known istiod issue reproduced"},
 		{"a race missed on a listed version passes", "races", "v1.2.3", true, nil, Pass, "docs/findings.md#a-race", "(hit in 3 of 10 runs), was not hit this time"},
 		// A failure without the entry's signature is another fault: it fails even on a listed version.
-		{"a failure without the race's signature fails", "races", "v1.2.3", false, []string{"something-else"}, Fail, "", "without the signature of the known docs/findings.md#a-race (race-seen; the check saw something-else): another fault"},
+		{"a failure without the race's signature fails", "races", "v1.2.3", false, []string{"something-else"}, Fail, "", "not as a known issue shows itself (the signatures listed for it: race-seen; the check saw something-else, which no listed issue explains): another fault"},
 		{"a failure with no evidence at all fails", "races", "v1.2.3", false, nil, Fail, "", "the check saw nothing that tells faults apart"},
+		// Every fault a failure shows must be a listed one: two known ones name both references, a
+		// known one beside an unknown one fails.
+		{"two known faults at once", "grows", "v1.2.3", false, []string{"heap-grows", "goroutines-grow"}, KnownIssue, "istio/istio#3, istio/istio#4", "known istiod issue reproduced: istio/istio#3, istio/istio#4"},
+		{"one known fault", "grows", "v1.2.3", false, []string{"heap-grows"}, KnownIssue, "istio/istio#3", "known istiod issue reproduced"},
+		{"a known fault beside an unknown one fails", "grows", "v1.2.3", false, []string{"heap-grows", "fds-grow"}, Fail, "", "the check saw fds-grow, which no listed issue explains"},
+		{"a pass where a listed fault is not a race", "grows", "v1.2.3", true, nil, Fail, "istio/istio#3", "known-issue table out of date"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := Judge(table, tc.check, tc.version, tc.passed, tc.evidence, "fine")

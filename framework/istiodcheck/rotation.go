@@ -162,11 +162,11 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 	heapGrew, goroutinesGrew := heapFit.Slope > heapBound, grFit.Slope > grBound
 	passed := !heapGrew && !goroutinesGrew
 	var evidence []string
-	switch {
-	case goroutinesGrew:
-		evidence = append(evidence, EvidenceGoroutinesGrowPerRotation)
-	case heapGrew:
+	if heapGrew {
 		evidence = append(evidence, EvidenceHeapGrowsPerRotation)
+	}
+	if goroutinesGrew {
+		evidence = append(evidence, EvidenceGoroutinesGrowPerRotation)
 	}
 	detail := fmt.Sprintf("%d rotations %s, then %d %s of %s's secret: live heap %+.1f ± %.1f KB per rotation (bound %.1f KB; the remote costs %.1f MB), goroutines %+.2f ± %.2f per rotation (bound %.2f)",
 		n, modeText[modes[0]], n, modeText[modes[1]], remote.Name, heapFit.Slope/1e3, heapFit.SlopeStdErr/1e3, heapBound/1e3, cost/1e6, grFit.Slope, grFit.SlopeStdErr, grBound)
