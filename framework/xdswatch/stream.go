@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"google.golang.org/grpc"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pkg/adsc"
 	"istio.io/istio/pkg/backoff"
@@ -36,6 +37,7 @@ func (w *Watcher) run(ctx context.Context, first chan struct{}) {
 			Meta:       w.meta,
 			CertDir:    w.cfg.CertDir,
 			XDSSAN:     "istiod.istio-system.svc",
+			GrpcOpts:   []grpc.DialOption{w.counter.DialOption()},
 			// adsc would reconnect by itself, keeping its tree: one stream per client instead, so
 			// that each new stream's answer replaces the state.
 			BackoffPolicy: oneStream{BackOff: bo, end: endStream},
