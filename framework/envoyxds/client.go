@@ -53,6 +53,8 @@ type Client struct {
 	gen        int
 	held       map[string]map[string]bool // metric type -> resource names, of stream gen
 	reconnects int
+	answered   bool          // stream gen has had its first answer
+	changed    chan struct{} // closed and replaced when a stream is answered
 }
 
 // Reconnect backoff after a broken stream, as xdswatch's.
@@ -78,7 +80,7 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Client,
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, counter: xdscount.New(), done: make(chan struct{}), synced: make(chan struct{})}
+	c := &Client{cfg: cfg, counter: xdscount.New(), done: make(chan struct{}), synced: make(chan struct{}), changed: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	first := make(chan struct{})
@@ -149,7 +151,7 @@ func (c *Client) run(ctx context.Context, meta *structpb.Struct, first chan stru
 	bo := backoff.NewExponentialBackOff(backoff.Option{InitialInterval: reconnectFirst, MaxInterval: reconnectMax})
 	for gen := 1; ctx.Err() == nil; gen++ {
 		c.mu.Lock()
-		c.gen, c.held = gen, map[string]map[string]bool{}
+		c.gen, c.held, c.answered = gen, map[string]map[string]bool{}, false
 		if gen > 1 {
 			c.reconnects++
 		}
@@ -172,6 +174,7 @@ func (c *Client) run(ctx context.Context, meta *structpb.Struct, first chan stru
 		go func() {
 			select {
 			case <-client.Synced():
+				c.answeredStream(gen)
 				if gen == 1 {
 					close(c.synced)
 				}
@@ -247,6 +250,36 @@ func (c *Client) hold(gen int, typeURL, name string, ev adsc.Event) bool {
 	}
 	c.held[t][name] = true
 	return true
+}
+
+func (c *Client) answeredStream(gen int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == c.gen {
+		c.answered = true
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+// WaitSynced waits until the client has reconnected at least reconnects times and its stream has
+// had its first answer (after an istiod restart: the new istiod's).
+func (c *Client) WaitSynced(ctx context.Context, reconnects int) error {
+	for {
+		c.mu.Lock()
+		done, changed, have := c.reconnects >= reconnects && c.answered, c.changed, c.reconnects
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-c.done:
+			return fmt.Errorf("the client stopped (%d reconnects, waiting for %d)", have, reconnects)
+		case <-ctx.Done():
+			return fmt.Errorf("no answer from istiod after %d reconnects (waiting for %d): %w", have, reconnects, ctx.Err())
+		}
+	}
 }
 
 func (c *Client) hasSynced() bool {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	v3 "istio.io/istio/pilot/pkg/xds/v3"
 
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdscount"
 )
@@ -38,7 +39,7 @@ func newCA(t *testing.T) testCA {
 
 func eastWestPod() Pod {
 	return Pod{Kind: EastWest, Cluster: "cluster-1", Network: "network-1", Namespace: "istio-system", Gateway: "istio-eastwestgateway",
-		GatewayLabels: map[string]string{"topology.istio.io/network": "network-1"}, Name: "istio-eastwestgateway-0", IP: "127.201.0.1", NodeName: "node-0"}
+		Labels: mesh.GatewayPodLabels(mesh.NewEastWestGateway("network-1"), "network-1"), Name: "istio-eastwestgateway-0", IP: "127.201.0.1", NodeName: "node-0"}
 }
 
 func startClient(t *testing.T, f *fakeIstiod, c testCA) *Client {
@@ -136,6 +137,9 @@ func TestClientReconnectsAndCountsOn(t *testing.T) {
 	smaller := meshResources()
 	smaller[v3.WorkloadType] = smaller[v3.WorkloadType][:1]
 	startFakeIstiod(t, f.addr, c.inter, c.root, smaller)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, client.WaitSynced(ctx, 1))
 	holdsAll(t, client, map[string]int{"cds": 4, "wds": 1})
 	assert.Equal(t, 1, client.Reconnects())
 	since := client.Counts().Since(before)

@@ -13,6 +13,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/envoyxds"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
+	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -65,7 +66,7 @@ func TestIstiodProgramsTheEastWestGatewaysProxy(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cert")
 	require.NoError(t, cert.WriteDir(dir))
 	pod := envoyxds.Pod{Kind: envoyxds.EastWest, Cluster: c.Name, Network: c.Network, Namespace: mesh.SystemNamespace,
-		Gateway: mesh.EastWestGateway, GatewayLabels: mesh.NewEastWestGateway(c.Network).Labels,
+		Gateway: mesh.EastWestGateway, Labels: mesh.GatewayPodLabels(mesh.NewEastWestGateway(c.Network), c.Network),
 		Name: mesh.EastWestGateway + "-0", IP: gw.String()}
 	client, err := envoyxds.Start(ctx, envoyxds.Config{Address: istiod.XDSAddress(), CertDir: dir, Pod: pod}, time.Minute)
 	require.NoError(t, err)
@@ -79,6 +80,9 @@ func TestIstiodProgramsTheEastWestGatewaysProxy(t *testing.T) {
 	// connect_originate instead: pilot/pkg/networking/core/listener_waypoint.go buildWaypointInbound).
 	assert.True(t, client.Holds("lds", "forward_inner_connect"), "the east-west gateway's inner-tunnel listener")
 	assert.False(t, client.Holds("lds", "connect_originate"))
+	served, err := mesh.SamplerOf(istiod.Endpoints()).Clients(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, measure.Clients{measure.ClientEastWest: 1}, served, "istiod lists it as the east-west gateway")
 	counts := client.Counts()
 	for _, typ := range []string{"cds", "lds", "wds"} {
 		assert.Positive(t, counts[typ].Pushes, "%s pushes", typ)

@@ -28,23 +28,6 @@ const (
 	Waypoint Kind = "waypoint"
 )
 
-// class and controllerLabel are what istiod's gateway classes give the pod of each kind
-// (pkg/config/constants/constants.go: EastWestGatewayClassName, WaypointGatewayClassName,
-// ManagedGatewayEastWestControllerLabel, ManagedGatewayMeshControllerLabel).
-func (k Kind) class() string {
-	if k == EastWest {
-		return constants.EastWestGatewayClassName
-	}
-	return constants.WaypointGatewayClassName
-}
-
-func (k Kind) controllerLabel() string {
-	if k == EastWest {
-		return constants.ManagedGatewayEastWestControllerLabel
-	}
-	return constants.ManagedGatewayMeshControllerLabel
-}
-
 // Pod is the gateway pod a client stands in for, as istiod's waypoint template deploys it for a
 // Gateway: what the template and the pod give pilot-agent (its environment and downward-API
 // labels and annotations).
@@ -56,10 +39,10 @@ type Pod struct {
 	// Namespace and Gateway are the Gateway's; its Deployment and service account carry its name
 	// (both classes disable the name suffix).
 	Namespace, Gateway string
-	// GatewayLabels are the Gateway's labels, which the template copies onto the pod.
-	GatewayLabels map[string]string
-	// Name, IP and NodeName are the pod's.
+	// Name, IP, NodeName and Labels are the pod's (its labels as istiod's template writes them:
+	// mesh.GatewayPodLabels).
 	Name, IP, NodeName string
+	Labels             map[string]string
 	// MeshID is the install's global.meshID; empty, the template falls back to the trust domain.
 	MeshID string
 }
@@ -70,6 +53,8 @@ func (p Pod) check() error {
 		return fmt.Errorf("envoyxds: pod kind %q: want %q or %q", p.Kind, EastWest, Waypoint)
 	case p.Cluster == "" || p.Namespace == "" || p.Gateway == "" || p.Name == "" || p.IP == "":
 		return fmt.Errorf("envoyxds: pod %+v: cluster, namespace, gateway, name and IP are all needed (the node ID and metadata carry them)", p)
+	case p.Labels["gateway.istio.io/managed"] == "":
+		return fmt.Errorf("envoyxds: pod %s/%s has no gateway.istio.io/managed label: istiod tells gateways and waypoints by it; give the pod's labels (mesh.GatewayPodLabels)", p.Namespace, p.Name)
 	}
 	return nil
 }
@@ -87,24 +72,11 @@ func (p Pod) ID() string {
 	return fmt.Sprintf("%s~%s~%s.%s~%s.svc.%s", model.Waypoint, p.IP, p.Name, p.Namespace, p.Namespace, constants.DefaultClusterLocalDomain)
 }
 
-// Labels are the pod's labels as the template writes them (waypoint.yaml: the pod template's
-// fixed labels, then the Gateway's, then the gateway's own), which pilot-agent reads from the
-// downward API (/etc/istio/pod/labels).
-func (p Pod) Labels() map[string]string {
-	l := map[string]string{
-		"sidecar.istio.io/inject":             "false",
-		"istio.io/dataplane-mode":             "none",
-		"service.istio.io/canonical-name":     p.Gateway,
-		"service.istio.io/canonical-revision": "latest",
-	}
-	maps.Copy(l, p.GatewayLabels)
-	if _, ok := l["topology.istio.io/network"]; !ok && p.Network != "" {
-		// The deployment controller defaults it for both classes (setLabelOverrides).
-		l["topology.istio.io/network"] = p.Network
-	}
-	l["gateway.networking.k8s.io/gateway-name"] = p.Gateway
-	l["gateway.networking.k8s.io/gateway-class-name"] = p.Kind.class()
-	l["gateway.istio.io/managed"] = p.Kind.controllerLabel()
+// podLabels are the labels pilot-agent reads from the downward API (/etc/istio/pod/labels), which
+// it takes but for the Deployment's pod-template-hash (pkg/bootstrap/config.go GetNodeMetaData).
+func (p Pod) podLabels() map[string]string {
+	l := maps.Clone(p.Labels)
+	delete(l, bootstrap.DefaultDeploymentUniqueLabelKey)
 	return l
 }
 
@@ -188,7 +160,7 @@ func (p Pod) Metadata() (*structpb.Struct, error) {
 		return nil, fmt.Errorf("envoyxds: node metadata of %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	// What GetNodeMetaData would have read from /etc/istio/pod, which this process has not.
-	node.Metadata.Labels = p.Labels()
+	node.Metadata.Labels = p.podLabels()
 	node.Metadata.Annotations = p.annotations()
 	b, err := json.Marshal(node.Metadata)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"istio.io/istio/pilot/pkg/model"
+
+	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
 // proxyOf is the proxy istiod makes of a pod's node ID and metadata, with istiod's own parsers.
@@ -43,7 +45,8 @@ func TestIstiodReadsTheNodeAsThePodsProxy(t *testing.T) {
 
 	wp := eastWestPod()
 	wp.Kind, wp.Namespace, wp.Gateway, wp.Name, wp.IP = Waypoint, "scale-0", "waypoint", "waypoint-0", "10.11.0.9"
-	wp.GatewayLabels = map[string]string{"istio.io/waypoint-for": "service"}
+	wp.Labels = mesh.GatewayPodLabels(mesh.NewWaypoint("scale-0"), "network-1")
+	wp.Labels["pod-template-hash"] = "5d8f9c"
 	wp.MeshID = "mesh1"
 	w := proxyOf(t, wp)
 	assert.Equal(t, model.Waypoint, w.Type)
@@ -53,6 +56,7 @@ func TestIstiodReadsTheNodeAsThePodsProxy(t *testing.T) {
 	assert.Equal(t, "network-1", w.Metadata.Labels["topology.istio.io/network"], "defaulted by the deployment controller")
 	assert.Equal(t, "service", w.Metadata.Labels["istio.io/waypoint-for"], "the Gateway's labels are the pod's")
 	assert.Equal(t, "mesh1", w.Metadata.MeshID)
+	assert.NotContains(t, w.Metadata.Labels, "pod-template-hash", "pilot-agent drops the Deployment's hash")
 	assert.Equal(t, "waypoint~10.11.0.9~waypoint-0.scale-0~scale-0.svc.cluster.local", wp.ID())
 }
 
@@ -61,6 +65,10 @@ func TestPodNeedsWhatTheNodeCarries(t *testing.T) {
 	p.IP = ""
 	_, err := p.Metadata()
 	require.Error(t, err)
+	p = eastWestPod()
+	p.Labels = map[string]string{"app": "x"}
+	_, err = p.Metadata()
+	require.ErrorContains(t, err, "gateway.istio.io/managed")
 	p = eastWestPod()
 	p.Kind = "router"
 	_, err = p.Metadata()
