@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -32,12 +31,19 @@ const (
 	GatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 )
 
-// controllerLabels are the gateway.istio.io/managed values istiod's classes give their pods
-// (pilot/pkg/config/kube/gatewaycommon/classinfo.go ControllerLabel).
-var controllerLabels = map[string]string{
-	EastWestGatewayClass: "istio.io-eastwest-controller",
-	WaypointClass:        "istio.io-mesh-controller",
-}
+// controllerLabels are the gateway.istio.io/managed values istiod's classes give their pods, and
+// serviceTypes their Services' types (pilot/pkg/config/kube/gatewaycommon/classinfo.go
+// ControllerLabel, DefaultServiceType).
+var (
+	controllerLabels = map[string]string{
+		EastWestGatewayClass: "istio.io-eastwest-controller",
+		WaypointClass:        "istio.io-mesh-controller",
+	}
+	serviceTypes = map[string]corev1.ServiceType{
+		EastWestGatewayClass: corev1.ServiceTypeLoadBalancer,
+		WaypointClass:        corev1.ServiceTypeClusterIP,
+	}
+)
 
 // NewWaypoint is ns's waypoint as `istioctl waypoint apply --name waypoint --for service -n ns`
 // makes it (istioctl/pkg/waypoint/waypoint.go), as Istio's multicluster docs deploy it in each
@@ -53,11 +59,27 @@ func NewWaypoint(ns string) *gatewayv1.Gateway {
 	}
 }
 
+// infrastructureLabels are what istiod's deployment controller puts on everything it deploys for
+// gw: the Gateway's labels, the network defaulted for both ambient classes (setLabelOverrides),
+// and the class's controller.
+func infrastructureLabels(gw *gatewayv1.Gateway, network string) map[string]string {
+	l := maps.Clone(gw.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	if _, ok := l[NetworkLabel]; !ok && network != "" {
+		l[NetworkLabel] = network
+	}
+	l["gateway.istio.io/managed"] = controllerLabels[string(gw.Spec.GatewayClassName)]
+	l[GatewayNameLabel] = gw.Name
+	l["gateway.networking.k8s.io/gateway-class-name"] = string(gw.Spec.GatewayClassName)
+	return l
+}
+
 // GatewayPodLabels are the labels istiod's waypoint template, which renders both the
 // istio-waypoint and istio-east-west classes, gives gw's pod
-// (manifests/charts/istio-control/istio-discovery/files/waypoint.yaml): its fixed pod labels, the
-// Gateway's own labels (with the network defaulted, as the deployment controller's
-// setLabelOverrides does), then the gateway's name, class and controller.
+// (manifests/charts/istio-control/istio-discovery/files/waypoint.yaml): its fixed pod labels and
+// the infrastructure labels.
 func GatewayPodLabels(gw *gatewayv1.Gateway, network string) map[string]string {
 	l := map[string]string{
 		"sidecar.istio.io/inject":             "false",
@@ -65,37 +87,26 @@ func GatewayPodLabels(gw *gatewayv1.Gateway, network string) map[string]string {
 		"service.istio.io/canonical-name":     gw.Name,
 		"service.istio.io/canonical-revision": "latest",
 	}
-	maps.Copy(l, gw.Labels)
-	if _, ok := l[NetworkLabel]; !ok && network != "" {
-		l[NetworkLabel] = network
-	}
-	class := string(gw.Spec.GatewayClassName)
-	l[GatewayNameLabel] = gw.Name
-	l["gateway.networking.k8s.io/gateway-class-name"] = class
-	l["gateway.istio.io/managed"] = controllerLabels[class]
+	maps.Copy(l, infrastructureLabels(gw, network))
 	return l
 }
 
-// GatewayService is the Service istiod's template makes for gw: its status port and a port per
-// listener (the deployment controller's extractServicePorts), selecting the gateway's pods.
-func GatewayService(gw *gatewayv1.Gateway) *corev1.Service {
+// GatewayService is the Service istiod's waypoint template makes for gw: its status port and a
+// port per listener (the deployment controller's extractServicePorts), selecting the gateway's
+// pods.
+func GatewayService(gw *gatewayv1.Gateway, network string) *corev1.Service {
 	tcp := "tcp"
 	ports := []corev1.ServicePort{{Name: "status-port", Port: 15021, Protocol: corev1.ProtocolTCP, AppProtocol: &tcp}}
 	for _, l := range gw.Spec.Listeners {
 		app := strings.ToLower(string(l.Protocol))
-		ports = append(ports, corev1.ServicePort{Name: string(l.Name), Port: int32(l.Port), TargetPort: intstr.FromInt32(int32(l.Port)),
-			Protocol: corev1.ProtocolTCP, AppProtocol: &app})
+		ports = append(ports, corev1.ServicePort{Name: string(l.Name), Port: int32(l.Port), Protocol: corev1.ProtocolTCP, AppProtocol: &app})
 	}
-	labels := maps.Clone(gw.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[GatewayNameLabel] = gw.Name
-	labels["gateway.networking.k8s.io/gateway-class-name"] = string(gw.Spec.GatewayClassName)
+	dual := corev1.IPFamilyPolicyPreferDualStack
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: gw.Name, Namespace: gw.Namespace, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: gw.Name, Namespace: gw.Namespace, Labels: infrastructureLabels(gw, network),
 			Annotations: map[string]string{"networking.istio.io/traffic-distribution": "PreferClose"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: ports, Selector: map[string]string{GatewayNameLabel: gw.Name}},
+		Spec: corev1.ServiceSpec{Type: serviceTypes[string(gw.Spec.GatewayClassName)], IPFamilyPolicy: &dual, Ports: ports,
+			Selector: map[string]string{GatewayNameLabel: gw.Name}},
 	}
 }
 

@@ -67,7 +67,7 @@ func (p *Provider) Waypoint(ctx context.Context, c *cluster.Cluster, gw *gateway
 	if _, err := core.ServiceAccounts(gw.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's service account: %w", c.Name, gw.Namespace, gw.Name, err)
 	}
-	if _, err := core.Services(gw.Namespace).Create(ctx, mesh.GatewayService(gw), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := core.Services(gw.Namespace).Create(ctx, mesh.GatewayService(gw, c.Network), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's Service: %w", c.Name, gw.Namespace, gw.Name, err)
 	}
 	labels := mesh.GatewayPodLabels(gw, c.Network)
