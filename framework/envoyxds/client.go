@@ -27,6 +27,7 @@ import (
 	"istio.io/istio/pkg/workloadapi"
 
 	"github.com/ambientmc/ambientmc/framework/xdscount"
+	"github.com/ambientmc/ambientmc/framework/xdsstream"
 )
 
 // Config says where to connect and whose proxy to be.
@@ -56,12 +57,6 @@ type Client struct {
 	answered   bool          // stream gen has had its first answer
 	changed    chan struct{} // closed and replaced when a stream is answered
 }
-
-// Reconnect backoff after a broken stream, as xdswatch's.
-const (
-	reconnectFirst = 100 * time.Millisecond
-	reconnectMax   = 5 * time.Second
-)
 
 // quietADSC silences adsc's delta client: its per-resource lines, and its Fatalf on a dependency
 // whose parent went first (an EDS removal after its cluster's), which would exit the process
@@ -146,52 +141,30 @@ func (c *Client) Close() {
 // Done is closed once the client has stopped.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// run keeps a stream until ctx ends: each stream a new adsc client after a backoff, as xdswatch.
+// run keeps a stream until ctx ends, each a new adsc client after a backoff (xdsstream).
 func (c *Client) run(ctx context.Context, meta *structpb.Struct, first chan struct{}) {
-	bo := backoff.NewExponentialBackOff(backoff.Option{InitialInterval: reconnectFirst, MaxInterval: reconnectMax})
-	for gen := 1; ctx.Err() == nil; gen++ {
+	answered := xdsstream.Run(ctx, xdsstream.Hooks{Synced: c.answeredStream, New: func(gen int, policy backoff.BackOff) *adsc.Client {
 		c.mu.Lock()
 		c.gen, c.held, c.answered = gen, map[string]map[string]bool{}, false
 		if gen > 1 {
 			c.reconnects++
 		}
 		c.mu.Unlock()
-		streamCtx, endStream := context.WithCancel(ctx)
-		client := adsc.NewDelta(c.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
-			ClientName: "ambientmc-" + string(c.cfg.Pod.Kind) + "-" + c.cfg.Pod.Name,
-			NodeType:   model.Waypoint,
-			IP:         c.cfg.Pod.IP,
-			Namespace:  c.cfg.Pod.Namespace,
-			Workload:   c.cfg.Pod.Name,
-			Meta:       proto.Clone(meta).(*structpb.Struct),
-			CertDir:    c.cfg.CertDir,
-			XDSSAN:     "istiod.istio-system.svc",
-			GrpcOpts:   []grpc.DialOption{c.counter.DialOption()},
-			// One stream per adsc client, as xdswatch: each new stream starts from nothing.
-			BackoffPolicy: oneStream{BackOff: bo, end: endStream},
+		return adsc.NewDelta(c.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
+			ClientName:    "ambientmc-" + string(c.cfg.Pod.Kind) + "-" + c.cfg.Pod.Name,
+			NodeType:      model.Waypoint,
+			IP:            c.cfg.Pod.IP,
+			Namespace:     c.cfg.Pod.Namespace,
+			Workload:      c.cfg.Pod.Name,
+			Meta:          proto.Clone(meta).(*structpb.Struct),
+			CertDir:       c.cfg.CertDir,
+			XDSSAN:        "istiod.istio-system.svc",
+			GrpcOpts:      []grpc.DialOption{c.counter.DialOption()},
+			BackoffPolicy: policy,
 		}}, c.handlers(gen)...)
-		streamDone := make(chan struct{})
-		go func() {
-			select {
-			case <-client.Synced():
-				c.answeredStream(gen)
-				if gen == 1 {
-					close(c.synced)
-				}
-				bo.Reset()
-			case <-streamDone:
-			}
-		}()
-		client.Run(streamCtx)
-		endStream()
-		close(streamDone)
-		if gen == 1 && !c.hasSynced() {
-			close(first)
-			return
-		}
-		if !sleepCtx(ctx, bo.NextBackOff()) {
-			return
-		}
+	}})
+	if !answered {
+		close(first)
 	}
 }
 
@@ -252,13 +225,18 @@ func (c *Client) hold(gen int, typeURL, name string, ev adsc.Event) bool {
 	return true
 }
 
+// answeredStream records that stream gen has had its first answer.
 func (c *Client) answeredStream(gen int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen == c.gen {
-		c.answered = true
-		close(c.changed)
-		c.changed = make(chan struct{})
+	if gen != c.gen {
+		return
+	}
+	c.answered = true
+	close(c.changed)
+	c.changed = make(chan struct{})
+	if gen == 1 {
+		close(c.synced)
 	}
 }
 
@@ -279,35 +257,5 @@ func (c *Client) WaitSynced(ctx context.Context, reconnects int) error {
 		case <-ctx.Done():
 			return fmt.Errorf("no answer from istiod after %d reconnects (waiting for %d): %w", have, reconnects, ctx.Err())
 		}
-	}
-}
-
-func (c *Client) hasSynced() bool {
-	select {
-	case <-c.synced:
-		return true
-	default:
-		return false
-	}
-}
-
-// oneStream ends adsc's client when its stream breaks (adsc asks it for the wait before
-// reconnecting), so the loop reconnects with a new client.
-type oneStream struct {
-	backoff.BackOff
-	end context.CancelFunc
-}
-
-func (o oneStream) NextBackOff() time.Duration { o.end(); return 0 }
-func (o oneStream) Reset()                     {}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
