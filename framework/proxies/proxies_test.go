@@ -23,10 +23,12 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// On a local cluster with a real istiod: the waypoint deployed as Istio's multicluster docs do
-// (the local provider writing the pod istiod would have deployed) is programmed by istiod as a
-// waypoint, beside the east-west gateway's proxy, and istiod lists both.
-func TestIstiodProgramsTheWaypointAndTheGateway(t *testing.T) {
+// On a local cluster with a real istiod: the east-west gateway's proxy, connected as its pod's
+// Envoy would, is served what istiod builds for an east-west gateway (listeners, clusters, their
+// endpoints, and the workloads its metadata discovery asks for); the waypoint deployed as Istio's
+// multicluster docs do (the local provider writing the pod istiod would have deployed) is
+// programmed as a waypoint; istiod lists one of each.
+func TestIstiodProgramsTheGatewayAndTheWaypoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver and istiod")
 	}
@@ -65,6 +67,22 @@ func TestIstiodProgramsTheWaypointAndTheGateway(t *testing.T) {
 	s := proxies.New(m, p, t.TempDir())
 	t.Cleanup(s.Close)
 	require.NoError(t, s.ConnectEastWest(ctx, c))
+	gateways := s.Of(c.Name, envoyxds.EastWest)
+	require.Len(t, gateways, 1)
+	ew := gateways[0]
+	require.Eventually(t, func() bool { h := ew.Held(); return h["lds"] > 0 && h["cds"] > 0 && h["eds"] > 0 && h["wds"] > 0 }, 30*time.Second, 100*time.Millisecond,
+		"istiod programs the east-west gateway: held %v", ew.Held())
+	t.Logf("east-west gateway: held %v, counts %v", ew.Held(), ew.Counts())
+	assert.True(t, ew.Holds("lds", "connect_terminate"), "the HBONE listener on 15008")
+	// istiod builds it only for a proxy it takes for an east-west gateway; waypoints get
+	// connect_originate instead (pilot/pkg/networking/core/listener_waypoint.go buildWaypointInbound).
+	assert.True(t, ew.Holds("lds", "forward_inner_connect"), "the east-west gateway's inner-tunnel listener")
+	assert.False(t, ew.Holds("lds", "connect_originate"))
+	for _, typ := range []string{"cds", "lds", "eds", "wds"} {
+		assert.Positive(t, ew.Counts()[typ].Pushes, "%s pushes", typ)
+		assert.Positive(t, ew.Counts()[typ].Bytes, "%s bytes", typ)
+	}
+
 	ns := workload.NamespaceName(0)
 	require.NoError(t, s.DeployWaypoint(ctx, c, ns, true))
 
@@ -74,13 +92,10 @@ func TestIstiodProgramsTheWaypointAndTheGateway(t *testing.T) {
 	require.Eventually(t, func() bool { h := wp.Held(); return h["lds"] > 0 && h["cds"] > 0 && h["eds"] > 0 }, 30*time.Second, 100*time.Millisecond,
 		"istiod programs the waypoint: held %v", wp.Held())
 	t.Logf("waypoint: held %v, counts %v", wp.Held(), wp.Counts())
-	// A waypoint originates HBONE; only an east-west gateway forwards inner tunnels
-	// (pilot/pkg/networking/core/listener_waypoint.go buildWaypointInbound).
 	assert.True(t, wp.Holds("lds", "connect_originate"), "the waypoint's HBONE originate listener")
 	assert.False(t, wp.Holds("lds", "forward_inner_connect"))
 	assert.True(t, wp.Holds("cds", "inbound-vip|80|http|svc-0.scale-0.svc.cluster.local") || wp.Holds("cds", "inbound-vip|80|tcp|svc-0.scale-0.svc.cluster.local"),
 		"a cluster for a service that uses the waypoint")
-	require.Len(t, s.Of(c.Name, envoyxds.EastWest), 1)
 
 	nsObj, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	require.NoError(t, err)
