@@ -74,7 +74,7 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	first := seqs[0]
 	cp.MeasuredIstiod, cp.Baseline, cp.Joins, cp.PerRemoteCluster = first.MeasuredIstiod, first.Baseline, first.Joins, first.PerRemoteCluster
-	cp.Clients = servedClients(t, ctx)
+	cp.Clients = servedClients(ctx)
 	for _, c := range cp.Clients {
 		mc.Logf("join: istiod %s serves %d ztunnel, %d east-west gateway, %d waypoint and %d other xDS clients", c.Istiod, c.Ztunnel, c.EastWest, c.Waypoint, c.Other)
 	}

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,9 +95,9 @@ func waitProxiesReconnected(t *testing.T, ctx context.Context, cluster string, b
 	require.NoError(t, mc.proxies.WaitReconnected(ctx, cluster, before))
 }
 
-// servedClients are the clients every istiod of the run serves, by kind, as it lists them.
-func servedClients(t *testing.T, ctx context.Context) []report.IstiodClients {
-	t.Helper()
+// servedClients are the clients every istiod of the run serves, by kind, as it lists them; an
+// istiod that cannot be asked is left out, with a warning in the report (a figure, not the test).
+func servedClients(ctx context.Context) []report.IstiodClients {
 	var out []report.IstiodClients
 	for _, name := range everyCluster() {
 		i := mc.mesh.Istiods[name]
@@ -104,7 +105,10 @@ func servedClients(t *testing.T, ctx context.Context) []report.IstiodClients {
 			continue
 		}
 		cs, err := i.Sampler().Clients(ctx)
-		require.NoError(t, err, "istiod %s's clients", name)
+		if err != nil {
+			mc.Report.Warnings = append(mc.Report.Warnings, fmt.Sprintf("istiod %s's xDS clients are not in the report: %v", name, err))
+			continue
+		}
 		out = append(out, report.IstiodClients{Istiod: name, Ztunnel: cs[measure.ClientZtunnel], EastWest: cs[measure.ClientEastWest],
 			Waypoint: cs[measure.ClientWaypoint], Other: cs[measure.ClientOther]})
 	}
