@@ -2,7 +2,9 @@
 // east-west gateway's or a waypoint's pod of the pinned Istio does (the node ID and metadata
 // pilot-agent builds for that pod, delta ADS, the subscriptions Envoy makes, mTLS on the secure
 // port with the pod's service account), acknowledges every push, and keeps only what arrived:
-// counts and sizes per type and how many resources it holds, never the resources.
+// counts and sizes per type and how many resources it holds, never the resources. Delta, because
+// the bootstrap pilot-agent writes for a waypoint-type node always asks for DELTA_GRPC (and
+// ISTIO_DELTA_XDS defaults to it for every node: pkg/bootstrap/config.go toTemplateParams).
 package envoyxds
 
 import (
