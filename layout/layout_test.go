@@ -64,7 +64,7 @@ func under(pkg string, prefixes ...string) bool {
 
 // method are the packages that hold how the experiment is done.
 var method = []string{"framework/join", "framework/istiodcheck", "framework/churn", "framework/traffic",
-	"framework/latency", "framework/measure", "framework/xdswatch", "framework/faults", "framework/subtest"}
+	"framework/latency", "framework/measure", "framework/xdswatch", "framework/envoyxds", "framework/xdscount", "framework/xdsstream", "framework/proxies", "framework/faults", "framework/subtest"}
 
 // providers are the provider implementations (not the registry, framework/provider itself).
 func isProvider(pkg string) bool {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -82,11 +83,32 @@ type IstiodEndpoints struct {
 	MemoryCgroup func() string
 }
 
-// Gateways give each cluster's east-west gateway the address other clusters' istiods use.
+// Gateways give each cluster's east-west gateway the address other clusters' istiods use, and
+// say which pod serves a gateway: the one whose proxy is istiod's client.
 type Gateways interface {
 	// EastWestGateway makes sure c has its east-west Gateway and returns the address in its
 	// status.addresses (written by the local provider; assigned by a LoadBalancer elsewhere).
 	EastWestGateway(ctx context.Context, c *Cluster, timeout time.Duration) (string, error)
+	// EastWestGatewayPod is the pod serving c's east-west gateway (after EastWestGateway), waited
+	// for up to timeout: the one istiod's deployment controller made where istiod deploys
+	// gateways (kind, kube); where it deploys none (local), the emulated gateway at the Gateway's
+	// address, with the labels istiod's template would give its pod.
+	EastWestGatewayPod(ctx context.Context, c *Cluster, timeout time.Duration) (GatewayPod, error)
+	// Waypoint makes sure c runs waypoint gw (a Gateway of class istio-waypoint, applied here) and
+	// returns the pod serving it once Running with an address: istiod's deployment controller
+	// deploys it where istiod deploys gateways (kind, kube); the local provider writes what that
+	// would have (the service account, the Service and the pod, whose status the framework
+	// writes as for scale pods).
+	Waypoint(ctx context.Context, c *Cluster, gw *gatewayv1.Gateway, timeout time.Duration) (GatewayPod, error)
+}
+
+// GatewayPod is the pod of a gateway or waypoint as its proxy presents itself to istiod.
+type GatewayPod struct {
+	Name, IP, Node string
+	// Labels are the pod's (the Deployment's pod-template-hash included where there is one).
+	Labels map[string]string
+	// MeshID is the pod's ISTIO_META_MESH_ID ("" where none is set: the trust domain).
+	MeshID string
 }
 
 // Probes is offered by providers that run a data plane (Provider.DataPlane is not "none"): it

@@ -3,6 +3,7 @@ package join
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -155,6 +156,12 @@ func (e Expect) SameAs(ref *xdswatch.Watcher, c *cluster.Cluster) func(*xdswatch
 	}
 }
 
-// IsScaleService keeps the scale workloads' services (not the probe services the data-plane
-// suites add), by their "ns/hostname" key.
-func IsScaleService(key string) bool { return !strings.HasPrefix(key, workload.ProbeNamespace+"/") }
+// IsScaleService keeps the scale workloads' services, by their "ns/hostname" key: not the probe
+// services the data-plane suites add, nor the waypoints -waypoints puts beside the scale services
+// (global too, as Istio's docs make them).
+func IsScaleService(key string) bool {
+	ns, host, _ := strings.Cut(key, "/")
+	name, _, _ := strings.Cut(host, ".")
+	n, err := strconv.Atoi(strings.TrimPrefix(name, strings.TrimSuffix(workload.ServiceName(0), "0")))
+	return ns != workload.ProbeNamespace && err == nil && workload.ServiceName(n) == name
+}

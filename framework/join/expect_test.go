@@ -129,4 +129,5 @@ func TestSameAs(t *testing.T) {
 func TestIsScaleService(t *testing.T) {
 	assert.True(t, IsScaleService(hostname(0)))
 	assert.False(t, IsScaleService(workload.ProbeNamespace+"/echo-local."+workload.ProbeNamespace+".svc.cluster.local"))
+	assert.False(t, IsScaleService("scale-0/waypoint.scale-0.svc.cluster.local"), "a waypoint beside the scale services")
 }

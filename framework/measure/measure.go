@@ -1,7 +1,7 @@
 // Package measure samples one istiod (pilot-discovery) process over loopback and decides when a
 // remote-cluster join or leave has converged. It reads istiod's Prometheus endpoint (the
 // monitoring port), its ControlZ endpoint (the ctrlz port) and, on the HTTP debug port,
-// /debug/krtz and /debug/pprof, and nothing else.
+// /debug/krtz, /debug/adsz (the connected xDS clients) and /debug/pprof, and nothing else.
 //
 // Metric and label names are those of istio.io/istio@v0.0.0-20260827124520-eed52ebb66ad:
 //   - process_cpu_seconds_total, process_resident_memory_bytes, go_memstats_heap_inuse_bytes,

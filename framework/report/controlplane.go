@@ -39,6 +39,51 @@ type ControlPlane struct {
 	Sequences      []JoinSequence `json:"sequences,omitempty"`
 	BaselineMean   *Sample        `json:"baselineMean,omitempty"`
 	BaselineStdErr *Sample        `json:"baselineStdErr,omitempty"`
+
+	// Clients are, for every istiod of the run, the xDS clients it served once every cluster had
+	// joined, by kind, as istiod's /debug/adsz listed them (its own count, so Istio's own proxies
+	// and the data plane's clients are in it too).
+	Clients []IstiodClients `json:"clients,omitempty"`
+}
+
+// Kinds of xDS client of istiod (IstiodClients, Join.XDS).
+const (
+	// ClientZtunnel: a ztunnel, or a ztunnel-like client (workload xDS).
+	ClientZtunnel = "ztunnel"
+	// ClientEastWest: an east-west gateway's Envoy (class istio-east-west: a waypoint-type proxy).
+	ClientEastWest = "eastwest"
+	// ClientWaypoint: a waypoint's Envoy (class istio-waypoint).
+	ClientWaypoint = "waypoint"
+)
+
+// IstiodClients are the xDS clients one istiod served, by kind; Other counts the rest (routers,
+// sidecars).
+type IstiodClients struct {
+	Istiod   string `json:"istiod"`
+	Ztunnel  int    `json:"ztunnel"`
+	EastWest int    `json:"eastwest"`
+	Waypoint int    `json:"waypoint"`
+	Other    int    `json:"other,omitempty"`
+}
+
+// XDSReceived is what istiod pushed the framework's clients of one kind over a window: every
+// response each acknowledged, its resources, and its bytes (the message, without gRPC framing).
+type XDSReceived struct {
+	// Clients is how many of the framework's clients of the kind were counted.
+	Clients   int   `json:"clients"`
+	Pushes    int64 `json:"pushes"`
+	Resources int64 `json:"resources"`
+	Bytes     int64 `json:"bytes"`
+	// ByType splits them by xDS type, as istiod's metrics name them (cds, lds, eds, rds, sds,
+	// wds, wads).
+	ByType map[string]XDSCount `json:"byType,omitempty"`
+}
+
+// XDSCount is one xDS type's share of an XDSReceived.
+type XDSCount struct {
+	Pushes    int64 `json:"pushes"`
+	Resources int64 `json:"resources"`
+	Bytes     int64 `json:"bytes"`
 }
 
 // JoinSequence is one measured sequence: a fresh istiod's baseline, then every remote cluster
@@ -132,6 +177,11 @@ type Join struct {
 	DeltaRSSBytes       *float64 `json:"deltaRSSBytes,omitempty"`
 	DeltaHeapInuseBytes *float64 `json:"deltaHeapInuseBytes,omitempty"`
 	DeltaLiveHeapBytes  *float64 `json:"deltaLiveHeapBytes,omitempty"`
+	// XDS is what the observed istiod pushed the framework's own clients of it, by kind
+	// (ClientZtunnel, ClientEastWest, ClientWaypoint), from just before the remote secret to the
+	// settle point (the join CPU's window). A kind the framework runs no client of (Istio's own
+	// proxies run the gateways) is absent.
+	XDS map[string]XDSReceived `json:"xds,omitempty"`
 }
 
 // JoinGrowth says "the k-th join costs a + b·k", k being the remote clusters already joined,

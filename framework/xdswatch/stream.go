@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/xdsstream"
+	"google.golang.org/grpc"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pkg/adsc"
 	"istio.io/istio/pkg/backoff"
@@ -12,33 +14,25 @@ import (
 	"istio.io/istio/pkg/workloadapi/security"
 )
 
-// Reconnect backoff after a broken stream: exponential from reconnectFirst to reconnectMax.
-const (
-	reconnectFirst = 100 * time.Millisecond
-	reconnectMax   = 5 * time.Second
-)
-
-// run keeps a stream to istiod until ctx ends: each stream is a new adsc client, started after a
-// backoff once the previous one broke. first is closed when the first stream ends unsynced.
+// run keeps a stream to istiod until ctx ends: each stream a new adsc client, started after a
+// backoff once the previous one broke (xdsstream). first is closed when the first stream ends
+// unsynced.
 func (w *Watcher) run(ctx context.Context, first chan struct{}) {
-	bo := backoff.NewExponentialBackOff(backoff.Option{InitialInterval: reconnectFirst, MaxInterval: reconnectMax})
-	for gen := 1; ctx.Err() == nil; gen++ {
+	answered := xdsstream.Run(ctx, xdsstream.Hooks{Synced: w.onSynced, New: func(gen int, policy backoff.BackOff) *adsc.Client {
 		w.mu.Lock()
 		w.gen, w.seen = gen, map[string]bool{}
 		w.mu.Unlock()
-		streamCtx, endStream := context.WithCancel(ctx)
-		client := adsc.NewDelta(w.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
-			ClientName: "ambientmc-watch-" + w.cfg.Name,
-			NodeType:   model.Ztunnel,
-			IP:         w.cfg.IP,
-			Namespace:  pki.IstioNamespace,
-			Workload:   w.cfg.Name,
-			Meta:       w.meta,
-			CertDir:    w.cfg.CertDir,
-			XDSSAN:     "istiod.istio-system.svc",
-			// adsc would reconnect by itself, keeping its tree: one stream per client instead, so
-			// that each new stream's answer replaces the state.
-			BackoffPolicy: oneStream{BackOff: bo, end: endStream},
+		return adsc.NewDelta(w.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
+			ClientName:    "ambientmc-watch-" + w.cfg.Name,
+			NodeType:      model.Ztunnel,
+			IP:            w.cfg.IP,
+			Namespace:     pki.IstioNamespace,
+			Workload:      w.cfg.Name,
+			Meta:          w.meta,
+			CertDir:       w.cfg.CertDir,
+			XDSSAN:        "istiod.istio-system.svc",
+			GrpcOpts:      []grpc.DialOption{w.counter.DialOption()},
+			BackoffPolicy: policy,
 		}},
 			adsc.Register(func(hc adsc.HandlerContext, name, v string, a *workloadapi.Address, ev adsc.Event) {
 				w.onAddress(gen, name, a, ev)
@@ -47,46 +41,9 @@ func (w *Watcher) run(ctx context.Context, first chan struct{}) {
 			adsc.Watch[*workloadapi.Address]("*"),
 			adsc.Watch[*security.Authorization]("*"),
 		)
-		streamDone := make(chan struct{})
-		go func() {
-			select {
-			case <-client.Synced():
-				w.onSynced(gen)
-				bo.Reset()
-			case <-streamDone:
-			}
-		}()
-		client.Run(streamCtx)
-		endStream()
-		close(streamDone)
-		if gen == 1 && !w.hasSynced() {
-			close(first)
-			return
-		}
-		if !sleepCtx(ctx, bo.NextBackOff()) {
-			return
-		}
-	}
-}
-
-// oneStream is a backoff policy that ends adsc's client when its stream breaks (adsc asks it for
-// the wait before reconnecting), so the watcher reconnects with a new client.
-type oneStream struct {
-	backoff.BackOff
-	end context.CancelFunc
-}
-
-func (o oneStream) NextBackOff() time.Duration { o.end(); return 0 }
-func (o oneStream) Reset()                     {}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	}})
+	if !answered {
+		close(first)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/xdscount"
 	"google.golang.org/protobuf/types/known/structpb"
 	istiolog "istio.io/istio/pkg/log"
 	"istio.io/istio/pkg/workloadapi"
@@ -38,11 +39,12 @@ type Config struct {
 // the state (what it no longer holds is removed, as istiod would say for the resource versions a
 // ztunnel reconnects with).
 type Watcher struct {
-	cfg    Config
-	meta   *structpb.Struct
-	cancel context.CancelFunc
-	done   chan struct{}
-	synced chan struct{} // closed at the first stream's initial sync
+	cfg     Config
+	meta    *structpb.Struct
+	counter *xdscount.Counter // what istiod pushed, over every stream
+	cancel  context.CancelFunc
+	done    chan struct{}
+	synced  chan struct{} // closed at the first stream's initial sync
 
 	mu         sync.Mutex
 	addrs      map[string]*workloadapi.Address
@@ -71,16 +73,19 @@ type Update struct {
 	Seq uint64
 }
 
-// quietADSC keeps adsc's per-resource info lines (one per workload) out of test output.
+// quietADSC keeps adsc's per-resource info lines (one per workload) out of test output. The delta
+// client's scope is silenced altogether, as envoyxds does (whichever starts first, the other must
+// not raise it again): its Fatalf on a dependency dropped after its parent would exit the process.
 var quietADSC sync.Once
 
 // Start connects and waits until istiod has answered the initial watches.
 func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher, error) {
 	quietADSC.Do(func() {
-		for _, name := range []string{"deltaadsc", "adsc"} {
-			if s := istiolog.FindScope(name); s != nil {
-				s.SetOutputLevel(istiolog.ErrorLevel)
-			}
+		if s := istiolog.FindScope("adsc"); s != nil {
+			s.SetOutputLevel(istiolog.ErrorLevel)
+		}
+		if s := istiolog.FindScope("deltaadsc"); s != nil {
+			s.SetOutputLevel(istiolog.NoneLevel)
 		}
 	})
 	meta, err := structpb.NewStruct(map[string]any{
@@ -91,7 +96,7 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{cfg: cfg, meta: meta, addrs: map[string]*workloadapi.Address{}, changed: make(chan struct{}),
+	w := &Watcher{cfg: cfg, meta: meta, counter: xdscount.New(), addrs: map[string]*workloadapi.Address{}, changed: make(chan struct{}),
 		done: make(chan struct{}), synced: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
@@ -119,6 +124,14 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 
 // Cluster is the cluster ID the watcher presents as its own (Config.Cluster).
 func (w *Watcher) Cluster() string { return w.cfg.Cluster }
+
+// Counts are what istiod has pushed this watcher so far, per type (none for a Holding watcher).
+func (w *Watcher) Counts() xdscount.Counts {
+	if w.counter == nil {
+		return nil
+	}
+	return w.counter.Counts()
+}
 
 // Close stops the stream.
 func (w *Watcher) Close() {

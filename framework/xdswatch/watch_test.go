@@ -254,6 +254,11 @@ func TestWatcherSubscribesLikeZtunnel(t *testing.T) {
 	got := w.Addresses()
 	require.Len(t, got, 2)
 	assert.Equal(t, "client-0", got["cluster-1//Pod/probe/client-0"].GetWorkload().GetName())
+	counts := w.Counts()
+	assert.Equal(t, int64(1), counts["wds"].Pushes, "the initial answer, counted")
+	assert.Equal(t, int64(2), counts["wds"].Resources)
+	assert.Positive(t, counts["wds"].Bytes)
+	assert.Equal(t, int64(1), counts["wads"].Pushes)
 	assert.Equal(t, "echo-remote", got["probe/echo-remote.probe.svc.cluster.local"].GetService().GetName())
 }
 

@@ -3,6 +3,8 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,11 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/envoyxds"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
+	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
@@ -70,6 +74,15 @@ func TestControlPlaneJoin(t *testing.T) {
 	}
 	first := seqs[0]
 	cp.MeasuredIstiod, cp.Baseline, cp.Joins, cp.PerRemoteCluster = first.MeasuredIstiod, first.Baseline, first.Joins, first.PerRemoteCluster
+	cp.Clients = servedClients(ctx)
+	for _, c := range cp.Clients {
+		mc.Logf("join: istiod %s serves %d ztunnel, %d east-west gateway, %d waypoint and %d other xDS clients", c.Istiod, c.Ztunnel, c.EastWest, c.Waypoint, c.Other)
+	}
+	for _, kind := range []envoyxds.Kind{envoyxds.EastWest, envoyxds.Waypoint} {
+		for _, p := range mc.proxies.Of(cp.ObservedIstiod, kind) {
+			mc.Logf("join: %s %s/%s holds %s of istiod %s's", kind, p.Pod().Namespace, p.Pod().Name, heldText(p.Held()), cp.ObservedIstiod)
+		}
+	}
 	if len(cp.Joins) == 0 {
 		return
 	}
@@ -111,12 +124,17 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		tag = fmt.Sprintf("join [sequence %d/%d]", r+1, repeats)
 	}
 	obs := mc.observed()
+	reconnects := mc.proxies.Reconnects(obs.Name)
 	istiod, measured := istiodFor(t, ctx, obs.Name) // a mesh of one; the joins below are the measurement
+	if measured.Restarted {
+		waitProxiesReconnected(t, ctx, obs.Name, reconnects)
+	}
 	w := startWatcher(t, ctx, obs, istiod)
+	ztunnels := []*xdswatch.Watcher{w}
 	clients := join.XDSClients(mc.opts.Join.XDSClients, mc.scale.Pods)
 	for n := 1; n < clients; n++ {
 		// Extra clients only add istiod's push work; the first one is what the joins wait for.
-		startLoadClient(t, ctx, obs, istiod)
+		ztunnels = append(ztunnels, startLoadClient(t, ctx, obs, istiod))
 	}
 	s := join.NewSettler(istiod, joinOptions(), mc.scale.Pods)
 	src := istiod.Sampler().CPUSource()
@@ -148,6 +166,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		if last { // the last join's burst, profiled for 5 s from just before its secret
 			cpuProfile = mc.ProfileCPU(istiod, "join-"+name)
 		}
+		kinds, xdsBefore := clientsOf(obs.Name, ztunnels)
 		before := readCPU(t, ctx, istiod)
 		hostBefore, hostErr := measure.ReadHostCPU()
 		conv, joinedAt := joinAndWait(t, ctx, istiod, w, c)
@@ -157,6 +176,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		// 1.2 MB of buffers (runtime's profBuf and pprof's builder), which the live heap would count.
 		st, err := s.After(ctx, before, joinedAt.Add(conv.Total), cpuProfile)
 		require.NoError(t, err)
+		_, xdsAfter := clientsOf(obs.Name, ztunnels)
 		var hostBusy *float64
 		if hostAfter, err := measure.ReadHostCPU(); err == nil && hostErr == nil {
 			hostBusy = report.F(hostAfter.BusySince(hostBefore))
@@ -175,6 +195,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 
 			JoinCPUSecondsResolution: report.F(st.Blended.Resolution),
 			HostCPUBusy:              hostBusy,
+			XDS:                      xdsSince(kinds, xdsBefore, xdsAfter),
 		}
 		if !s.Fixed {
 			j.QuietLimitCores = report.F(st.QuietLimit)
@@ -187,6 +208,7 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		mc.Logf("%s %d/%d: %s: settled after %.1fs%s; istiod rss %.0f MB, heap in use %.1f MB, live heap %.2f MB, join CPU %.3fs, steady %.4f cores",
 			tag, k+1, len(others), name, st.SettledAfter.Seconds(), cappedNote(st.Capped), *j.RSSBytes/1e6, *j.HeapInuseBytes/1e6, *j.LiveHeapBytes/1e6,
 			*j.JoinCPUSeconds, *j.SteadyCPUCores)
+		mc.Logf("%s %d/%d: %s: xDS pushed during the join: %s", tag, k+1, len(others), name, xdsText(j.XDS))
 		if b := st.Reread; b != nil {
 			mc.Logf("%s %d/%d: istiod's idle band read again after the capped settle: limit %.4f -> %.4f cores (idle mean %.4f)", tag, k+1, len(others), st.QuietLimit, b.Limit, b.Mean)
 		}
@@ -202,6 +224,26 @@ func joinSequence(t *testing.T, ctx context.Context, cp *report.ControlPlane, r,
 		}
 	}
 	return seq
+}
+
+// heldText is how many resources of each type a proxy holds, for the log.
+func heldText(h map[string]int) string {
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(h)) {
+		parts = append(parts, fmt.Sprintf("%s %d", t, h[t]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// xdsText is what a join pushed each kind of the framework's clients, for the log.
+func xdsText(x map[string]report.XDSReceived) string {
+	var parts []string
+	for _, kind := range []string{report.ClientZtunnel, report.ClientEastWest, report.ClientWaypoint} {
+		if r, ok := x[kind]; ok {
+			parts = append(parts, fmt.Sprintf("%s (%d) %d pushes, %.1f KB", kind, r.Clients, r.Pushes, float64(r.Bytes)/1e3))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func cappedNote(capped bool) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/proxies"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
@@ -32,6 +33,8 @@ type suite struct {
 	workloads workloads
 	opts      *options.Options
 	dp        dataPlaneOnce
+	// proxies are the Envoy clients of the east-west gateways and waypoints.
+	proxies *proxies.Set
 }
 
 var mc = &suite{opts: options.Flags}

@@ -9,9 +9,12 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/proxies"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
@@ -213,5 +216,51 @@ func startIstiods(ctx context.Context, e *env.Env) error {
 	for _, i := range mc.mesh.Istiods {
 		e.RecordMetrics(i) // every scrape into the report's metrics.csv
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return startProxies(ctx, e)
+}
+
+// startProxies gives every istiod the Envoy clients a real mesh gives it: its east-west gateway's
+// and, with -waypoints, its cluster's waypoints' (deployed in every cluster). Where the pods run
+// Istio's own proxies (images with Envoy: dataPlane ztunnel) those are the clients, and the
+// framework connects none of its own.
+func startProxies(ctx context.Context, e *env.Env) error {
+	connect := e.Provider.DataPlane() != report.DataPlaneZtunnel
+	mc.proxies = proxies.New(mc.mesh, e.Provider.Gateways(), filepath.Join(e.RunDir, "proxies"))
+	e.Cleanup("stop the gateways' and waypoints' proxy clients", func() error { mc.proxies.Close(); return nil })
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range e.Clusters {
+		hasIstiod := mc.mesh.Istiods[c.Name] != nil
+		g.Go(func() error {
+			if connect && hasIstiod {
+				if err := mc.proxies.ConnectEastWest(gctx, c); err != nil {
+					return err
+				}
+			}
+			if !mc.opts.Waypoints {
+				return nil
+			}
+			for k := range mc.scale.Namespaces {
+				if err := mc.proxies.DeployWaypoint(gctx, c, workload.NamespaceName(k), connect && hasIstiod); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	what := "east-west gateways' Envoy clients"
+	if mc.opts.Waypoints {
+		what += fmt.Sprintf(" and %d waypoints per cluster", mc.scale.Namespaces)
+	}
+	if !connect {
+		what += " (Istio's own proxies are the clients)"
+	}
+	e.Logf("proxies: %s in %.1fs", what, time.Since(start).Seconds())
+	return nil
 }

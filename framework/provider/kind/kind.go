@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
@@ -234,6 +236,12 @@ func (missingInCluster) StartIstiod(context.Context, *cluster.Cluster, cluster.I
 }
 func (missingInCluster) EastWestGateway(context.Context, *cluster.Cluster, time.Duration) (string, error) {
 	return "", errNoInCluster
+}
+func (missingInCluster) EastWestGatewayPod(context.Context, *cluster.Cluster, time.Duration) (cluster.GatewayPod, error) {
+	return cluster.GatewayPod{}, errNoInCluster
+}
+func (missingInCluster) Waypoint(context.Context, *cluster.Cluster, *gatewayv1.Gateway, time.Duration) (cluster.GatewayPod, error) {
+	return cluster.GatewayPod{}, errNoInCluster
 }
 
 // Paths of one cluster's files in the run directory.

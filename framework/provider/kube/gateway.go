@@ -6,8 +6,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 )
 
@@ -42,4 +44,17 @@ func serviceRange(ctx context.Context, c *cluster.Cluster) netip.Prefix {
 		}
 	}
 	return netip.Prefix{}
+}
+
+// EastWestGatewayPod is the pod istiod's deployment controller runs for c's east-west Gateway.
+func (p *Provider) EastWestGatewayPod(ctx context.Context, c *cluster.Cluster, timeout time.Duration) (cluster.GatewayPod, error) {
+	return mesh.WaitGatewayPod(ctx, c, mesh.SystemNamespace, mesh.EastWestGateway, timeout)
+}
+
+// Waypoint applies gw; istiod's deployment controller deploys it, and its pod is returned.
+func (p *Provider) Waypoint(ctx context.Context, c *cluster.Cluster, gw *gatewayv1.Gateway, timeout time.Duration) (cluster.GatewayPod, error) {
+	if err := mesh.ApplyGateway(ctx, c, gw); err != nil {
+		return cluster.GatewayPod{}, err
+	}
+	return mesh.WaitGatewayPod(ctx, c, gw.Namespace, gw.Name, timeout)
 }

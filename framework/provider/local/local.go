@@ -114,9 +114,11 @@ type Provider struct {
 	keepers   []*workload.NodeKeeper
 	// addressKeepers keep each east-west Gateway's status address (mesh.KeepEastWestGatewayAddress).
 	addressKeepers []*mesh.AddressKeeper
-	waves          []cluster.StartWave
-	onReady        func(*cluster.Cluster) // cluster.ReadyNotifier's
-	egress         []*egressProxy
+	// waypoints counts each cluster's waypoint pods, which take reserved addresses in turn.
+	waypoints map[string]int
+	waves     []cluster.StartWave
+	onReady   func(*cluster.Cluster) // cluster.ReadyNotifier's
+	egress    []*egressProxy
 	// startingHook, when a test sets it, is called as each cluster begins to start.
 	startingHook func(tc topology.Cluster)
 	// claim, when a test sets it, replaces claimSlots.

@@ -3,7 +3,9 @@ package markdown
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
@@ -77,6 +79,8 @@ func controlPlane(b *bytes.Buffer, cp *report.ControlPlane, scale *report.Scale,
 		prev = j.Sample
 	}
 	p("\n")
+	xdsPushes(b, cp.Joins)
+	istiodClients(b, cp.Clients)
 
 	if pr := cp.PerRemoteCluster; pr != nil {
 		p("### Per remote cluster\n\n")
@@ -263,4 +267,79 @@ func closestText(cp *report.ControlPlane, published float64) string {
 		out += " Not measured: " + strings.Join(absent, ", ") + " (the working set needs an istiod in a memory cgroup of its own: the local provider's, run as root)."
 	}
 	return out
+}
+
+// xdsKinds are the client kinds of Join.XDS, in column order, with their column names.
+var xdsKinds = []struct{ kind, name string }{
+	{report.ClientZtunnel, "ztunnel"}, {report.ClientEastWest, "East-west gateway"}, {report.ClientWaypoint, "Waypoint"},
+}
+
+// xdsPushes is the table of what the observed istiod pushed the framework's clients during each
+// join, when any join counted them.
+func xdsPushes(b *bytes.Buffer, joins []report.Join) {
+	counted := map[string]int{}
+	for _, j := range joins {
+		for kind, x := range j.XDS {
+			counted[kind] = max(counted[kind], x.Clients)
+		}
+	}
+	if len(counted) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	var heads, clients []string
+	for _, k := range xdsKinds {
+		heads = append(heads, k.name)
+		if n, ok := counted[k.kind]; ok {
+			clients = append(clients, fmt.Sprintf("%d %s", n, strings.ToLower(k.name)))
+		}
+	}
+	p("### xDS pushes during each join\n\n")
+	p("What the observed istiod pushed the framework's own xDS clients of it (%s) from just before the remote secret to the settle point: "+
+		"responses (each acknowledged), resources, and message bytes (KB = 10^3 bytes), each kind's clients together. "+
+		"A kind Istio's own proxies serve instead is not counted (-).\n\n", strings.Join(clients, ", "))
+	p("| Remote clusters | Cluster | %s | Envoy pushes by type |\n|---|---|%s---|\n", strings.Join(heads, " | "), strings.Repeat("---|", len(heads)))
+	for _, j := range joins {
+		var cells []string
+		envoy := map[string]report.XDSCount{}
+		for _, k := range xdsKinds {
+			x, ok := j.XDS[k.kind]
+			if !ok {
+				cells = append(cells, missingCellValue)
+				continue
+			}
+			cells = append(cells, fmt.Sprintf("%d pushes, %d resources, %s KB", x.Pushes, x.Resources, num(float64(x.Bytes)/1e3, 1)))
+			if k.kind != report.ClientZtunnel {
+				for t, c := range x.ByType {
+					e := envoy[t]
+					envoy[t] = report.XDSCount{Pushes: e.Pushes + c.Pushes, Resources: e.Resources + c.Resources, Bytes: e.Bytes + c.Bytes}
+				}
+			}
+		}
+		var byType []string
+		for _, t := range slices.Sorted(maps.Keys(envoy)) {
+			byType = append(byType, fmt.Sprintf("%s %d (%s KB)", t, envoy[t].Pushes, num(float64(envoy[t].Bytes)/1e3, 1)))
+		}
+		types := missingCellValue
+		if len(byType) > 0 {
+			types = strings.Join(byType, ", ")
+		}
+		p("| %d | %s | %s | %s |\n", j.RemoteClusters, cell(j.Cluster), strings.Join(cells, " | "), cell(types))
+	}
+	p("\n")
+}
+
+// istiodClients is the table of the clients each istiod served.
+func istiodClients(b *bytes.Buffer, cs []report.IstiodClients) {
+	if len(cs) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("### xDS clients of each istiod\n\n")
+	p("The clients each istiod served once every cluster had joined, as its /debug/adsz lists them: ztunnels and ztunnel-like clients (the data plane's included), east-west gateways' and waypoints' Envoys (told apart by the gateway.istio.io/managed label istiod reads), and any other proxy.\n\n")
+	p("| istiod | ztunnel | East-west gateway | Waypoint | Other |\n|---|---|---|---|---|\n")
+	for _, c := range cs {
+		p("| %s | %d | %d | %d | %d |\n", cell(c.Istiod), c.Ztunnel, c.EastWest, c.Waypoint, c.Other)
+	}
+	p("\n")
 }

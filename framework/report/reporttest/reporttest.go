@@ -88,6 +88,11 @@ func Every() *report.Report {
 	cp.LeaveIstiod = &report.MeasuredIstiod{Cluster: "cluster-1", Note: "the one the joins measured"}
 	cp.Joins[0].SettleSeconds, cp.Joins[0].SettleCapped, cp.Joins[0].HostCPUBusy = report.F(12), true, report.F(0.4)
 	cp.Joins[1].Criterion = report.CriterionPodWorkloads
+	cp.Joins[0].XDS = map[string]report.XDSReceived{
+		report.ClientZtunnel:  {Clients: 2, Pushes: 4, Resources: 42, Bytes: 21000, ByType: map[string]report.XDSCount{"wds": {Pushes: 4, Resources: 42, Bytes: 21000}}},
+		report.ClientEastWest: {Clients: 1, Pushes: 5, Resources: 61, Bytes: 30500, ByType: map[string]report.XDSCount{"cds": {Pushes: 2, Resources: 20, Bytes: 12000}, "eds": {Pushes: 1, Resources: 20, Bytes: 8500}, "wds": {Pushes: 2, Resources: 21, Bytes: 10000}}},
+	}
+	cp.Clients = []report.IstiodClients{{Istiod: "cluster-1", Ztunnel: 5, EastWest: 1, Waypoint: 2}, {Istiod: "cluster-2", Ztunnel: 2, EastWest: 1, Other: 1}}
 	analysis.FitJoinGrowth(cp)
 	l := r.Latency
 	l.Runs = append(l.Runs, report.LatencyRun{Path: report.PathSameNetwork, Connections: report.ConnNew, QPS: 100, DurationSeconds: 30, Requests: 3000, AvgMs: 1.4, P50Ms: 1.2, P90Ms: 2, P99Ms: 3.5})

@@ -15,6 +15,9 @@ type Options struct {
 	Latency Latency
 	Churn   Churn
 	Checks  Checks
+	// Waypoints deploys a waypoint for the global services in every cluster (one per scale
+	// namespace), as Istio's multicluster docs do, each with its Envoy's client on its istiod.
+	Waypoints bool
 }
 
 // Join configures TestControlPlaneJoin and TestControlPlaneLeave.
@@ -76,6 +79,7 @@ func Register(fs *flag.FlagSet) *Options {
 	fs.IntVar(&o.Checks.Clusters, "checks.clusters", 2, "remote clusters the istiod memory check joins and leaves (0: every cluster)")
 	fs.IntVar(&o.Checks.Rotations, "checks.rotations", 2, "times the rotation check rotates a remote secret in place, and again deletes and recreates it (CI size; 1000 to hunt a leak by hand)")
 	fs.BoolVar(&o.Checks.Controls, "checks.controls", false, "also run each istiod check with a fault injected (it must fail) and with the fault kept away (it must pass); make ci does")
+	fs.BoolVar(&o.Waypoints, "waypoints", false, "deploy a waypoint for the global services in every cluster (one per scale namespace: a Gateway of class istio-waypoint, the namespace labelled istio.io/use-waypoint, its Service istio.io/global), as Istio's multicluster docs do, and connect each waypoint's Envoy client to its cluster's istiod")
 	registerChurn(fs, &o.Churn)
 	return o
 }

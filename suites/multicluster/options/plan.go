@@ -90,11 +90,25 @@ func (o *Options) Plan(in env.PlanInput, catalog *plan.Catalog[PlanIn]) (steps, 
 	steps = plan.Scale([]plan.Item{
 		{Name: "mesh", Expected: S(0.5 + 0.15*n), Detail: fmt.Sprintf("CA and remote secrets for %d clusters", pi.N)},
 		{Name: "workloads", Expected: S(5 + pi.Pods*n/podRate), Detail: fmt.Sprintf("%d pods in each of %d clusters at ~%.0f pods/s", in.Scale.Pods, pi.N, podRate)},
-		{Name: "istiod", Expected: S(2 + 0.2*float64(in.Istiods) + pi.Pods/1000), Detail: fmt.Sprintf("%d istiods and %d east-west gateways", in.Istiods, pi.N)},
+		o.istiodStep(in, pi),
 		{Name: "certificates", Expected: S(1 + certs*float64(in.Istiods)/certRate), Detail: fmt.Sprintf("about %.0f certificates in each of %d clusters at ~%.0f/s", certs, in.Istiods, certRate)},
 	}, pi.k)
 	// Real clusters stretch every item, a trimmed one too.
 	return steps, plan.Scale(catalog.Items(pi), pi.k)
+}
+
+// istiodStep is the istiods, the east-west gateways with their Envoy clients (about 0.1 s for a
+// 3-cluster run on the 2-core host) and, with -waypoints, a waypoint per scale namespace in every
+// cluster (0.6 s for two per cluster at 3 clusters, 2026-12-07).
+func (o *Options) istiodStep(in env.PlanInput, pi PlanIn) plan.Item {
+	n := float64(pi.N)
+	expected := 2 + 0.2*float64(in.Istiods) + pi.Pods/1000 + 0.05*n
+	detail := fmt.Sprintf("%d istiods and %d east-west gateways with their Envoy clients", in.Istiods, pi.N)
+	if o.Waypoints {
+		expected += 0.1 * n * float64(in.Scale.Namespaces)
+		detail += fmt.Sprintf(", %d waypoints per cluster", in.Scale.Namespaces)
+	}
+	return plan.Item{Name: "istiod", Expected: S(expected), Detail: detail}
 }
 
 // Windows counts the churn windows of the sweep.
