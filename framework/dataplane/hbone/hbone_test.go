@@ -524,7 +524,7 @@ func TestRefusals(t *testing.T) {
 		var refused *RefusedError
 		require.ErrorAs(t, err, &refused, "a CONNECT answered with a refusal, told apart from a transport failure")
 		assert.Equal(t, http.StatusServiceUnavailable, refused.StatusCode)
-		assert.Equal(t, "policy says no", refused.Reason)
+		assert.Equal(t, "hbone: 127.0.0.9:80: policy says no", refused.Reason, "the reason names the refused authority and the handler's error")
 		assert.Contains(t, err.Error(), "503")
 		assert.Contains(t, err.Error(), "policy says no")
 	})
