@@ -41,7 +41,8 @@ func (p *Pods) Restore(ctx context.Context) (int, error) {
 	p.mu.Unlock()
 
 	// Writes in flight as the workloads step sends them: one after another is far slower
-	// (docs/measurements.md), and this is cleanup, not measurement.
+	// (docs/measurements.md#why-the-settings-are-what-they-are), and this is cleanup, not
+	// measurement.
 	each := func(pods []*Pod, f func(context.Context, *Pod) error) error {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(workload.DefaultInFlight)

@@ -47,7 +47,7 @@ const (
 	provisionalLimit = 0.03
 	// rereadWindows shapes a band read again after a capped settle: two steady windows of ticks,
 	// the highest quarter left out (a collection of a large istiod heap spreads over several
-	// ticks; docs/measurements.md has what two left out gave).
+	// ticks; what two left out gave: docs/measurements.md#why-the-settings-are-what-they-are).
 	rereadWindows = 2
 )
 

@@ -121,7 +121,7 @@ func (m *member) tryControllerManager(ctx context.Context, kc, podCIDR, svcCIDR 
 // endpointBatchPeriod batches the endpoint controllers' writes at scale: with none, each pod's
 // status write costs an EndpointSlice and an Endpoints write of its whole service, which a cluster
 // loaded in bulk does not need (large clusters set the same flags). The objects in the end are the
-// same; docs/measurements.md has what it saves.
+// same; docs/measurements.md#the-published-experiment has what it saves.
 const endpointBatchPeriod = 2 * time.Second
 
 // endpointBatching is the controller-manager's batching for clusters of that many pods: from

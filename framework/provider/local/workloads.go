@@ -32,7 +32,8 @@ import (
 
 // Workloads are restored from snapshotMinPods pods per cluster or snapshotMinRunPods in the run:
 // below both writing them takes seconds, above either minutes (100 small clusters: 10,000 pods in
-// more than 9 minutes on 2 cores, docs/measurements.md).
+// more than 9 minutes on 2 cores in the runs of 2026-12-05,
+// docs/log/measurements-2026-12.md#100-clusters-with-lighter-watched-only-clusters-issue-36-item-2).
 const (
 	snapshotMinPods    = 1000
 	snapshotMinRunPods = 5000
