@@ -29,12 +29,14 @@ const controlCanaryWithin = time.Minute
 
 // MidSyncDeletion deletes a remote secret while istiod syncs its cluster (slowed by a delaying
 // proxy), at several points of the sync, and checks that a canary cluster added after it syncs.
-// ctl is nil, or the control to run: FaultStalledTransfer deletes once, at half the sync, with the
-// transfer stalled for good from there.
+// ctl is nil, or the control to run: FaultStalledTransfer stalls the transfer for good as soon as
+// istiod says it syncs, then deletes. istiod waits only for a watch the remote has not answered yet
+// (docs/findings.md); stalled later, at half the bytes, every watch had its answer in some runs
+// (1 of 16 controls in a .ci/run, 2026-12-07), and the control could not tell the fault.
 func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	fracs := []float64{-1, 0.2, 0.5, 0.8}
 	if ctl.is(FaultStalledTransfer) {
-		fracs = []float64{-1, 0.5}
+		fracs = []float64{-1, 0}
 	}
 	lines := make([]string, len(fracs))
 	wedged := make([]bool, len(fracs))
