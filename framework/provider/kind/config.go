@@ -128,7 +128,7 @@ func kubeadmPatch(apiVersion string) string {
 // kubeadmTimeoutsPatch gives kubeadm init's API calls 4 minutes instead of 1. Its first call,
 // the admin user's ClusterRoleBinding, starts with the kubelet: it is the API server's whole
 // start-up that must fit, and with three clusters starting at once on two cores it took more than a
-// minute (docs/providers.md#kind). v1beta3 has no timeouts: its 1 minute is fixed.
+// minute (docs/providers.md#the-kind-provider). v1beta3 has no timeouts: its 1 minute is fixed.
 const kubeadmTimeoutsPatch = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nmetadata:\n  name: config\ntimeouts:\n  kubernetesAPICall: 4m0s\n"
 
 // Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the
