@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/ambientmc/ambientmc/framework/gcpace"
 	"os"
 	"slices"
 	"strings"
@@ -64,6 +65,7 @@ func Run(m *testing.M, out **Env, s Suite) (code int) {
 	// Published before setup: the suite's steps reach the environment through it too.
 	*out = e
 	defer e.peakMemory.Stop()
+	defer gcpace.Start(time.Second).Stop()
 	release := proc.TrapSignals(func(sig os.Signal) {
 		e.cutRun(fmt.Sprintf("interrupted by %s", sig), e.plan)
 		e.Logf("%s: stopping everything", sig)

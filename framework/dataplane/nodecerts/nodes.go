@@ -60,6 +60,9 @@ func ServeNodes(ctx context.Context, cfg Config, nodes []string) (_ *Nodes, err 
 			o.FieldSelector = "spec.nodeName=" + node
 		}))
 		inf := f.Core().V1().Pods().Informer()
+		if err := inf.SetTransform(podFacts); err != nil {
+			return nil, err
+		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { n.update(node, obj) },
 			UpdateFunc: func(_, obj any) { n.update(node, obj) },
@@ -189,4 +192,23 @@ func (n *Nodes) Close() error {
 		errs = append(errs, p.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// podFacts keeps of a pod only what update reads: at 4000 pods a node's informer otherwise holds
+// every pod whole, managed fields included, for the whole run.
+func podFacts(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	facts := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			DeletionTimestamp: pod.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: pod.Spec.NodeName, ServiceAccountName: pod.Spec.ServiceAccountName},
+		Status: corev1.PodStatus{PodIP: pod.Status.PodIP, Phase: pod.Status.Phase},
+	}
+	if v, ok := pod.Annotations[workload.RedirectionAnnotation]; ok {
+		facts.Annotations = map[string]string{workload.RedirectionAnnotation: v}
+	}
+	return facts, nil
 }
