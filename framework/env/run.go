@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/ambientmc/ambientmc/framework/gcpace"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/gcpace"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/provider"
