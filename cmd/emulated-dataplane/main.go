@@ -152,7 +152,7 @@ func ztunnel(ctx context.Context) error {
 	serve(ctx, "127.0.0.1:15000", admin)
 	serve(ctx, ":15021", readiness(&ready))
 	log.Printf("ztunnel %s/%s on node %s: serving istio-cni's pods from %s", env.Cluster, env.Network, env.Node, zdsSocket)
-	return z.Serve(ctx, zdsSocket, func() { ready.Store(true) })
+	return z.Serve(ctx, zdsSocket, ready.Store)
 }
 
 func gateway(ctx context.Context) error {
@@ -203,7 +203,7 @@ func readiness(ready *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
-			http.Error(w, "not connected to istio-cni yet", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: istio-cni's snapshot not in on this connection, or a pod's add failed", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

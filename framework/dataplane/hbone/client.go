@@ -84,6 +84,9 @@ func NewClient(opts ...ClientOption) *Client {
 		panic(fmt.Sprintf("hbone: configure HTTP/2 transport: %v", err))
 	}
 	t2.MaxReadFrameSize = maxFrameSize
+	// Closed DefaultPoolIdleTimeout after its last stream ended: ztunnel's release of a
+	// connection no one asked for, the same for every connection without a long-lived stream.
+	t2.IdleConnTimeout = DefaultPoolIdleTimeout
 	var d net.Dialer
 	c := &Client{
 		t2:      t2,

@@ -117,12 +117,9 @@ func (c *Client) dialOuter(ctx context.Context, t Target) (*outerConn, error) {
 		return nil, fmt.Errorf("hbone: HTTP/2 to %s: %w", t.Addr, err)
 	}
 	c.outerDialed.Add(1)
-	// In TLS 1.3 the client finishes first and learns that the server refused
-	// its certificate only on its next read; one PING round trip turns that
-	// into this dial's error instead of a dead connection in the pool.
-	if err := cc.Ping(ctx); err != nil {
-		_ = cc.Close()
-		return nil, fmt.Errorf("hbone: HTTP/2 to %s: %w", t.Addr, err)
-	}
+	// No PING before the first CONNECT, as ztunnel (src/proxy/pool.rs new_pool_conn: the CONNECT
+	// follows the handshake; its first PING comes 10 s later, src/proxy/h2.rs). In TLS 1.3 a
+	// server's refusal of the client's certificate arrives after the handshake, so it is the first
+	// CONNECT's error, and pickLocked drops the closed connection.
 	return &outerConn{cc: cc, local: raw.LocalAddr()}, nil
 }

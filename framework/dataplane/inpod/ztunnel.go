@@ -10,6 +10,7 @@ package inpod
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"istio.io/istio/pkg/zdsapi"
 
 	"github.com/ambientmc/ambientmc/framework/dataplane"
@@ -80,10 +82,12 @@ func New(cfg Config) *Ztunnel {
 }
 
 // Serve speaks ZDS with istio-cni's node agent at path until ctx ends, reconnecting as ztunnel
-// does when the agent restarts. connected is called after every handshake.
-func (z *Ztunnel) Serve(ctx context.Context, path string, connected func()) error {
+// does when the agent restarts. ready is told whether the ztunnel is ready, as ztunnel's readiness
+// says it (src/inpod/statemanager.rs ready, workloadmanager.rs check_ready): not while a
+// connection starts or after it ended, only once its snapshot is in and no Add of it failed.
+func (z *Ztunnel) Serve(ctx context.Context, path string, ready func(bool)) error {
 	for ctx.Err() == nil {
-		err := z.session(ctx, path, connected)
+		err := z.session(ctx, path, ready)
 		if ctx.Err() != nil {
 			break
 		}
@@ -102,8 +106,13 @@ func (z *Ztunnel) Serve(ctx context.Context, path string, connected func()) erro
 }
 
 // session is one ZDS connection: the snapshot (Add or Keep for every pod the agent knows, then
-// SnapshotSent, after which pods not named are gone), then changes.
-func (z *Ztunnel) session(ctx context.Context, path string, connected func()) error {
+// SnapshotSent, after which pods not named are gone), then changes. It follows ztunnel's
+// src/inpod/statemanager.rs process_msg: a Keep only names a pod of the snapshot, whether this
+// ztunnel serves it or not; a Keep or a second SnapshotSent after the snapshot is a protocol
+// error, acked as one, which ends the connection (ztunnel exits; this one dials again).
+func (z *Ztunnel) session(ctx context.Context, path string, ready func(bool)) error {
+	ready(false)
+	defer ready(false)
 	c, err := zds.Dial(ctx, path)
 	if err != nil {
 		return err
@@ -111,40 +120,57 @@ func (z *Ztunnel) session(ctx context.Context, path string, connected func()) er
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	connected()
 	named := map[string]bool{}
+	failedAdds := map[string]bool{} // ztunnel's pending workloads, which hold its readiness
 	snapshot := true
 	for {
 		ev, err := c.Next()
 		if err != nil {
 			return err
 		}
-		var failed error
+		var failed, protocol error
 		switch ev.Kind {
 		case zds.Add:
 			named[ev.UID] = true
-			failed = z.add(ev.UID, ev.Info, ev.Netns)
-		case zds.Keep:
-			named[ev.UID] = true
-			z.mu.Lock()
-			if z.pods[ev.UID] == nil {
-				failed = fmt.Errorf("keep of pod %s, which this ztunnel does not serve", ev.UID)
+			if failed = z.add(ev.UID, ev.Info, ev.Netns); failed != nil {
+				failedAdds[ev.UID] = true
+			} else {
+				delete(failedAdds, ev.UID)
 			}
-			z.mu.Unlock()
+		case zds.Keep:
+			if !snapshot {
+				protocol = fmt.Errorf("pod keep received after snapshot (%s)", ev.UID)
+				break
+			}
+			named[ev.UID] = true
 		case zds.Del:
+			delete(named, ev.UID)
+			delete(failedAdds, ev.UID)
 			z.remove(ev.UID)
 		case zds.SnapshotSent:
-			if snapshot {
-				z.mu.Lock()
-				for uid := range z.pods {
-					if !named[uid] {
-						z.dropLocked(uid)
-					}
-				}
-				z.mu.Unlock()
-				snapshot = false
+			if !snapshot {
+				protocol = errors.New("pod snapshot received already")
+				break
 			}
+			z.mu.Lock()
+			for uid := range z.pods {
+				if !named[uid] {
+					z.dropLocked(uid)
+				}
+			}
+			z.mu.Unlock()
+			for uid := range failedAdds {
+				if !named[uid] {
+					delete(failedAdds, uid)
+				}
+			}
+			snapshot = false
 		}
+		if protocol != nil {
+			failed = protocol
+		}
+		// Readiness before the ack: the agent's next step sees it.
+		ready(protocol == nil && !snapshot && len(failedAdds) == 0)
 		msg := ""
 		if failed != nil {
 			msg = failed.Error()
@@ -152,6 +178,9 @@ func (z *Ztunnel) session(ctx context.Context, path string, connected func()) er
 		}
 		if err := c.Ack(msg); err != nil {
 			return err
+		}
+		if protocol != nil {
+			return protocol
 		}
 	}
 }
@@ -176,12 +205,32 @@ type pod struct {
 	info   *zdsapi.WorkloadInfo
 	nsFile *os.File
 	ns     netns.NS
+	nsID   netnsID
 	id     string // the pod's SPIFFE identity
 	client *hbone.Client
 	closer []io.Closer
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // accepted on its listeners, not yet ended
+	closed bool
 }
 
-// add opens a pod's listeners in its namespace; an Add for a pod already served replaces it.
+// netnsID tells network namespaces apart as ztunnel does (src/inpod/netns.rs: the namespace
+// file's device and inode).
+type netnsID struct{ dev, ino uint64 }
+
+func netnsIDOf(f *os.File) (netnsID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return netnsID{}, err
+	}
+	return netnsID{dev: st.Dev, ino: st.Ino}, nil
+}
+
+// add opens a pod's listeners in its namespace. An Add for a pod already served in the same
+// namespace changes nothing (istio-cni sends one for every pod at each reconnect); in another
+// namespace (its sandbox was made again) it replaces the pod, as ztunnel's add_workload does
+// (src/inpod/statemanager.rs).
 func (z *Ztunnel) add(uid string, info *zdsapi.WorkloadInfo, nsFile *os.File) error {
 	if nsFile == nil || info == nil {
 		if nsFile != nil {
@@ -189,10 +238,23 @@ func (z *Ztunnel) add(uid string, info *zdsapi.WorkloadInfo, nsFile *os.File) er
 		}
 		return fmt.Errorf("pod %s: an add without its namespace or workload info", uid)
 	}
+	nsID, err := netnsIDOf(nsFile)
+	if err != nil {
+		nsFile.Close()
+		return fmt.Errorf("pod %s: its namespace: %w", uid, err)
+	}
+	z.mu.Lock()
+	if served := z.pods[uid]; served != nil && served.nsID == nsID {
+		z.mu.Unlock()
+		nsFile.Close()
+		return nil
+	}
+	z.mu.Unlock()
 	id := pki.SPIFFEID(info.GetNamespace(), info.GetServiceAccount())
 	ns := netns.FromFile(nsFile)
-	p := &pod{z: z, uid: uid, info: info, nsFile: nsFile, ns: ns, id: id, client: hbone.NewClient(hbone.WithDialer(hbone.DialFunc(ns.Dialer(true))))}
-	err := p.listen()
+	p := &pod{z: z, uid: uid, info: info, nsFile: nsFile, nsID: nsID, ns: ns, id: id, client: hbone.NewClient(hbone.WithDialer(hbone.DialFunc(ns.Dialer(true)))),
+		conns: map[net.Conn]struct{}{}}
+	err = p.listen()
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if err != nil {
@@ -222,9 +284,9 @@ func (p *pod) listen() error {
 		addr  string
 		serve func(net.Listener)
 	}{
-		{"127.0.0.1:" + strconv.Itoa(OutboundPort), func(l net.Listener) { accept(l, p.outbound) }},
-		{"0.0.0.0:" + strconv.Itoa(PlaintextPort), func(l net.Listener) { accept(l, p.plaintext) }},
-		{"127.0.0.1:" + strconv.Itoa(DNSPort), func(l net.Listener) { accept(l, p.dnsTCP) }},
+		{"127.0.0.1:" + strconv.Itoa(OutboundPort), func(l net.Listener) { p.accept(l, p.outbound) }},
+		{"0.0.0.0:" + strconv.Itoa(PlaintextPort), func(l net.Listener) { p.accept(l, p.plaintext) }},
+		{"127.0.0.1:" + strconv.Itoa(DNSPort), func(l net.Listener) { p.accept(l, p.dnsTCP) }},
 	}
 	for _, t := range tcp {
 		l, err := p.ns.Listen("tcp", t.addr)
@@ -248,23 +310,45 @@ func (p *pod) listen() error {
 	return nil
 }
 
+// close stops serving the pod at once, every connection with it, as ztunnel does for a pod that
+// is gone (src/inpod/statemanager.rs shutdown_workload: DrainMode::Immediate).
 func (p *pod) close() {
 	for _, c := range p.closer {
 		c.Close()
 	}
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
 	p.client.Close()
 	p.nsFile.Close()
 }
 
-// accept hands every connection of l to handle until l closes.
-func accept(l net.Listener, handle func(net.Conn) error) {
+// accept hands every connection of l to handle until l closes, each tracked until it ends so
+// that close ends it.
+func (p *pod) accept(l net.Listener, handle func(net.Conn) error) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
 		go func() {
-			defer c.Close()
+			defer func() {
+				p.mu.Lock()
+				delete(p.conns, c)
+				p.mu.Unlock()
+				c.Close()
+			}()
 			_ = handle(c)
 		}()
 	}

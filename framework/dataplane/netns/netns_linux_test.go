@@ -22,54 +22,15 @@ import (
 	"istio.io/istio/cni/pkg/iptables"
 	"istio.io/istio/cni/pkg/scopes"
 	dep "istio.io/istio/tools/istio-iptables/pkg/dependencies"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane/netns/netnstest"
 )
 
 // newNS creates a fresh network namespace with lo up, held only by the returned NS's file, so
 // closing it in cleanup (after the sockets in it) removes it.
 func newNS(t *testing.T) NS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
-	}
-	type result struct {
-		f   *os.File
-		err error
-	}
-	ch := make(chan result)
-	go func() {
-		// The thread is never switched back: it stays locked and ends with this goroutine.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		f, err := os.Open("/proc/thread-self/ns/net")
-		ch <- result{f, err}
-	}()
-	r := <-ch
-	if errors.Is(r.err, unix.EPERM) {
-		t.Skipf("cannot create a network namespace here: %v", r.err)
-	}
-	require.NoError(t, r.err)
-	t.Cleanup(func() { r.f.Close() })
-	n := FromFile(r.f)
-	require.NoError(t, n.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		ifr, err := unix.NewIfreq("lo")
-		if err != nil {
-			return err
-		}
-		if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-			return err
-		}
-		ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-		return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-	}), "bring lo up")
-	return n
+	return FromFile(netnstest.New(t))
 }
 
 func listen(t *testing.T, n NS, addr string) net.Listener {

@@ -2,120 +2,30 @@ package zds
 
 import (
 	"context"
-	"errors"
 	"io"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 	"istio.io/istio/pkg/zdsapi"
+
+	"github.com/ambientmc/ambientmc/framework/dataplane/zds/zdstest"
 )
 
-// fakeServer speaks the server side as istio-cni's ztunnelserver_linux.go does (its
-// ztunnelUDSConnection): a unixpacket listener, requests written with WriteMsgUnix carrying the
-// netns fd in SCM_RIGHTS, and hello and acks read into a 1024-byte buffer that rejects truncated
-// messages. Istio's own server type is unexported and needs a pod cache and a Kubernetes client.
-// Its SendMsgAndWaitForAck is split here into send and readAck so one goroutine drives both ends.
-type fakeServer struct {
-	t *testing.T
-	u *net.UnixConn
-}
-
-// connect listens like newZtunnelServer, dials it with Dial and accepts the connection.
-func connect(t *testing.T) (*fakeServer, *Conn) {
+// connect listens like istio-cni's node agent, dials it with Dial and accepts the connection.
+func connect(t *testing.T) (*zdstest.Agent, *Conn) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "ztunnel.sock")
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	l := zdstest.Listen(t)
+	ctx, cancel := context.WithTimeout(context.Background(), zdstest.Wait)
 	defer cancel()
-	c, err := Dial(ctx, path)
+	c, err := Dial(ctx, l.Path)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	require.NoError(t, l.SetDeadline(time.Now().Add(5*time.Second)))
-	u, err := l.AcceptUnix()
-	require.NoError(t, err)
-	t.Cleanup(func() { u.Close() })
-	return &fakeServer{t: t, u: u}, c
-}
-
-// readProto is the server's readProto: a 1024-byte buffer, truncation is an error.
-func readProto[T any, PT interface {
-	proto.Message
-	*T
-}](u *net.UnixConn, timeout time.Duration) (PT, error) {
-	var buf [1024]byte
-	if err := u.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return nil, err
-	}
-	n, _, flags, _, err := u.ReadMsgUnix(buf[:], nil)
-	if err != nil {
-		return nil, err
-	}
-	if flags&unix.MSG_TRUNC != 0 {
-		return nil, errors.New("truncated message")
-	}
-	if flags&unix.MSG_CTRUNC != 0 {
-		return nil, errors.New("truncated control message")
-	}
-	var m T
-	if err := proto.Unmarshal(buf[:n], PT(&m)); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
-
-func (s *fakeServer) readHello() *zdsapi.ZdsHello {
-	s.t.Helper()
-	m, err := readProto[zdsapi.ZdsHello](s.u, 5*time.Second)
-	require.NoError(s.t, err)
-	return m
-}
-
-// send writes one request with the given descriptors attached (the server attaches at most one).
-func (s *fakeServer) send(req *zdsapi.WorkloadRequest, fds ...int) {
-	s.t.Helper()
-	data, err := proto.Marshal(req)
-	require.NoError(s.t, err)
-	var rights []byte
-	if len(fds) > 0 {
-		rights = unix.UnixRights(fds...)
-	}
-	require.NoError(s.t, s.u.SetWriteDeadline(time.Now().Add(5*time.Second)))
-	_, _, err = s.u.WriteMsgUnix(data, rights, nil)
-	require.NoError(s.t, err)
-}
-
-func (s *fakeServer) readAck() *zdsapi.Ack {
-	s.t.Helper()
-	m, err := readProto[zdsapi.WorkloadResponse](s.u, 5*time.Second)
-	require.NoError(s.t, err)
-	require.NotNil(s.t, m.GetAck(), "response is not an ack: %v", m)
-	return m.GetAck()
-}
-
-// checkAlive is the server's keepalive: a short read that must time out, since ztunnel sends
-// nothing unasked.
-func (s *fakeServer) checkAlive() error {
-	_, err := readProto[zdsapi.WorkloadResponse](s.u, 10*time.Millisecond)
-	return err
-}
-
-func addReq(uid string, info *zdsapi.WorkloadInfo) *zdsapi.WorkloadRequest {
-	return &zdsapi.WorkloadRequest{Payload: &zdsapi.WorkloadRequest_Add{Add: &zdsapi.AddWorkload{Uid: uid, WorkloadInfo: info}}}
-}
-
-func delReq(uid string) *zdsapi.WorkloadRequest {
-	return &zdsapi.WorkloadRequest{Payload: &zdsapi.WorkloadRequest_Del{Del: &zdsapi.DelWorkload{Uid: uid}}}
+	return l.Accept(t), c
 }
 
 // pipe returns a pipe whose read end stands in for a netns fd: what is written to w can be read
@@ -144,11 +54,11 @@ func allReadersClosed(t *testing.T, w *os.File) bool {
 // SnapshotSent, then a live Del, each acked in turn with the ack text reaching the server.
 func TestSession(t *testing.T) {
 	s, c := connect(t)
-	assert.Equal(t, zdsapi.Version_V1, s.readHello().GetVersion())
+	assert.Equal(t, zdsapi.Version_V1, s.ReadHello().GetVersion())
 
 	r, w := pipe(t)
 	info := &zdsapi.WorkloadInfo{Name: "echo-0", Namespace: "probe", ServiceAccount: "echo"}
-	s.send(addReq("uid-1", info), int(r.Fd()))
+	s.Send(zdstest.Add("uid-1", info), int(r.Fd()))
 	ev, err := c.Next()
 	require.NoError(t, err)
 	require.Equal(t, Add, ev.Kind)
@@ -165,31 +75,31 @@ func TestSession(t *testing.T) {
 	assert.Equal(t, "hi", string(got))
 	require.NoError(t, ev.Netns.Close())
 	require.NoError(t, c.Ack(""))
-	assert.Equal(t, "", s.readAck().GetError())
+	assert.Equal(t, "", s.ReadAck().GetError())
 
-	s.send(&zdsapi.WorkloadRequest{Payload: &zdsapi.WorkloadRequest_Keep{Keep: &zdsapi.KeepWorkload{Uid: "uid-2"}}})
+	s.Send(zdstest.Keep("uid-2"))
 	ev, err = c.Next()
 	require.NoError(t, err)
 	assert.Equal(t, Event{Kind: Keep, UID: "uid-2"}, ev)
 	require.NoError(t, c.Ack(""))
-	s.readAck()
+	s.ReadAck()
 
-	s.send(&zdsapi.WorkloadRequest{Payload: &zdsapi.WorkloadRequest_SnapshotSent{SnapshotSent: &zdsapi.SnapshotSent{}}})
+	s.Send(zdstest.SnapshotSent())
 	ev, err = c.Next()
 	require.NoError(t, err)
 	assert.Equal(t, Event{Kind: SnapshotSent}, ev)
 	require.NoError(t, c.Ack("reconcile failed"))
-	assert.Equal(t, "reconcile failed", s.readAck().GetError())
+	assert.Equal(t, "reconcile failed", s.ReadAck().GetError())
 
 	// Between requests ztunnel is silent, as the server's keepalive read requires.
-	assert.ErrorIs(t, s.checkAlive(), os.ErrDeadlineExceeded)
+	assert.ErrorIs(t, s.CheckAlive(), os.ErrDeadlineExceeded)
 
-	s.send(delReq("uid-1"))
+	s.Send(zdstest.Del("uid-1"))
 	ev, err = c.Next()
 	require.NoError(t, err)
 	assert.Equal(t, Event{Kind: Del, UID: "uid-1"}, ev)
 	require.NoError(t, c.Ack(""))
-	s.readAck()
+	s.ReadAck()
 }
 
 // An Add must carry exactly one netns: none or two is an error, and any descriptors that came are
@@ -197,17 +107,17 @@ func TestSession(t *testing.T) {
 func TestAddNeedsOneDescriptor(t *testing.T) {
 	t.Run("none", func(t *testing.T) {
 		s, c := connect(t)
-		s.readHello()
-		s.send(addReq("uid-1", nil))
+		s.ReadHello()
+		s.Send(zdstest.Add("uid-1", nil))
 		_, err := c.Next()
 		assert.ErrorContains(t, err, "0 descriptors")
 	})
 	t.Run("two", func(t *testing.T) {
 		s, c := connect(t)
-		s.readHello()
+		s.ReadHello()
 		r1, w1 := pipe(t)
 		r2, w2 := pipe(t)
-		s.send(addReq("uid-1", nil), int(r1.Fd()), int(r2.Fd()))
+		s.Send(zdstest.Add("uid-1", nil), int(r1.Fd()), int(r2.Fd()))
 		r1.Close()
 		r2.Close()
 		_, err := c.Next()
@@ -220,9 +130,9 @@ func TestAddNeedsOneDescriptor(t *testing.T) {
 // A descriptor attached to a request that takes none is closed, and the request still parses.
 func TestStrayDescriptorClosed(t *testing.T) {
 	s, c := connect(t)
-	s.readHello()
+	s.ReadHello()
 	r, w := pipe(t)
-	s.send(delReq("uid-1"), int(r.Fd()))
+	s.Send(zdstest.Del("uid-1"), int(r.Fd()))
 	r.Close()
 	ev, err := c.Next()
 	require.NoError(t, err)
@@ -233,13 +143,13 @@ func TestStrayDescriptorClosed(t *testing.T) {
 // The server reads acks into 1024 bytes and rejects longer ones, so a long error is cut to fit.
 func TestLongAckFitsServerBuffer(t *testing.T) {
 	s, c := connect(t)
-	s.readHello()
-	s.send(delReq("uid-1"))
+	s.ReadHello()
+	s.Send(zdstest.Del("uid-1"))
 	_, err := c.Next()
 	require.NoError(t, err)
 	long := strings.Repeat("é", 3000) // 6000 bytes, two per rune
 	require.NoError(t, c.Ack(long))
-	got := s.readAck().GetError()
+	got := s.ReadAck().GetError()
 	assert.NotEmpty(t, got)
 	assert.True(t, strings.HasPrefix(long, got), "ack text is not a prefix of the error")
 }
@@ -248,25 +158,25 @@ func TestLongAckFitsServerBuffer(t *testing.T) {
 // connection, and reading on without acking would desynchronise it.
 func TestAckLockStep(t *testing.T) {
 	s, c := connect(t)
-	s.readHello()
+	s.ReadHello()
 	assert.ErrorContains(t, c.Ack(""), "no request")
-	assert.ErrorIs(t, s.checkAlive(), os.ErrDeadlineExceeded, "an unsolicited ack reached the server")
+	assert.ErrorIs(t, s.CheckAlive(), os.ErrDeadlineExceeded, "an unsolicited ack reached the server")
 
-	s.send(delReq("uid-1"))
+	s.Send(zdstest.Del("uid-1"))
 	_, err := c.Next()
 	require.NoError(t, err)
 	_, err = c.Next()
 	assert.ErrorContains(t, err, "not acked")
 	require.NoError(t, c.Ack(""))
-	s.readAck()
+	s.ReadAck()
 	assert.ErrorContains(t, c.Ack(""), "no request")
 }
 
 // When istio-cni goes away Next returns an error, so the caller can redial.
 func TestServerClose(t *testing.T) {
 	s, c := connect(t)
-	s.readHello()
-	require.NoError(t, s.u.Close())
+	s.ReadHello()
+	require.NoError(t, s.U.Close())
 	_, err := c.Next()
 	assert.ErrorIs(t, err, io.EOF)
 }
