@@ -72,9 +72,9 @@ func TestNoPingBeforeTheFirstConnect(t *testing.T) {
 		}
 		firstFrames <- seen
 	}()
-	c := newClient(t)
+	c, ctx := newClient(t), ctxT(t)
 	go func() {
-		_, _ = c.Dial(ctxT(t), Target{Addr: l.Addr().String(), Authority: "127.0.0.9:80", TLS: m.clientTLS(m.echo.ID)})
+		_, _ = c.Dial(ctx, Target{Addr: l.Addr().String(), Authority: "127.0.0.9:80", TLS: m.clientTLS(m.echo.ID)})
 	}()
 	select {
 	case seen := <-firstFrames:
