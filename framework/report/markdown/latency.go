@@ -9,7 +9,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report/svg"
 )
 
-func latency(b *bytes.Buffer, l *report.Latency, ref report.Reference) {
+func latency(b *bytes.Buffer, l *report.Latency, ref report.Reference, dataPlane string) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## Latency\n\n")
 	if l.HostCPUSaturated {
@@ -53,7 +53,8 @@ func latency(b *bytes.Buffer, l *report.Latency, ref report.Reference) {
 		p("| new | %s |\n", delta(o.New))
 		p("| reused | %s |\n\n", delta(o.Reused))
 	} else if o != nil {
-		p("### Overhead\n\nCross-cluster minus local, on average latency.\n\n| Connections | Measured | Published |\n|---|---|---|\n")
+		p("### Overhead\n\nCross-cluster minus local, on average latency.%s\n\n| Connections | Measured (%s) | Published (ztunnel, Envoy) |\n|---|---|---|\n",
+			emulatedBeside(dataPlane), dataPlaneName(dataPlane))
 		p("| new | %s | %s |\n", delta(o.New), delta(&report.Delta{DeltaMs: ref.NewConnOverheadMs, Percent: ref.NewConnOverheadPercent}))
 		p("| reused | %s | %s |\n\n", delta(o.Reused), delta(&report.Delta{DeltaMs: ref.ReusedConnOverheadMs, Percent: ref.ReusedConnOverheadPercent}))
 	}
@@ -87,4 +88,21 @@ func qps(v float64) string {
 	}
 	// Measured rates have many digits; one decimal is all a reader needs.
 	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// dataPlaneName names the data plane a measured latency came from, beside a published one.
+func dataPlaneName(dataPlane string) string {
+	if dataPlane == "" {
+		return "data plane not stated"
+	}
+	return dataPlane + " data plane"
+}
+
+// emulatedBeside says, where the emulated data plane's overhead stands beside the published
+// figure, what differs between the two.
+func emulatedBeside(dataPlane string) string {
+	if dataPlane != report.DataPlaneEmulated {
+		return ""
+	}
+	return " The measured column is the emulated Go data plane's (the project's HBONE and double HBONE, no ztunnel or Envoy code); the published one is real ztunnel and Envoy."
 }

@@ -75,7 +75,7 @@ func Render(r *report.Report) []byte {
 		controlPlane(&b, cp, r.Scale, r.Reference, r.Setup)
 	}
 	if l := r.Latency; l != nil {
-		latency(&b, l, r.Reference)
+		latency(&b, l, r.Reference, r.DataPlane)
 	}
 
 	if f := r.Failover; f != nil {

@@ -42,7 +42,13 @@ func TestMarkdown(t *testing.T) {
 		"| reused | +0.15 ms (+75%) | +0.13 ms (+72%) |",
 		"Request rate: 400.0 QPS, the highest this host carried",
 		"| 700.0 | 520.0 | 95% | false | only 74% of the rate got through |",
+		"| Connections | Measured (emulated data plane) | Published (ztunnel, Envoy) |",
+		"The measured column is the emulated Go data plane's",
 	), "unsaturated report.md lacks these")
+	calm.DataPlane = report.DataPlaneZtunnel
+	real := string(Render(calm))
+	assert.Contains(t, real, "| Connections | Measured (ztunnel data plane) | Published (ztunnel, Envoy) |")
+	assert.NotContains(t, real, "The measured column is the emulated Go data plane's", "a real data plane's figure is not called emulated")
 	r := reporttest.Full()
 	r.Provider, r.DataPlane = report.ProviderKind, report.DataPlaneZtunnel
 	if md := string(Render(r)); strings.Contains(md, EmulatedNote) || !strings.Contains(md, "kind provider, ztunnel data plane") {
