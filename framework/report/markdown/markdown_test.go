@@ -46,9 +46,9 @@ func TestMarkdown(t *testing.T) {
 		"The measured column is the emulated Go data plane's",
 	), "unsaturated report.md lacks these")
 	calm.DataPlane = report.DataPlaneZtunnel
-	real := string(Render(calm))
-	assert.Contains(t, real, "| Connections | Measured (ztunnel data plane) | Published (ztunnel, Envoy) |")
-	assert.NotContains(t, real, "The measured column is the emulated Go data plane's", "a real data plane's figure is not called emulated")
+	onZtunnel := string(Render(calm))
+	assert.Contains(t, onZtunnel, "| Connections | Measured (ztunnel data plane) | Published (ztunnel, Envoy) |")
+	assert.NotContains(t, onZtunnel, "The measured column is the emulated Go data plane's", "a real data plane's figure is not called emulated")
 	r := reporttest.Full()
 	r.Provider, r.DataPlane = report.ProviderKind, report.DataPlaneZtunnel
 	if md := string(Render(r)); strings.Contains(md, EmulatedNote) || !strings.Contains(md, "kind provider, ztunnel data plane") {
