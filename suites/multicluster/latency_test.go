@@ -179,7 +179,7 @@ func TestLatency(t *testing.T) {
 	if o := lat.Overhead; o != nil && !lat.HostCPUSaturated {
 		for name, d := range map[string]*report.Delta{"new": o.New, "reused": o.Reused} {
 			if d != nil {
-				mc.Logf("latency: cross-cluster overhead, %s connections, %s data plane: %+.3f ms (%+.0f%%) [published, ztunnel and Envoy: new +2.2 ms (+346%%), reused +0.13 ms (+72%%)]", name, mc.DataPlane, d.DeltaMs, d.Percent)
+				mc.Logf("latency: cross-cluster overhead, %s connections, %s data plane: %+.3f ms (%+.0f%%) [published, ztunnel and Envoy: new +2.2 ms (+346%%), reused +0.13 ms (+72%%)]", name, mc.Report.DataPlane, d.DeltaMs, d.Percent)
 			}
 		}
 	}
