@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -171,11 +172,8 @@ func gateway(ctx context.Context) error {
 	g := dataplane.ServeGateway(l, pki.ServerConfig(cert, p.roots), p.watched.Source(), env.Cluster, env.Network, d.DialContext)
 	defer g.Close()
 	stats := http.NewServeMux()
-	// Envoy's downstream request counter of the HBONE listener (stat prefix connect_terminate):
-	// one per CONNECT, routed or refused.
 	stats.HandleFunc("/stats/prometheus", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "# TYPE envoy_http_downstream_rq_total counter\nenvoy_http_downstream_rq_total{http_conn_manager_prefix=\"connect_terminate\"} %d\n",
-			g.Forwarded.Load()+g.Refused.Load())
+		writeGatewayStats(w, g.Forwarded.Load()+g.Refused.Load())
 	})
 	serve(ctx, ":15090", stats)
 	var ready atomic.Bool
@@ -188,6 +186,17 @@ func gateway(ctx context.Context) error {
 	log.Printf("east-west gateway %s/%s: HBONE on %s as %s", env.Cluster, env.Network, l.Addr(), cert.ID)
 	<-ctx.Done()
 	return nil
+}
+
+// writeGatewayStats writes the east-west gateway's /stats/prometheus as a real gateway's Envoy
+// does for the one stat the probes read: the downstream request counter of the HBONE listener's
+// connection manager (stat prefix connect_terminate, no tag extracted by Istio's bootstrap), one
+// per CONNECT, routed or refused; "name{} value" as Envoy writes a counter without tags
+// (framework/realfmt cites the sources). A real gateway has it only when its pod asks Envoy for
+// http.connect_terminate stats (sidecar.istio.io/statsInclusionPrefixes).
+func writeGatewayStats(w io.Writer, tunnels int64) {
+	const name = "envoy_http_connect_terminate_downstream_rq_total"
+	fmt.Fprintf(w, "# TYPE %s counter\n%s{} %d\n", name, name, tunnels)
 }
 
 // withProfiles adds Go's profiles under /debug/pprof/ (ztunnel's admin serves its own there too),

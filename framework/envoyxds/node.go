@@ -11,6 +11,7 @@ import (
 	"istio.io/istio/pkg/bootstrap"
 	"istio.io/istio/pkg/config/constants"
 	"istio.io/istio/pkg/config/mesh"
+	istiomodel "istio.io/istio/pkg/model"
 )
 
 // Kind is the gateway class a proxy's pod was deployed for. istiod renders both classes with its
@@ -141,6 +142,31 @@ func (p Pod) env(pc *meshconfig.ProxyConfig) []string {
 // the downward API, serialized as the bootstrap's node metadata is (typed fields, then the raw
 // ISTIO_META_ ones they do not cover: pkg/bootstrap/option/convert.go marshalMetadata).
 func (p Pod) Metadata() (*structpb.Struct, error) {
+	node, err := p.Node()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(node.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	for k, v := range node.RawMetadata {
+		if _, typed := out[k]; !typed {
+			out[k] = v
+		}
+	}
+	return structpb.NewStruct(out)
+}
+
+// Node is the bootstrap node pilot-agent builds for the pod (pkg/bootstrap GetNodeMetaData, with
+// the options pkg/istio-agent/agent.go generateNodeMetadata passes and pilot-agent's defaults),
+// with the pod's labels and annotations as it reads them from the downward API: what Metadata
+// sends istiod, and what pkg/bootstrap renders the pod's Envoy bootstrap from.
+func (p Pod) Node() (*istiomodel.Node, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -162,18 +188,5 @@ func (p Pod) Metadata() (*structpb.Struct, error) {
 	// What GetNodeMetaData would have read from /etc/istio/pod, which this process has not.
 	node.Metadata.Labels = p.podLabels()
 	node.Metadata.Annotations = p.annotations()
-	b, err := json.Marshal(node.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]any{}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	for k, v := range node.RawMetadata {
-		if _, typed := out[k]; !typed {
-			out[k] = v
-		}
-	}
-	return structpb.NewStruct(out)
+	return node, nil
 }

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	ztdump "istio.io/istio/istioctl/pkg/writer/ztunnel/configdump"
 	"istio.io/istio/pkg/workloadapi"
+
+	"github.com/ambientmc/ambientmc/framework/realfmt"
 )
 
 // The dump reads back through istioctl's ztunnel-config reader (what the kube probes and
@@ -59,4 +61,54 @@ func TestConfigDumpReadsBackThroughIstioctl(t *testing.T) {
 	assert.Equal(t, []string{"network-1/10.96.0.10"}, svcs[0].Addresses)
 	assert.Len(t, svcs[0].Endpoints, 2, "one endpoint per workload serving it")
 	assert.Equal(t, map[uint16]uint16{80: 8080}, svcs[0].Endpoints["cluster-1//Pod/probe/echo-0"].Port)
+}
+
+// The dump has ztunnel's keys and values, field by field (realfmt.CheckZtunnelDump cites each
+// one in istio/ztunnel's source), and ztunnel's rules for what a service lists: an unhealthy
+// workload is no endpoint of a service unless its health policy is AllowAll
+// (src/state/service.rs:310-317), and endpoints of a service not received yet are staged.
+func TestConfigDumpIsZtunnels(t *testing.T) {
+	ports := []*workloadapi.Port{{ServicePort: 80, TargetPort: 8080}}
+	svc := func(name string, allowAll bool) *workloadapi.Address {
+		s := &workloadapi.Service{Name: name, Namespace: "probe", Hostname: name + ".probe.svc.cluster.local", IpFamilies: workloadapi.IPFamilies_IPV4_ONLY,
+			Addresses: []*workloadapi.NetworkAddress{{Network: "network-1", Address: []byte{10, 96, 0, 10}}}, Ports: ports}
+		if allowAll {
+			s.LoadBalancing = &workloadapi.LoadBalancing{HealthPolicy: workloadapi.LoadBalancing_ALLOW_ALL}
+		}
+		return &workloadapi.Address{Type: &workloadapi.Address_Service{Service: s}}
+	}
+	wl := func(uid string, st workloadapi.WorkloadStatus, services ...string) *workloadapi.Address {
+		w := &workloadapi.Workload{Uid: uid, Name: uid, Namespace: "probe", Network: "network-1", ClusterId: "cluster-1", Addresses: [][]byte{{10, 244, 0, 5}},
+			TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD, Status: st, Services: map[string]*workloadapi.PortList{}}
+		for _, s := range services {
+			w.Services["probe/"+s+".probe.svc.cluster.local"] = &workloadapi.PortList{Ports: ports}
+		}
+		return &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: w}}
+	}
+	addrs := map[string]*workloadapi.Address{
+		"probe/strict.probe.svc.cluster.local":  svc("strict", false),
+		"probe/lenient.probe.svc.cluster.local": svc("lenient", true),
+		"cluster-1//Pod/probe/up":               wl("cluster-1//Pod/probe/up", workloadapi.WorkloadStatus_HEALTHY, "strict", "lenient", "later"),
+		"cluster-1//Pod/probe/down":             wl("cluster-1//Pod/probe/down", workloadapi.WorkloadStatus_UNHEALTHY, "strict", "lenient"),
+	}
+	d := ConfigDump(addrs)
+	data, err := json.Marshal(d)
+	require.NoError(t, err)
+	require.NoError(t, realfmt.CheckZtunnelDump(data))
+
+	eps := map[string][]string{}
+	for _, s := range d.Services {
+		for uid := range s.Endpoints {
+			eps[s.Name] = append(eps[s.Name], uid)
+		}
+	}
+	assert.ElementsMatch(t, []string{"cluster-1//Pod/probe/up"}, eps["strict"], "the unhealthy workload is no endpoint")
+	assert.ElementsMatch(t, []string{"cluster-1//Pod/probe/up", "cluster-1//Pod/probe/down"}, eps["lenient"], "AllowAll keeps it")
+	assert.Contains(t, d.StagedServices["probe/later.probe.svc.cluster.local"], "cluster-1//Pod/probe/up")
+	for _, w := range d.Workloads {
+		assert.Equal(t, "HBONE", w.Protocol)
+		assert.Equal(t, "pod", w.WorkloadType)
+		assert.Equal(t, "cluster.local", w.TrustDomain, "ztunnel's default for an empty trust domain")
+		assert.Equal(t, "default", w.ServiceAccount, "ztunnel's default for an empty service account")
+	}
 }

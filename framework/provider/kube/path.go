@@ -16,12 +16,24 @@ import (
 const (
 	// ztunnel (src/proxy/metrics.rs, registry prefix istio_): one per L4 connection, on the
 	// source side (reporter="source") and on the destination side (reporter="destination").
+	// framework/realfmt cites the lines.
 	ztunnelConnectionsOpened = "istio_tcp_connections_opened_total"
 	// The east-west gateway's Envoy: its HBONE listener's connection manager has stat prefix
-	// connect_terminate (pilot/pkg/networking/core/waypoint.go); each tunnelled connection is one
-	// CONNECT request on it.
-	envoyDownstreamRequests = "envoy_http_downstream_rq_total"
-	connectTerminatePrefix  = "connect_terminate"
+	// connect_terminate (pilot/pkg/networking/core/waypoint.go:27, listener_waypoint.go:226);
+	// each tunnelled connection is one CONNECT request on it, counted by the stat
+	// http.connect_terminate.downstream_rq_total. Istio's bootstrap takes an
+	// http_conn_manager_prefix tag only off ";"-delimited prefixes
+	// (tools/packaging/common/envoy_bootstrap.json), which this one is not, so /stats/prometheus
+	// writes the whole name, without labels. An Envoy whose tag extractor takes the prefix off
+	// writes envoy_http_downstream_rq_total{http_conn_manager_prefix="connect_terminate"}, also
+	// read.
+	envoyConnectTerminateRequests = "envoy_http_connect_terminate_downstream_rq_total"
+	envoyDownstreamRequests       = "envoy_http_downstream_rq_total"
+	connectTerminatePrefix        = "connect_terminate"
+	// Istio's bootstrap creates Envoy's http.* stats only for a pod that asks for them
+	// (pkg/bootstrap/config.go getStatsOptions: the stats matcher's inclusion list), by this
+	// annotation, which a gateway's pod takes from its Gateway's spec.infrastructure.annotations.
+	envoyStatsInclusionAnnotation = "sidecar.istio.io/statsInclusionPrefixes"
 )
 
 // addZtunnel adds what one ztunnel's metrics say, from the view of cluster self (whose
@@ -69,19 +81,33 @@ func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, networkOf
 	return nil
 }
 
-// addGateway adds the tunnels cluster self's east-west gateway terminated.
+// addGateway adds the tunnels cluster self's east-west gateway terminated. A gateway whose stats
+// lack the counter is an error, not zero: Envoy writes a counter it created even at 0, so its
+// absence means the pod's Envoy never created it (see envoyStatsInclusionAnnotation).
 func addGateway(pc *cluster.PathCounters, self string, r io.Reader) error {
 	families, err := parseMetrics(r)
 	if err != nil {
 		return fmt.Errorf("east-west gateway stats: %w", err)
 	}
 	var n int64
+	found := false
+	if f := families[envoyConnectTerminateRequests]; f != nil {
+		for _, m := range f.GetMetric() {
+			found = true
+			n += value(m)
+		}
+	}
 	if f := families[envoyDownstreamRequests]; f != nil {
 		for _, m := range f.GetMetric() {
 			if labels(m)["http_conn_manager_prefix"] == connectTerminatePrefix {
+				found = true
 				n += value(m)
 			}
 		}
+	}
+	if !found {
+		return fmt.Errorf("east-west gateway stats: no %s (nor %s{http_conn_manager_prefix=%q}): Istio's bootstrap creates Envoy's http.* stats only when the pod asks for them; annotate the gateway's pod %s: http.%s (through the Gateway's spec.infrastructure.annotations)",
+			envoyConnectTerminateRequests, envoyDownstreamRequests, connectTerminatePrefix, envoyStatsInclusionAnnotation, connectTerminatePrefix)
 	}
 	pc.GatewayTunnels[self] += n
 	return nil

@@ -31,13 +31,23 @@ istio_tcp_connections_opened_total{reporter="destination",source_workload="forti
 # EOF
 `
 
-// Envoy's Prometheus stats of the east-west gateway (tag http_conn_manager_prefix extracted by
-// Istio's bootstrap), with another connection manager beside it.
-const gatewayStats = `# TYPE envoy_http_downstream_rq_total counter
-envoy_http_downstream_rq_total{http_conn_manager_prefix="connect_terminate"} 25
-envoy_http_downstream_rq_total{http_conn_manager_prefix="admin"} 4
-# TYPE envoy_listener_downstream_cx_total counter
-envoy_listener_downstream_cx_total{listener_address="0.0.0.0_15008"} 2
+// Envoy's Prometheus stats of the east-west gateway whose pod asked for http.connect_terminate
+// stats: the stat's whole name, no tag taken off (Istio's bootstrap extracts
+// http_conn_manager_prefix only before a ";"), written "name{} value" as Envoy writes a counter
+// without tags (realfmt cites the sources; TestGatewayTunnelsFromIstiosEnvoy derives the same
+// from Istio's bootstrap).
+const gatewayStats = `# TYPE envoy_cluster_manager_cds_update_success counter
+envoy_cluster_manager_cds_update_success{} 3
+# TYPE envoy_http_connect_terminate_downstream_rq counter
+envoy_http_connect_terminate_downstream_rq{response_code_class="2xx"} 24
+# TYPE envoy_http_connect_terminate_downstream_rq_total counter
+envoy_http_connect_terminate_downstream_rq_total{} 25
+`
+
+// idleGatewayStats is a gateway that asked for the stat and carried nothing yet: Envoy writes a
+// counter it created even at 0.
+const idleGatewayStats = `# TYPE envoy_http_connect_terminate_downstream_rq_total counter
+envoy_http_connect_terminate_downstream_rq_total{} 0
 `
 
 func emptyPath() cluster.PathCounters {
@@ -55,7 +65,7 @@ func TestPathCountersFromZtunnelAndGatewayMetrics(t *testing.T) {
 	require.NoError(t, addZtunnel(&pc, "cluster-1", "fortio-client", networks, strings.NewReader(clientZtunnel)))
 	require.NoError(t, addZtunnel(&pc, "cluster-2", "fortio-client", networks, strings.NewReader(remoteZtunnel)))
 	require.NoError(t, addGateway(&pc, "cluster-2", strings.NewReader(gatewayStats)))
-	require.NoError(t, addGateway(&pc, "cluster-1", strings.NewReader("")))
+	require.NoError(t, addGateway(&pc, "cluster-1", strings.NewReader(idleGatewayStats)))
 
 	assert.Equal(t, int64(40), pc.ClientHBONE, "client connections to its own cluster: one HBONE hop")
 	assert.Equal(t, int64(25), pc.ClientDoubleHBONE, "client connections to another cluster: double HBONE; other sources ignored")
@@ -77,6 +87,30 @@ func TestPathCountersPeerOnTheSameNetwork(t *testing.T) {
 	require.NoError(t, addZtunnel(&pc, "cluster-3", "fortio-client", networks, strings.NewReader(inbound)))
 	assert.Equal(t, int64(3), pc.InboundViaGateway["cluster-3"], "the 25 from cluster-1 on the same network came straight; the 3 from cluster-2's network through a gateway")
 	assert.Equal(t, int64(28), pc.Inbound["cluster-3"])
+}
+
+// An Envoy whose tag extractor takes the connection manager's prefix off (a bootstrap with Envoy's
+// default tags) writes the counter with an http_conn_manager_prefix label: read as well, only
+// for connect_terminate. A gateway with neither spelling is an error, not 0 tunnels.
+func TestGatewayTunnelsOtherSpellingAndAbsence(t *testing.T) {
+	pc := emptyPath()
+	require.NoError(t, addGateway(&pc, "cluster-2", strings.NewReader(`# TYPE envoy_http_downstream_rq_total counter
+envoy_http_downstream_rq_total{http_conn_manager_prefix="connect_terminate"} 25
+envoy_http_downstream_rq_total{http_conn_manager_prefix="admin"} 4
+`)))
+	assert.Equal(t, int64(25), pc.GatewayTunnels["cluster-2"])
+
+	for name, stats := range map[string]string{
+		"Empty":             "",
+		"OtherManagersOnly": "# TYPE envoy_http_downstream_rq_total counter\nenvoy_http_downstream_rq_total{http_conn_manager_prefix=\"admin\"} 4\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			pc := emptyPath()
+			err := addGateway(&pc, "cluster-2", strings.NewReader(stats))
+			require.ErrorContains(t, err, "no envoy_http_connect_terminate_downstream_rq_total")
+			assert.NotContains(t, pc.GatewayTunnels, "cluster-2")
+		})
+	}
 }
 
 func TestPathCountersRejectBadMetrics(t *testing.T) {

@@ -33,8 +33,11 @@ var (
 )
 
 // converged is testdata/ztunnel-config-dump.json: what the client ztunnel in cluster-1 holds once
-// istiod pushed cluster-2's split-horizon workloads (modelled on ztunnel's own serialization:
-// istio/ztunnel src/state.rs ProxyStateSerialization, src/state/workload.rs, service.rs).
+// istiod pushed cluster-2's split-horizon workloads (pilot/pkg/serviceregistry/ambient/
+// multicluster.go createSplitHorizonWorkload), written by hand in ztunnel's serialization at
+// realfmt.ZtunnelCommit: src/admin.rs ConfigDump, src/state.rs ProxyStateSerialization,
+// src/state/workload.rs, src/state/service.rs. TestZtunnelDumpFixtureIsZtunnels checks every key
+// and enum value against realfmt's table, which cites each field's line.
 func converged(t *testing.T) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "ztunnel-config-dump.json"))
@@ -76,7 +79,7 @@ func TestReadZtunnelDumpFindsRemoteEndpoints(t *testing.T) {
 	held, err := readZtunnelDump(converged(t), workload.ProbeNamespace, probeApps, cluster2)
 	require.NoError(t, err)
 	assert.Equal(t, 1, held[cluster.EchoRemote].remoteHealthy)
-	assert.Equal(t, uint32(1), held[cluster.EchoRemote].remoteCapacity)
+	assert.Equal(t, uint32(2), held[cluster.EchoRemote].remoteCapacity, "the split-horizon workload stands for cluster-2's 2 pods")
 	assert.Equal(t, 1, held[cluster.EchoFailover].remoteHealthy, "the split-horizon workload, not the local pod")
 	assert.Empty(t, missingRemote(held, probeApps, cluster2))
 
