@@ -156,6 +156,12 @@ func NewEastWestGateway(network string) *gatewayv1.Gateway {
 		},
 		Spec: gatewayv1.GatewaySpec{
 			GatewayClassName: EastWestGatewayClass,
+			// Istio copies these onto the gateway's pod. Envoy as Istio bootstraps it keeps only
+			// some stats (pkg/bootstrap/config.go): the tunnels the gateway terminated
+			// (http.connect_terminate.downstream_rq_total), which the path checks read, only when asked.
+			Infrastructure: &gatewayv1.GatewayInfrastructure{Annotations: map[gatewayv1.AnnotationKey]gatewayv1.AnnotationValue{
+				"sidecar.istio.io/statsInclusionPrefixes": "http.connect_terminate",
+			}},
 			Listeners: []gatewayv1.Listener{{
 				Name:     "mesh",
 				Port:     HBONEPort,

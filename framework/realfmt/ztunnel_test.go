@@ -50,7 +50,7 @@ func TestZtunnelConnectionsOpenedText(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(text, "# HELP istio_tcp_connections_opened The total number of TCP connections opened.\n# TYPE istio_tcp_connections_opened counter\n"))
 	assert.Contains(t, text, `istio_tcp_connections_opened_total{reporter="destination",source_workload="unknown",`)
-	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(strings.NewReader(ZtunnelExposition(text, ZtunnelBuildText("1.31.0"))))
+	fams, err := textParser().TextToMetricFamilies(strings.NewReader(ZtunnelExposition(text, ZtunnelBuildText("1.31.0"))))
 	require.NoError(t, err)
 	f := fams[ZtunnelConnectionsOpened]
 	require.NotNil(t, f)
@@ -61,4 +61,10 @@ func TestZtunnelConnectionsOpenedText(t *testing.T) {
 
 	_, err = ZtunnelConnectionsOpenedText(ZtunnelSeries{Labels: map[string]string{"destination_cluster_id": "c"}})
 	assert.ErrorContains(t, err, `ztunnel writes no label "destination_cluster_id"`)
+}
+
+// textParser is Prometheus's text parser, addressable (its method has a pointer receiver).
+func textParser() *expfmt.TextParser {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return &p
 }

@@ -26,7 +26,7 @@ func TestMetricsUseZtunnelsNames(t *testing.T) {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, realfmt.ZtunnelMetricsPath, nil))
 	require.Equal(t, http.StatusOK, rec.Code)
-	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(rec.Body)
+	fams, err := textParser().TextToMetricFamilies(rec.Body)
 	require.NoError(t, err)
 	f := fams[realfmt.ZtunnelConnectionsOpened]
 	require.NotNil(t, f, "the sample name ztunnel writes")
@@ -47,4 +47,10 @@ func TestMetricsUseZtunnelsNames(t *testing.T) {
 	assert.Equal(t, realfmt.ZtunnelTCP, src["request_protocol"])
 	assert.Equal(t, realfmt.ZtunnelUnknown, dst["source_workload"], "an unknown peer, as ztunnel labels one")
 	assert.Equal(t, realfmt.ZtunnelUnknown, dst["connection_security_policy"], "plaintext: SecurityPolicy's default")
+}
+
+// textParser is Prometheus's text parser, addressable (its method has a pointer receiver).
+func textParser() *expfmt.TextParser {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return &p
 }
