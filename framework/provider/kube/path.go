@@ -106,7 +106,7 @@ func addGateway(pc *cluster.PathCounters, self string, r io.Reader) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("east-west gateway stats: no %s (nor %s{http_conn_manager_prefix=%q}): Istio's bootstrap creates Envoy's http.* stats only when the pod asks for them; annotate the gateway's pod %s: http.%s (through the Gateway's spec.infrastructure.annotations)",
+		return fmt.Errorf("east-west gateway stats: no %s (nor %s{http_conn_manager_prefix=%q}): Istio's bootstrap creates Envoy's http.* stats only when the pod asks for them; annotate the gateway's pod %s: http.%s (through the Gateway's spec.infrastructure.annotations, as the framework's install does: a gateway installed otherwise lacks it)",
 			envoyConnectTerminateRequests, envoyDownstreamRequests, connectTerminatePrefix, envoyStatsInclusionAnnotation, connectTerminatePrefix)
 	}
 	pc.GatewayTunnels[self] += n
