@@ -153,6 +153,7 @@ type Istiod struct {
 	c       *cluster.Cluster
 	logFile string
 	log     io.Writer // port-forward errors
+	relay   *relay    // the local ports, whichever pod serves them
 
 	mu sync.Mutex
 	h  *podHandle
@@ -177,7 +178,7 @@ var (
 )
 
 func (i *Istiod) Cluster() string       { return i.cluster }
-func (i *Istiod) XDSAddress() string    { return i.handle().fwd.addr(istiodXDSPort) }
+func (i *Istiod) XDSAddress() string    { return i.relay.addr(istiodXDSPort) }
 func (i *Istiod) LogFile() string       { return i.logFile }
 func (i *Istiod) Done() <-chan struct{} { return i.handle().done }
 
@@ -230,7 +231,10 @@ func (i *Istiod) Stop() error {
 	return nil
 }
 
-func (i *Istiod) closeLocal() { i.handle().close() }
+func (i *Istiod) closeLocal() {
+	i.handle().close()
+	i.relay.Close()
+}
 
 func (h *podHandle) close() {
 	if h.fwd != nil {

@@ -16,10 +16,10 @@ import (
 // istiodPorts are what a handle forwards: metrics, ControlZ and xDS.
 var istiodPorts = []int{istiodMetricsPort, istiodCtrlzPort, istiodXDSPort}
 
-// forwardIstiod reaches an istiod pod's ports, on the given local ports (nil: the kernel picks).
-// Tests on API servers without a kubelet, where no port-forward can work, replace it.
-var forwardIstiod = func(c *cluster.Cluster, pod string, local map[int]int, log io.Writer) (*forward, error) {
-	return forwardPodOn(c, mesh.SystemNamespace, pod, istiodPorts, local, log)
+// forwardIstiod reaches an istiod pod's ports. Tests on API servers without a kubelet, where no
+// port-forward can work, replace it.
+var forwardIstiod = func(c *cluster.Cluster, pod string, log io.Writer) (*forward, error) {
+	return forwardPod(c, mesh.SystemNamespace, pod, istiodPorts, log)
 }
 
 // connectIstiod finds c's ready istiod pod, forwards its metrics, ControlZ and xDS ports, streams
@@ -29,39 +29,47 @@ func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.W
 	if err != nil {
 		return nil, err
 	}
-	i := newIstiodHandle(c, pod, filepath.Join(dir, "istiod.log"))
+	i, err := newIstiodHandle(c, pod, filepath.Join(dir, "istiod.log"))
+	if err != nil {
+		return nil, err
+	}
 	i.log = lineWriter{prefix: "ambientmc: " + c.Name + ": istiod port-forward: ", w: log}
-	if err := i.reach(nil); err != nil {
+	if err := i.reach(); err != nil {
 		i.closeLocal()
 		return nil, err
 	}
 	return i, nil
 }
 
-// Endpoints are the current pod's metrics and ControlZ ports as forwarded here. istiod registers
+// Endpoints are istiod's metrics and ControlZ ports as relayed here, to whichever pod serves. istiod registers
 // /debug (pprof, clusterz, krtz) on the monitoring mux as well (pilot/pkg/bootstrap/server.go:680,
 // InitDebug(s.monitoringMux, ...)); through the port-forward the request comes from the pod's
 // loopback, which istiod serves unauthenticated.
 func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
-	h := i.handle()
 	return cluster.IstiodEndpoints{
-		Name:       i.cluster + "/" + h.pod,
-		MetricsURL: "http://" + h.fwd.addr(istiodMetricsPort) + "/metrics",
-		CtrlzURL:   "http://" + h.fwd.addr(istiodCtrlzPort),
-		DebugURL:   "http://" + h.fwd.addr(istiodMetricsPort),
+		Name:       i.cluster + "/" + i.handle().pod,
+		MetricsURL: "http://" + i.relay.addr(istiodMetricsPort) + "/metrics",
+		CtrlzURL:   "http://" + i.relay.addr(istiodCtrlzPort),
+		DebugURL:   "http://" + i.relay.addr(istiodMetricsPort),
 	}
 }
 
-// reach forwards the current pod's ports (on local, when given) and streams its log.
-func (i *Istiod) reach(local map[int]int) error {
+// reach forwards the current pod's ports, points the relay at them and streams the pod's log.
+func (i *Istiod) reach() error {
 	h := i.handle()
-	fwd, err := forwardIstiod(i.c, h.pod, local, i.log)
+	fwd, err := forwardIstiod(i.c, h.pod, i.log)
 	if err != nil {
 		return fmt.Errorf("istiod %s: %w", i.cluster, err)
 	}
 	i.mu.Lock()
 	h.fwd = fwd
 	i.mu.Unlock()
+	select {
+	case <-h.done:
+		// Gone already: the relay keeps refusing until the next pod.
+	default:
+		i.relay.point(fwd)
+	}
 	i.streamLogs(h)
 	return nil
 }

@@ -1,11 +1,14 @@
 package kube
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +56,13 @@ func istiodCluster(t *testing.T) *cluster.Cluster {
 	return c
 }
 
+func handleOn(t *testing.T, c *cluster.Cluster, pod *corev1.Pod, logFile string) *Istiod {
+	t.Helper()
+	i, err := newIstiodHandle(c, pod, logFile)
+	require.NoError(t, err)
+	return i
+}
+
 func waitDone(t *testing.T, i *Istiod) {
 	t.Helper()
 	select {
@@ -90,7 +100,7 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 	logFile := filepath.Join(dir, "istiod.log")
 	require.NoError(t, os.WriteFile(logFile, []byte("one\ntwo\nthree\n"), 0o600))
 
-	restarted := newIstiodHandle(c, old, logFile)
+	restarted := handleOn(t, c, old, logFile)
 	t.Cleanup(restarted.closeLocal)
 	assert.Equal(t, "two\nthree", restarted.Tail(2))
 	assert.Nil(t, restarted.ExitErr())
@@ -103,7 +113,7 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 	waitDone(t, restarted)
 	assert.ErrorContains(t, restarted.ExitErr(), "istiod pod istio-system/istiod-old restarted (1 restarts)")
 
-	killed := newIstiodHandle(c, got, logFile)
+	killed := handleOn(t, c, got, logFile)
 	t.Cleanup(killed.closeLocal)
 	notDone(t, killed) // and the watch has listed the pod
 	require.NoError(t, killed.Kill())
@@ -114,7 +124,7 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 	require.NoError(t, err, "istiod-old is still there")
 
 	// A handle on a pod that is already gone is done at once.
-	gone := newIstiodHandle(c, got, logFile)
+	gone := handleOn(t, c, got, logFile)
 	t.Cleanup(gone.closeLocal)
 	waitDone(t, gone)
 	assert.ErrorContains(t, gone.ExitErr(), "is gone")
@@ -149,33 +159,40 @@ func TestCapabilitiesFollowTheImages(t *testing.T) {
 }
 
 // Restart on a real API server, with the port-forward replaced (there is no kubelet to forward
-// to, so the test stands in for it): the pod is deleted, the handle waits for the Deployment's
-// next Ready pod and reaches it on the same local ports.
+// to, so the test stands in for it with a TCP server per pod that names the pod): the pod is
+// deleted, a connection open to it ends as soon as it is gone, connections while no pod is ready
+// are refused at once (a client of a forward to a dead pod would wait for gRPC's 20 s connect
+// timeout), and the handle reaches the Deployment's next Ready pod on the same local ports.
 func TestIstiodRestartFollowsTheNextPod_FakePortForward(t *testing.T) {
 	c := istiodCluster(t)
 	ctx := context.Background()
-	type call struct {
-		pod   string
-		local map[int]int
-	}
-	var calls []call
+	var forwarded []string
 	old := forwardIstiod
 	t.Cleanup(func() { forwardIstiod = old })
-	forwardIstiod = func(_ *cluster.Cluster, pod string, local map[int]int, _ io.Writer) (*forward, error) {
-		calls = append(calls, call{pod, local})
-		f := &forward{pod: pod, local: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
-		for k, p := range istiodPorts {
-			f.local[p] = 40000 + k
-		}
-		go func() { <-f.stop; close(f.done) }()
-		return f, nil
+	forwardIstiod = func(_ *cluster.Cluster, pod string, _ io.Writer) (*forward, error) {
+		forwarded = append(forwarded, pod)
+		return podNamingForward(t, pod), nil
 	}
 	first := istiodPod(t, c, "istiod-a")
-	i := newIstiodHandle(c, first, filepath.Join(t.TempDir(), "istiod.log"))
+	i := handleOn(t, c, first, filepath.Join(t.TempDir(), "istiod.log"))
 	t.Cleanup(i.closeLocal)
-	require.NoError(t, i.reach(nil))
+	require.NoError(t, i.reach())
 	xds := i.XDSAddress()
+	open, name := dialPod(t, xds)
+	require.Equal(t, "istiod-a", name)
 	firstDone := i.Done()
+
+	require.NoError(t, i.Kill())
+	waitDone(t, i)
+	require.NoError(t, open.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err := open.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the connection to the killed pod ends with it")
+	gap, err := net.Dial("tcp", xds)
+	require.NoError(t, err, "the local port stays")
+	require.NoError(t, gap.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = gap.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "with no pod to reach, a connection is closed at once")
+	gap.Close()
 
 	go func() {
 		time.Sleep(1100 * time.Millisecond) // the Deployment's next pod, a second later
@@ -187,12 +204,58 @@ func TestIstiodRestartFollowsTheNextPod_FakePortForward(t *testing.T) {
 	default:
 		t.Fatal("the first pod's handle is still open")
 	}
-	_, err := c.Client.CoreV1().Pods(mesh.SystemNamespace).Get(ctx, "istiod-a", metav1.GetOptions{})
+	_, err = c.Client.CoreV1().Pods(mesh.SystemNamespace).Get(ctx, "istiod-a", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the first pod was deleted: %v", err)
 	assert.Equal(t, "istiod-b", i.handle().pod)
 	notDone(t, i)
-	require.Len(t, calls, 2)
-	assert.Nil(t, calls[0].local, "the first forward takes the ports the kernel picks")
-	assert.Equal(t, map[int]int{istiodMetricsPort: 40000, istiodCtrlzPort: 40001, istiodXDSPort: 40002}, calls[1].local, "the next pod on the same local ports")
+	assert.Equal(t, []string{"istiod-a", "istiod-b"}, forwarded)
 	assert.Equal(t, xds, i.XDSAddress(), "xDS clients reconnect where they were")
+	next, name := dialPod(t, xds)
+	defer next.Close()
+	assert.Equal(t, "istiod-b", name, "the same local port reaches the next pod")
+}
+
+// podNamingForward stands in for a port-forward to pod: on each istiod port a TCP server that
+// writes the pod's name and a newline to every connection and holds it open until it stops.
+func podNamingForward(t *testing.T, pod string) *forward {
+	t.Helper()
+	f := &forward{pod: pod, local: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	var ls []net.Listener
+	for _, p := range istiodPorts {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ls = append(ls, l)
+		f.local[p] = l.Addr().(*net.TCPAddr).Port
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, pod+"\n")
+				go func() { <-f.stop; c.Close() }()
+			}
+		}()
+	}
+	go func() {
+		<-f.stop
+		for _, l := range ls {
+			l.Close()
+		}
+		close(f.done)
+	}()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// dialPod connects to addr and reads the name the pod behind it writes.
+func dialPod(t *testing.T, addr string) (net.Conn, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+	return c, strings.TrimSpace(line)
 }

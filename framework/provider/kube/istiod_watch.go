@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"sort"
 	"time"
 
@@ -22,11 +21,16 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
-// newIstiodHandle starts watching pod; the port-forwards and the log stream come separately.
-func newIstiodHandle(c *cluster.Cluster, pod *corev1.Pod, logFile string) *Istiod {
-	i := &Istiod{cluster: c.Name, c: c, logFile: logFile, log: io.Discard}
+// newIstiodHandle opens the local ports and starts watching pod; the port-forwards and the log
+// stream come separately.
+func newIstiodHandle(c *cluster.Cluster, pod *corev1.Pod, logFile string) (*Istiod, error) {
+	r, err := newRelay(istiodPorts)
+	if err != nil {
+		return nil, fmt.Errorf("istiod %s: local ports: %w", c.Name, err)
+	}
+	i := &Istiod{cluster: c.Name, c: c, logFile: logFile, log: io.Discard, relay: r}
 	i.h = i.watchPod(pod)
-	return i
+	return i, nil
 }
 
 // watchPod starts a handle on pod, watching it for deletion, replacement or a restart.
@@ -37,6 +41,13 @@ func (i *Istiod) watchPod(pod *corev1.Pod) *podHandle {
 	go func() {
 		defer h.wg.Done()
 		i.watch(ctx, h, restarts(pod))
+		// The pod is gone (or the handle stopped): its forward's connections go with it.
+		i.mu.Lock()
+		fwd := h.fwd
+		i.mu.Unlock()
+		if fwd != nil {
+			i.relay.drop(fwd)
+		}
 	}()
 	return h
 }
@@ -51,9 +62,9 @@ func (i *Istiod) handle() *podHandle {
 const istiodRestartTimeout = 5 * time.Minute
 
 // Restart deletes istiod's pod (unless it is gone already, e.g. after Kill), waits until its
-// Deployment's next pod is Ready and points the handle at it: port-forwards on the same local
-// ports, so samplers and xDS clients reconnect where they were, the log stream (appended to
-// the same file) and the watch.
+// Deployment's next pod is Ready and points the handle at it: the relay's local ports pass to its
+// port-forwards, so samplers and xDS clients reconnect where they were; the log stream (appended
+// to the same file) and the watch follow it.
 func (i *Istiod) Restart(ctx context.Context) error {
 	old := i.handle()
 	select {
@@ -75,15 +86,11 @@ func (i *Istiod) Restart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("istiod %s: no new ready istiod pod within %s after %s went: %w", i.cluster, istiodRestartTimeout, old.pod, err)
 	}
-	var local map[int]int
-	if old.fwd != nil {
-		local = maps.Clone(old.fwd.local)
-	}
 	old.close()
 	i.mu.Lock()
 	i.h = i.watchPod(pod)
 	i.mu.Unlock()
-	return i.reach(local)
+	return i.reach()
 }
 
 func readyIstiodPod(ctx context.Context, c *cluster.Cluster) (*corev1.Pod, error) {

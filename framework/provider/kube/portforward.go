@@ -30,11 +30,6 @@ const forwardReadyTimeout = 30 * time.Second
 
 // forwardPod forwards the given pod ports of ns/pod on ports the kernel picks; errors go to errOut.
 func forwardPod(c *cluster.Cluster, ns, pod string, ports []int, errOut io.Writer) (*forward, error) {
-	return forwardPodOn(c, ns, pod, ports, nil, errOut)
-}
-
-// forwardPodOn is forwardPod on the local ports local names for pod ports (the kernel picks the rest).
-func forwardPodOn(c *cluster.Cluster, ns, pod string, ports []int, local map[int]int, errOut io.Writer) (*forward, error) {
 	transport, upgrader, err := spdy.RoundTripperFor(c.RESTConfig)
 	if err != nil {
 		return nil, err
@@ -43,7 +38,7 @@ func forwardPodOn(c *cluster.Cluster, ns, pod string, ports []int, local map[int
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
 	specs := make([]string, len(ports))
 	for i, p := range ports {
-		specs[i] = strconv.Itoa(local[p]) + ":" + strconv.Itoa(p)
+		specs[i] = "0:" + strconv.Itoa(p)
 	}
 	f := &forward{pod: pod, local: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan struct{})
