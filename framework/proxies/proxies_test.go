@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/envoyxds"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
@@ -34,13 +35,7 @@ func TestIstiodProgramsTheGatewayAndTheWaypoint(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cache, err := bins.Default()
-	require.NoError(t, err)
-	if missing, err := cache.Missing(bins.PilotDiscovery); err != nil || len(missing) > 0 {
-		t.Skipf("pilot-discovery not built (%v %v): run `make bins`", missing, err)
-	}
-	paths, err := cache.Ensure(ctx, bins.PilotDiscovery)
-	require.NoError(t, err)
+	pilot := binstest.PilotDiscovery(t, ctx)
 	p, cs := localtest.Clusters(t, 1)
 	c := cs[0]
 	root, err := bins.SourceRoot()
@@ -59,7 +54,7 @@ func TestIstiodProgramsTheGatewayAndTheWaypoint(t *testing.T) {
 	require.NoError(t, err)
 	inter, err := mroot.NewIntermediate(c.Name)
 	require.NoError(t, err)
-	istiod, err := hostistiod.Start(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: paths[bins.PilotDiscovery], Dir: t.TempDir()})
+	istiod, err := hostistiod.Start(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = istiod.Stop() })
 	m := &mesh.Mesh{Intermediates: map[string]*pki.Intermediate{c.Name: inter}, Istiods: map[string]*mesh.Istiod{c.Name: mesh.Observe(istiod)}}

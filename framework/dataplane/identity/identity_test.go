@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
@@ -43,15 +43,10 @@ func start(t *testing.T, before func(*setup), env ...string) *setup {
 		t.Skip("starts a kube-apiserver and istiod")
 	}
 	s := &setup{ctx: context.Background()}
-	cache, err := bins.Default()
-	require.NoError(t, err)
-	if missing, err := cache.Missing(bins.PilotDiscovery); err != nil || len(missing) > 0 {
-		t.Skipf("pilot-discovery not built (%v %v): run `make bins`", missing, err)
-	}
-	paths, err := cache.Ensure(s.ctx, bins.PilotDiscovery)
-	require.NoError(t, err)
+	pilot := binstest.PilotDiscovery(t, s.ctx)
 	_, cs := localtest.Clusters(t, 1)
 	s.c = cs[0]
+	var err error
 	s.root, err = pki.NewRoot()
 	require.NoError(t, err)
 	inter, err := s.root.NewIntermediate(s.c.Name)
@@ -61,7 +56,7 @@ func start(t *testing.T, before func(*setup), env ...string) *setup {
 	if before != nil {
 		before(s)
 	}
-	s.istiod, err = hostistiod.Start(s.ctx, s.c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: paths[bins.PilotDiscovery], Dir: t.TempDir(), Env: env})
+	s.istiod, err = hostistiod.Start(s.ctx, s.c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir(), Env: env})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.istiod.Stop() })
 	return s

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
@@ -42,13 +42,7 @@ func TestNodesHoldOneCertificatePerIdentityOfTheirPods(t *testing.T) {
 		t.Skip("starts a kube-apiserver and istiod")
 	}
 	ctx := context.Background()
-	cache, err := bins.Default()
-	require.NoError(t, err)
-	if missing, err := cache.Missing(bins.PilotDiscovery); err != nil || len(missing) > 0 {
-		t.Skipf("pilot-discovery not built (%v %v): run `make bins`", missing, err)
-	}
-	paths, err := cache.Ensure(ctx, bins.PilotDiscovery)
-	require.NoError(t, err)
+	pilot := binstest.PilotDiscovery(t, ctx)
 	_, cs := localtest.APIServers(t, 1)
 	c := cs[0]
 	root, err := pki.NewRoot()
@@ -86,7 +80,7 @@ func TestNodesHoldOneCertificatePerIdentityOfTheirPods(t *testing.T) {
 	_, err = c.Client.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	istiod, err := hostistiod.Start(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: paths[bins.PilotDiscovery], Dir: t.TempDir(),
+	istiod, err := hostistiod.Start(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir(),
 		Env: []string{"CA_TRUSTED_NODE_ACCOUNTS=" + pki.IstioNamespace + "/" + nodecerts.ZtunnelAccount}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = istiod.Stop() })

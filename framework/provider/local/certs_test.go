@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/bins"
+	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
@@ -33,13 +33,7 @@ import (
 func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cache, err := bins.Default()
-	require.NoError(t, err)
-	if missing, err := cache.Missing(bins.PilotDiscovery); err != nil || len(missing) > 0 {
-		t.Skipf("pilot-discovery not built (%v %v): run `make bins`", missing, err)
-	}
-	paths, err := cache.Ensure(ctx, bins.PilotDiscovery)
-	require.NoError(t, err)
+	pilot := binstest.PilotDiscovery(t, ctx)
 	p := cachedProvider(t)
 	p.opts.CertTTL = 2*time.Minute + 4*time.Second
 	c := startClusters(t, ctx, p, 1)[0]
@@ -48,7 +42,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	require.NoError(t, err)
 	inter, err := root.NewIntermediate(c.Name)
 	require.NoError(t, err)
-	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: paths[bins.PilotDiscovery], Dir: t.TempDir()})
+	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = istiod.Stop() })
 	s := cluster.ProbeSetup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
