@@ -24,14 +24,14 @@ import (
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Reading each cluster's version and nodes.
-var _ = planned.Add("TestClusters", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(0.15 * float64(in.N)), Detail: fmt.Sprintf("%d clusters", in.N)}, true
+var _ = planned.Add("TestClusters", nil, func(in options.PlanIn) plan.Item {
+	return plan.Item{Expected: options.S(0.15 * float64(in.N)), Detail: fmt.Sprintf("%d clusters", in.N)}
 })
 
 // TestClusters checks what every later suite relies on: each cluster serves the API through its
 // own kubeconfig, has the Istio and Gateway API CRDs and its network label, and is independent.
 func TestClusters(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	require.Len(t, mc.Clusters, len(mc.Topology.Clusters), "one cluster per topology entry")
 	for _, c := range mc.Clusters {
 		t.Run(c.Name, func(t *testing.T) {
@@ -89,13 +89,13 @@ func TestClusters(t *testing.T) {
 }
 
 // Every cluster reads every other's objects.
-var _ = planned.Add("TestClustersAreIndependent", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(0.005 * float64(in.N*in.N)), Detail: fmt.Sprintf("%d x %d reads", in.N, in.N)}, true
+var _ = planned.Add("TestClustersAreIndependent", nil, func(in options.PlanIn) plan.Item {
+	return plan.Item{Expected: options.S(0.005 * float64(in.N*in.N)), Detail: fmt.Sprintf("%d x %d reads", in.N, in.N)}
 })
 
 // TestClustersAreIndependent creates an object in each cluster and checks no other cluster sees it.
 func TestClustersAreIndependent(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	for _, c := range mc.Clusters {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + c.Name, Namespace: "default"}}
 		_, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})

@@ -24,9 +24,9 @@ import (
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
-var _ = planned.Add("TestClustersRunControllers", func(in options.PlanIn) (plan.Item, bool) {
+var _ = planned.Add("TestClustersRunControllers", nil, func(in options.PlanIn) plan.Item {
 	return plan.Item{Expected: options.S(7 + 0.25*float64(in.N)),
-		Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", in.N)}, true
+		Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", in.N)}
 })
 
 // TestClustersRunControllers checks that every cluster behaves like a real one where its
@@ -35,7 +35,7 @@ var _ = planned.Add("TestClustersRunControllers", func(in options.PlanIn) (plan.
 // the root CA ConfigMap. The clusters are checked at once: the wait is the controllers', so it
 // does not grow with the cluster count.
 func TestClustersRunControllers(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	var perCluster []subtest.Case
 	for _, c := range mc.Clusters {
 		perCluster = append(perCluster, subtest.Case{Name: c.Name, Run: func(t *testing.T) {

@@ -34,7 +34,7 @@ func controlPlane() *report.ControlPlane {
 
 // A fresh istiod and a baseline, then every join, for each sequence; the probes where they run (the
 // join suite starts them, for any test order).
-var _ = planned.Add("TestControlPlaneJoin", func(in options.PlanIn) (plan.Item, bool) {
+var _ = planned.Add("TestControlPlaneJoin", nil, func(in options.PlanIn) plan.Item {
 	probes := 0.0
 	if in.DataPlaneRuns {
 		probes = in.DataPlane
@@ -47,7 +47,7 @@ var _ = planned.Add("TestControlPlaneJoin", func(in options.PlanIn) (plan.Item, 
 	if repeats > 1 {
 		d = fmt.Sprintf("%d sequences of %s, each on a fresh istiod", repeats, d)
 	}
-	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+in.Joins(in.Remotes)) + probes), Detail: d}, true
+	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+in.Joins(in.Remotes)) + probes), Detail: d}
 })
 
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster
@@ -57,7 +57,7 @@ var _ = planned.Add("TestControlPlaneJoin", func(in options.PlanIn) (plan.Item, 
 // of 2 or more it measures that many sequences, each on an istiod started fresh for it, and the
 // per-remote figures are their mean, with errors that include the spread between istiods.
 func TestControlPlaneJoin(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	probesInPlace(t)
 	cp := controlPlane()
 	cp.Joins, cp.PerRemoteCluster, cp.JoinGrowth = nil, nil, nil
@@ -262,16 +262,16 @@ func deref(p *float64) float64 {
 
 // Right after the join suite (go test's default order) it keeps that istiod, which has held only
 // the clusters it still holds; in another order it pays a restart and the joins too.
-var _ = planned.Add("TestControlPlaneLeave", func(in options.PlanIn) (plan.Item, bool) {
+var _ = planned.Add("TestControlPlaneLeave", nil, func(in options.PlanIn) plan.Item {
 	return plan.Item{Expected: options.S(1 + float64(in.Remotes)*(0.4+in.Pods/4000*3)),
-		Detail: fmt.Sprintf("%d leaves (after the join suite: its istiod, kept)", in.Remotes)}, true
+		Detail: fmt.Sprintf("%d leaves (after the join suite: its istiod, kept)", in.Remotes)}
 })
 
 // TestControlPlaneLeave joins every cluster (unmeasured), then removes them one at a time (newest
 // first) and checks that istiod lets each one go: the remote cluster leaves istiod's managed set
 // and the ztunnel-like client loses its network; memory after each leave is recorded.
 func TestControlPlaneLeave(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	probesInPlace(t)
 	obs := mc.observed()
 	istiod, measured := istiodFor(t, ctx, everyCluster()...)

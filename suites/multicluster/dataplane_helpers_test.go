@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 // probeEnv is the provider's data plane with its probe workloads: a client in the observed
@@ -30,18 +31,6 @@ type dataPlaneOnce struct {
 	err  error
 }
 
-// errNoIstiods says the run did not start the istiods the data plane needs.
-var errNoIstiods = errors.New("the data plane needs istiod in the client's cluster and in another primary: run with -mesh.istiods=all")
-
-// errNoDataPlane says the provider offers no data plane (cluster.Probes; docs/providers.md says
-// which do).
-var errNoDataPlane = errors.New("the provider runs no data plane")
-
-// skipsDataPlane says err is a reason to skip the data-plane suites, not a failure.
-func skipsDataPlane(err error) bool {
-	return errors.Is(err, errNoIstiods) || errors.Is(err, errNoDataPlane)
-}
-
 // readyTimeout bounds how long traffic may take to flow once the probe clusters are joined.
 const readyTimeout = 30 * time.Second
 
@@ -52,15 +41,12 @@ const readyTimeout = 30 * time.Second
 // checks that an istiod serves such a stream right), and traffic flows.
 func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 	t.Helper()
-	if len(mc.Clusters) < 2 {
-		t.Skip("the data-plane suites need at least two clusters")
+	if why := plan.Unmet(mc.planIn, options.DataPlaneNeeds...); why != "" {
+		t.Skip(why)
 	}
 	probesInPlace(t)
 	p, err := mc.dp.p, mc.dp.err
-	if skipsDataPlane(err) {
-		t.Skip(err)
-	}
-	require.NoError(t, err)
+	require.NoError(t, err, "the data plane's needs are met, so its probes must start")
 	var members []string
 	for _, c := range p.setup.Servers() {
 		members = append(members, c.Name)
@@ -81,19 +67,18 @@ func dataPlane(t *testing.T, ctx context.Context) *probeEnv {
 // against 3.8-3.9 MB before one (the probes' pods and clients in the joined clusters).
 func probesInPlace(t *testing.T) {
 	t.Helper()
-	if len(mc.Clusters) < 2 {
+	if plan.Unmet(mc.planIn, options.DataPlaneNeeds...) != "" {
 		return
 	}
 	mc.dp.once.Do(func() { mc.dp.p, mc.dp.err = startDataPlane(mc.RunContext()) })
-	if err := mc.dp.err; err != nil && !skipsDataPlane(err) {
-		require.NoError(t, err, "the data-plane probes")
-	}
+	require.NoError(t, mc.dp.err, "the data-plane probes")
 }
 
 func startDataPlane(ctx context.Context) (*probeEnv, error) {
 	probes, ok := mc.Provider.(cluster.Probes)
 	if !ok {
-		return nil, fmt.Errorf("%w: dataPlane %s with -provider=%s", errNoDataPlane, mc.Provider.DataPlane(), mc.Provider.Name())
+		// options.NeedDataPlane said it does: the provider's DataPlane and its Probes disagree.
+		return nil, fmt.Errorf("provider %s declares data plane %s but offers no probes (cluster.Probes)", mc.Provider.Name(), mc.Provider.DataPlane())
 	}
 	local := mc.observed()
 	s := cluster.ProbeSetup{Clusters: mc.Clusters, Local: local,
@@ -101,7 +86,8 @@ func startDataPlane(ctx context.Context) (*probeEnv, error) {
 		Dir: filepath.Join(mc.RunDir, "dataplane"), Logf: mc.Logf}
 	s.ChooseServers(func(c *cluster.Cluster) bool { return mc.mesh.Istiods[c.Name] != nil })
 	if mc.mesh.Istiods[local.Name] == nil || s.Failover() == nil {
-		return nil, errNoIstiods
+		// options.NeedTwoIstiods said they run.
+		return nil, fmt.Errorf("no istiod in %s and another primary, though the run starts %d istiods", local.Name, mc.planIn.Istiods)
 	}
 	mc.Logf("dataplane: deploying probes: client in %s, other network %s, same network %s", local.Name, nameOr(s.Remote, "none"), nameOr(s.Peer, "none"))
 	pe, err := probes.DeployProbes(ctx, s)

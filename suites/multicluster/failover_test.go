@@ -15,8 +15,8 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-var _ = planned.Add("TestFailover", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}, in.DataPlaneRuns
+var _ = planned.Add("TestFailover", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
+	return plan.Item{Expected: options.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}
 })
 
 // TestFailover: echo-failover has endpoints in the client's cluster and one other and PreferClose,
@@ -26,7 +26,7 @@ var _ = planned.Add("TestFailover", func(in options.PlanIn) (plan.Item, bool) {
 // recovers, traffic returns. Times run from the readiness change to the first request the other
 // cluster served; the request interval is their resolution.
 func TestFailover(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	p := dataPlane(t, ctx)
 	target := p.setup.Failover()
 	relation := topology.RelationOf(p.local.Cluster, target.Cluster)

@@ -24,15 +24,15 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-var _ = planned.Add("TestJoinFailurePaths", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(in.Restart + 4), Detail: "at once: an unreachable remote (5s wait), a join timeout, a killed istiod"}, true
+var _ = planned.Add("TestJoinFailurePaths", nil, func(in options.PlanIn) plan.Item {
+	return plan.Item{Expected: options.S(in.Restart + 4), Detail: "at once: an unreachable remote (5s wait), a join timeout, a killed istiod"}
 })
 
 // TestJoinFailurePaths checks that what goes wrong during a join ends with a clear error naming the
 // cluster and carrying istiod's log, and leaves nothing running. Each path has an istiod of its
 // own and mostly waits on a timer, so they run at once.
 func TestJoinFailurePaths(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	obs := mc.observed()
 	subtest.Concurrently(t,
 		subtest.Case{Name: "unreachable remote", Run: func(t *testing.T) { failUnreachableRemote(t, ctx, obs) }},

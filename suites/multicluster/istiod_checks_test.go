@@ -19,7 +19,7 @@ import (
 // restart). With -checks.controls each group runs again with its controls: the heap pair, the
 // isolated four (a failing control waits out its window, at least 10 s, beyond its check), each
 // data-plane check twice more (its restart control waits out the window too).
-var _ = planned.Add("TestIstiodProperties", func(in options.PlanIn) (plan.Item, bool) {
+var _ = planned.Add("TestIstiodProperties", []plan.Need[options.PlanIn]{options.NeedTwoClusters}, func(in options.PlanIn) plan.Item {
 	c := in.O.Checks.Clusters
 	if c == 0 || c > in.Remotes {
 		c = in.Remotes
@@ -38,7 +38,7 @@ var _ = planned.Add("TestIstiodProperties", func(in options.PlanIn) (plan.Item, 
 		expected += max(memory, rotation) + max(midSync, truth) + floor + 2*traffic + restart + floor
 		detail += "; each with its controls"
 	}
-	return plan.Item{Expected: options.S(expected), Detail: detail}, true
+	return plan.Item{Expected: options.S(expected), Detail: detail}
 })
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.
@@ -54,10 +54,7 @@ var _ = planned.Add("TestIstiodProperties", func(in options.PlanIn) (plan.Item, 
 // which share the suite's mesh, run last, alone: with four isolated istiods starting beside it,
 // the suite's restarted istiod once never served the remote network again (docs/findings.md).
 func TestIstiodProperties(t *testing.T) {
-	if len(mc.Clusters) < 2 {
-		t.Skip("the istiod checks need two clusters")
-	}
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	r := checks()
 	t.Cleanup(func() {
 		mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, r.Rows()...)

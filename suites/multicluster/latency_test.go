@@ -82,7 +82,7 @@ func latencyPaths(p *probeEnv) []latencyPath {
 
 // The rate search (2 s steps, typically four until one fails), four runs and two harness-floor
 // runs; only where the data plane runs.
-var _ = planned.Add("TestLatency", func(in options.PlanIn) (plan.Item, bool) {
+var _ = planned.Add("TestLatency", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
 	l := in.O.Latency
 	search, rate := 0.0, fmt.Sprintf("%g QPS", l.QPS)
 	if l.QPS == 0 {
@@ -90,7 +90,7 @@ var _ = planned.Add("TestLatency", func(in options.PlanIn) (plan.Item, bool) {
 	}
 	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
 	return plan.Item{Expected: options.S(in.DataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
-		Detail: fmt.Sprintf("%s, 4 runs of %s, 2 floor runs of %s", rate, l.Duration, l.FloorDuration)}, in.DataPlaneRuns
+		Detail: fmt.Sprintf("%s, 4 runs of %s, 2 floor runs of %s", rate, l.Duration, l.FloorDuration)}
 })
 
 // TestLatency reproduces the data-plane half of Istio's published numbers: the same client calls a
@@ -101,7 +101,7 @@ var _ = planned.Add("TestLatency", func(in options.PlanIn) (plan.Item, bool) {
 // must succeed and take the expected path; only the other network's overhead is set beside the
 // published figures.
 func TestLatency(t *testing.T) {
-	ctx := mc.Context(t)
+	ctx := mc.begin(t)
 	p := dataPlane(t, ctx)
 	paths := latencyPaths(p)
 	lat := &report.Latency{RateSearch: latencyQPS(t, ctx, p, paths[len(paths)-1])}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 	"github.com/ambientmc/ambientmc/topology"
@@ -81,6 +82,7 @@ func TestPlanItemsStandBesideTheirTests(t *testing.T) {
 			}
 			tests = append(tests, name)
 			assert.True(t, declared[name], "%s: %s declares no plan item beside itself (var _ = planned.Add(%q, ...))", f, name, name)
+			assert.True(t, callsBegin(fn.Body.List[0]), "%s: %s does not start with mc.begin(t), which skips it where its declared needs are unmet", f, name)
 		}
 	}
 	assert.ElementsMatch(t, tests, planned.Names(), "every declared item is a test of this package")
@@ -89,6 +91,20 @@ func TestPlanItemsStandBesideTheirTests(t *testing.T) {
 		assert.Positive(t, it.Expected, it.Name)
 	}
 	assert.Len(t, items, len(tests), "at 3 clusters every test runs")
+}
+
+// callsBegin says stmt calls mc.begin.
+func callsBegin(stmt ast.Stmt) bool {
+	found := false
+	ast.Inspect(stmt, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "begin" {
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "mc" {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // plannedName is the test a planned.Add("TestX", ...) call declares.
@@ -164,18 +180,46 @@ func TestPlanCountsEveryJoinSequence(t *testing.T) {
 		"three sequences on fresh istiods take about three times one")
 }
 
-// Without a second istiod the data-plane tests skip at once and are not planned.
+// Where the run lacks what a test declares it needs (a second istiod, a data plane, two
+// clusters) the plan leaves the test out and the test skips with the same reason.
 func TestPlanLeavesOutWhatSkips(t *testing.T) {
 	_, _, tests := planWith(t, 3, "small")
 	itemOf(t, tests, "TestLatency")
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	o := options.Register(fs)
 	topo, err := topology.Generate(3)
 	require.NoError(t, err)
 	sc, err := workload.Resolve("small", 0, 0)
 	require.NoError(t, err)
-	_, observed := o.Plan(env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: 1}, &planned)
-	for _, it := range observed {
-		assert.NotContains(t, []string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, it.Name, "planned with one istiod")
+	for _, c := range []struct {
+		in   env.PlanInput
+		left []string
+		why  string
+	}{
+		{env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: 1},
+			[]string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, options.NeedTwoIstiods.Skip},
+		{env.PlanInput{Topology: topo, Scale: sc, Provider: "kube", DataPlane: report.DataPlaneNone, Istiods: 3},
+			[]string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, options.NeedDataPlane.Skip},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		o := options.Register(fs)
+		_, items := o.Plan(c.in, &planned)
+		for _, it := range items {
+			assert.NotContains(t, c.left, it.Name, "planned with %d istiods and data plane %s", c.in.Istiods, c.in.DataPlane)
+		}
+		for _, name := range c.left {
+			why, declared := planned.Unmet(name, o.PlanIn(c.in))
+			assert.True(t, declared, name)
+			assert.Equal(t, c.why, why, "%s skips with the reason the plan left it out for", name)
+		}
 	}
+	one, err := topology.Generate(1)
+	require.NoError(t, err)
+	in := env.PlanInput{Topology: one, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: 1}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o := options.Register(fs)
+	_, items := o.Plan(in, &planned)
+	for _, it := range items {
+		assert.NotEqual(t, "TestIstiodProperties", it.Name, "planned at one cluster")
+	}
+	why, _ := planned.Unmet("TestIstiodProperties", o.PlanIn(in))
+	assert.Equal(t, options.NeedTwoClusters.Skip, why)
 }

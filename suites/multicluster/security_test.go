@@ -18,14 +18,14 @@ import (
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
-var _ = planned.Add("TestDataPlaneSecurity", func(in options.PlanIn) (plan.Item, bool) {
-	return plan.Item{Expected: options.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}, in.DataPlaneRuns
+var _ = planned.Add("TestDataPlaneSecurity", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
+	return plan.Item{Expected: options.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}
 })
 
 // TestDataPlaneSecurity checks the identities every hop enforces, and that nothing listens
 // outside loopback.
 func TestDataPlaneSecurity(t *testing.T) {
-	ctx, cancel := context.WithTimeout(mc.Context(t), time.Minute)
+	ctx, cancel := context.WithTimeout(mc.begin(t), time.Minute)
 	defer cancel()
 	p := dataPlane(t, ctx)
 	ha, ok := p.ProbeEnv.(cluster.HopAccess)

@@ -42,7 +42,7 @@ type PlanIn struct {
 	// Restart is a restart for a fresh istiod (it lists its own cluster again).
 	Restart float64
 	// DataPlane is the probes' deployment in every cluster, once, and a fresh client per test;
-	// DataPlaneRuns says the data-plane suites run (two istiods, so two clusters, at least).
+	// DataPlaneRuns says the data-plane suites run (DataPlaneNeeds are met).
 	DataPlane     float64
 	DataPlaneRuns bool
 	// k stretches every item for real clusters.
@@ -63,9 +63,22 @@ func (o *Options) PlanIn(in env.PlanInput) PlanIn {
 	pi.JoinGrowth = 0.002 * float64(n)
 	pi.Restart = 3 + pi.Pods/1000
 	pi.DataPlane = 2.0 + 0.1*float64(n)
-	pi.DataPlaneRuns = in.Istiods >= 2 && n >= 2
+	pi.DataPlaneRuns = plan.Unmet(pi, DataPlaneNeeds...) == ""
 	return pi
 }
+
+// What the suites' tests need of a run, declared with each test (plan.Catalog.Add): the plan
+// leaves a test out, and the test skips with the reason, where a need is unmet.
+var (
+	NeedTwoClusters = plan.Need[PlanIn]{Skip: "needs two clusters: run with -clusters=2 or more",
+		Met: func(in PlanIn) bool { return in.N >= 2 }}
+	NeedTwoIstiods = plan.Need[PlanIn]{Skip: "the data plane needs istiod in the client's cluster and in another primary: run with -mesh.istiods=all",
+		Met: func(in PlanIn) bool { return in.Istiods >= 2 }}
+	NeedDataPlane = plan.Need[PlanIn]{Skip: "the provider runs no data plane (-istio.dataplane=none: istiod only)",
+		Met: func(in PlanIn) bool { return in.PlanInput.DataPlane != report.DataPlaneNone }}
+	// DataPlaneNeeds are what the probes' tests need.
+	DataPlaneNeeds = []plan.Need[PlanIn]{NeedTwoClusters, NeedTwoIstiods, NeedDataPlane}
+)
 
 // Joins is the seconds a sequence of that many joins takes, one cluster after another: the k-th
 // (k already joined) takes Join plus k times JoinGrowth.
