@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"istio.io/istio/pkg/workloadapi"
+	"istio.io/istio/pkg/workloadapi/security"
 )
 
 // racySource is an address source whose state changes right after its first read, before the
@@ -42,6 +43,8 @@ func (s *racySource) Changed() <-chan struct{} {
 }
 
 func (s *racySource) Done() <-chan struct{} { return s.done }
+
+func (s *racySource) Authorizations() map[string]*security.Authorization { return nil }
 
 // A change landing between follow's read of the state and its wait for the next change still
 // reaches the view.

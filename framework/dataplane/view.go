@@ -12,7 +12,9 @@ import (
 	"strings"
 
 	"istio.io/istio/pkg/workloadapi"
+	"istio.io/istio/pkg/workloadapi/security"
 
+	"github.com/ambientmc/ambientmc/framework/dataplane/rbac"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
@@ -47,7 +49,8 @@ type Endpoint struct {
 	Ports       map[uint32]uint32 // service port -> target port for this workload
 	Gateway     netip.Addr        // network gateway of a split-horizon workload
 	GatewayPort uint32
-	InServices  int // how many services the workload serves
+	InServices  int      // how many services the workload serves
+	Policies    []string // the authorization policies that name the workload (selector scope)
 }
 
 // View is an immutable snapshot of what istiod sent, indexed for routing.
@@ -60,15 +63,19 @@ type View struct {
 	gateways  map[netip.Addr]*Endpoint // network gateway workloads by address
 	workloads []*Endpoint              // every workload, for failure messages
 	pods      map[podKey]*Endpoint
+	policies  *rbac.Store
 }
 
 // podKey names a pod across clusters.
 type podKey struct{ cluster, namespace, name string }
 
-// BuildView indexes the Address resources a watcher holds.
-func BuildView(addrs map[string]*workloadapi.Address) *View {
+// BuildView indexes the Address resources a watcher holds (with no authorization policy).
+func BuildView(addrs map[string]*workloadapi.Address) *View { return BuildPolicyView(addrs, nil) }
+
+// BuildPolicyView indexes the Address and Authorization resources a watcher holds.
+func BuildPolicyView(addrs map[string]*workloadapi.Address, policies map[string]*security.Authorization) *View {
 	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
-		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}, pods: map[podKey]*Endpoint{}}
+		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}, pods: map[podKey]*Endpoint{}, policies: rbac.NewStore(policies)}
 	for _, a := range addrs {
 		if s := a.GetService(); s != nil {
 			svc := &Service{Key: s.GetNamespace() + "/" + s.GetHostname(), Hostname: s.GetHostname(), Namespace: s.GetNamespace(),
@@ -94,7 +101,8 @@ func BuildView(addrs map[string]*workloadapi.Address) *View {
 		ep := &Endpoint{UID: w.GetUid(), Name: w.GetName(), Namespace: w.GetNamespace(), Workload: w.GetWorkloadName(),
 			Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
 			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
-			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices())}
+			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices()),
+			Policies: w.GetAuthorizationPolicies()}
 		v.workloads = append(v.workloads, ep)
 		if ep.Name != "" {
 			v.pods[podKey{ep.Cluster, ep.Namespace, ep.Name}] = ep
@@ -266,9 +274,19 @@ func matching(prefs []workloadapi.LoadBalancing_Scope, src, ep *Endpoint) int {
 	return n
 }
 
+// Authorize decides a connection to dst as ztunnel does on its inbound side (rbac): nil allows,
+// a *rbac.Denied refuses.
+func (v *View) Authorize(dst *Endpoint, c rbac.Conn) error {
+	return v.policies.Check(dst.Namespace, dst.Policies, c)
+}
+
+// Policies is how many authorization policies the view holds.
+func (v *View) Policies() int { return v.policies.Len() }
+
 // AddressSource is what Follow reads: an xdswatch.Watcher.
 type AddressSource interface {
 	Addresses() map[string]*workloadapi.Address
+	Authorizations() map[string]*security.Authorization
 	Changed() <-chan struct{}
 	Done() <-chan struct{}
 }
@@ -282,7 +300,7 @@ var _ AddressSource = (*xdswatch.Watcher)(nil)
 // of a cluster's 101 workloads for good, docs/findings.md).
 func Follow(w AddressSource, apply func(*View)) (stop func()) {
 	changed := w.Changed()
-	apply(BuildView(w.Addresses()))
+	apply(BuildPolicyView(w.Addresses(), w.Authorizations()))
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -290,7 +308,7 @@ func Follow(w AddressSource, apply func(*View)) (stop func()) {
 			select {
 			case <-changed:
 				changed = w.Changed()
-				apply(BuildView(w.Addresses()))
+				apply(BuildPolicyView(w.Addresses(), w.Authorizations()))
 			case <-w.Done():
 				return
 			case <-quit:

@@ -18,6 +18,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
+	"github.com/ambientmc/ambientmc/framework/dataplane/rbac"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
@@ -287,7 +288,7 @@ func (z *Ztunnel) proxyOutbound(conn net.Conn) error {
 }
 
 // inboundHandler serves HBONE for the pod at addr: it accepts a tunnel from any identity under the
-// mesh root and forwards to the pod's application port.
+// mesh root that the pod's authorization policies allow, and forwards to the pod's application port.
 func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 	return func(ctx context.Context, r *http.Request, peerID string) (net.Conn, int, error) {
 		host, portStr, err := net.SplitHostPort(r.Host)
@@ -313,6 +314,10 @@ func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 			}
 			target = netip.AddrPortFrom(addr, uint16(svc.TargetPort(ep, uint32(port))))
 			z.Stats.InboundViaGateway.Add(1)
+		}
+		if err := authorize(z.View(), addr, r, target, peerID); err != nil {
+			z.Stats.InboundRefused.Add(1)
+			return nil, http.StatusUnauthorized, err
 		}
 		app, err := addrmap.Dial(ctx, "tcp", target.String())
 		if err != nil {
@@ -340,4 +345,17 @@ func (z *Ztunnel) Close() {
 	z.client.Close()
 	z.watcher.Close()
 	_ = z.node.Certs.Close()
+}
+
+// authorize is ztunnel's inbound authorization of the tunnel r to target, the pod at addr, from
+// peerID (the verified identity of the tunnel's client; its source address is the tunnel's peer:
+// the source pod, or the east-west gateway). A destination istiod has not sent is refused, as
+// ztunnel refuses one it cannot find.
+func authorize(v *View, addr netip.Addr, r *http.Request, target netip.AddrPort, peerID string) error {
+	dst := v.WorkloadByAddr(addr)
+	if dst == nil {
+		return fmt.Errorf("rbac: destination workload %s not found", addr)
+	}
+	src, _ := netip.ParseAddrPort(r.RemoteAddr)
+	return v.Authorize(dst, rbac.Conn{Src: src, Dst: target, SrcIdentity: peerID})
 }

@@ -20,7 +20,7 @@ import (
 func (w *Watcher) run(ctx context.Context, first chan struct{}) {
 	answered := xdsstream.Run(ctx, xdsstream.Hooks{Synced: w.onSynced, New: func(gen int, policy backoff.BackOff) *adsc.Client {
 		w.mu.Lock()
-		w.gen, w.seen = gen, map[string]bool{}
+		w.gen, w.seen, w.seenPol = gen, map[string]bool{}, map[string]bool{}
 		w.mu.Unlock()
 		return adsc.NewDelta(w.cfg.Address, &adsc.DeltaADSConfig{Config: adsc.Config{
 			ClientName:    "ambientmc-watch-" + w.cfg.Name,
@@ -37,7 +37,9 @@ func (w *Watcher) run(ctx context.Context, first chan struct{}) {
 			adsc.Register(func(hc adsc.HandlerContext, name, v string, a *workloadapi.Address, ev adsc.Event) {
 				w.onAddress(gen, name, a, ev)
 			}),
-			adsc.Register(func(adsc.HandlerContext, string, string, *security.Authorization, adsc.Event) {}),
+			adsc.Register(func(_ adsc.HandlerContext, name, _ string, a *security.Authorization, ev adsc.Event) {
+				w.onPolicy(gen, name, a, ev)
+			}),
 			adsc.Watch[*workloadapi.Address]("*"),
 			adsc.Watch[*security.Authorization]("*"),
 		)
@@ -69,7 +71,12 @@ func (w *Watcher) onSynced(gen int) {
 			w.applyLocked(name, nil, at)
 		}
 	}
-	w.seen, w.lastSync = nil, at
+	for name := range w.policies {
+		if !w.seenPol[name] {
+			delete(w.policies, name)
+		}
+	}
+	w.seen, w.seenPol, w.lastSync = nil, nil, at
 	if gen == 1 {
 		close(w.synced)
 	} else {
@@ -97,6 +104,36 @@ func (w *Watcher) onAddress(gen int, name string, a *workloadapi.Address, ev ads
 		w.seen[name] = true
 	}
 	w.applyLocked(name, a, at)
+}
+
+// onPolicy keeps or removes one Authorization resource. Policies change no Address: they wake
+// waiters (and Follow's views) without an Update.
+func (w *Watcher) onPolicy(gen int, name string, a *security.Authorization, ev adsc.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen != w.gen || w.cfg.HoldNothing {
+		return
+	}
+	if ev == adsc.EventDelete || a == nil {
+		delete(w.policies, name)
+	} else {
+		w.policies[name] = a
+		if w.seenPol != nil {
+			w.seenPol[name] = true
+		}
+	}
+	w.notifyLocked()
+}
+
+// Authorizations are the Authorization resources held, by resource name.
+func (w *Watcher) Authorizations() map[string]*security.Authorization {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]*security.Authorization, len(w.policies))
+	for k, v := range w.policies {
+		out[k] = v
+	}
+	return out
 }
 
 // Reconnects is how many times a broken stream was re-established and answered in full.

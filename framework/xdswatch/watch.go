@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	istiolog "istio.io/istio/pkg/log"
 	"istio.io/istio/pkg/workloadapi"
+	"istio.io/istio/pkg/workloadapi/security"
 )
 
 // Config says where to connect and who to be.
@@ -34,7 +35,7 @@ type Config struct {
 	HoldNothing bool
 }
 
-// Watcher holds the Address resources last received from istiod. Like ztunnel it keeps what it
+// Watcher holds the Address and Authorization resources last received from istiod. Like ztunnel it keeps what it
 // has when the stream breaks and reconnects with backoff; the new stream's initial answer replaces
 // the state (what it no longer holds is removed, as istiod would say for the resource versions a
 // ztunnel reconnects with).
@@ -48,8 +49,10 @@ type Watcher struct {
 
 	mu         sync.Mutex
 	addrs      map[string]*workloadapi.Address
-	changed    chan struct{} // closed and replaced on every change
-	seq        uint64        // updates applied so far
+	policies   map[string]*security.Authorization // by resource name, as ztunnel enforces them
+	seenPol    map[string]bool                    // policies the current stream has sent, until its sync
+	changed    chan struct{}                      // closed and replaced on every change
+	seq        uint64                             // updates applied so far
 	subs       map[int]func(Update)
 	nextSub    int
 	gen        int             // the current stream; callbacks of older ones are dropped
@@ -96,7 +99,8 @@ func Start(ctx context.Context, cfg Config, syncTimeout time.Duration) (*Watcher
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{cfg: cfg, meta: meta, counter: xdscount.New(), addrs: map[string]*workloadapi.Address{}, changed: make(chan struct{}),
+	w := &Watcher{cfg: cfg, meta: meta, counter: xdscount.New(), addrs: map[string]*workloadapi.Address{},
+		policies: map[string]*security.Authorization{}, changed: make(chan struct{}),
 		done: make(chan struct{}), synced: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel

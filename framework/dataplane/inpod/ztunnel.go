@@ -3,8 +3,8 @@
 // that namespace (15001 outbound, 15006 inbound plaintext, 15008 HBONE, 15053 DNS), where
 // istio-cni's own redirection rules send the pod's traffic. Routing, HBONE and double HBONE are
 // the in-process emulator's (framework/dataplane); identities come from istiod's CA, asked for
-// each pod's service account as ztunnel asks (impersonation). No ztunnel code runs here, and no
-// authorization policy is enforced.
+// each pod's service account as ztunnel asks (impersonation); every inbound tunnel is authorized
+// as ztunnel's L4 policies decide (framework/dataplane/rbac). No ztunnel code runs here.
 package inpod
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
+	"github.com/ambientmc/ambientmc/framework/dataplane/rbac"
 	"github.com/ambientmc/ambientmc/framework/dataplane/zds"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
@@ -400,7 +401,7 @@ func (p *pod) outbound(c net.Conn) error {
 
 // inbound serves one HBONE tunnel to this pod: addressed to the pod's IP and port by a ztunnel,
 // or to a service hostname by an east-west gateway.
-func (p *pod) inbound(ctx context.Context, r *http.Request, _ string) (net.Conn, int, error) {
+func (p *pod) inbound(ctx context.Context, r *http.Request, peerID string) (net.Conn, int, error) {
 	v := p.z.cfg.View()
 	self := p.self(v)
 	if self == nil || !self.Addr.IsValid() {
@@ -425,6 +426,11 @@ func (p *pod) inbound(ctx context.Context, r *http.Request, _ string) (net.Conn,
 		target, service = netip.AddrPortFrom(self.Addr, uint16(svc.TargetPort(self, uint32(port)))), svc.Hostname
 	}
 	from, _ := netip.ParseAddrPort(r.RemoteAddr) // the tunnel's peer: the source pod, or the gateway
+	// ztunnel's inbound authorization (framework/dataplane/rbac): the verified client identity
+	// against the policies that apply to this pod.
+	if err := v.Authorize(self, rbac.Conn{Src: from, Dst: target, SrcIdentity: peerID}); err != nil {
+		return nil, http.StatusUnauthorized, err
+	}
 	app, err := p.appDialer(from.Addr())(ctx, "tcp", target.String())
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("application %s: %v", target, err)

@@ -15,7 +15,7 @@ const File = "report.md"
 
 // EmulatedNote is printed in report.md whenever the latency comes from the emulated data plane.
 const EmulatedNote = "Data-plane latency here is from the emulated Go data plane, not ztunnel: no ztunnel or Envoy code " +
-	"(HBONE, double HBONE and routing are the project's own), no authorization policies."
+	"(HBONE, double HBONE, routing and ztunnel's L4 authorization are the project's own), no waypoint on the path."
 
 // EmulatedOnKindNote says what around the emulated data plane is real on kind.
 const EmulatedOnKindNote = "On kind it runs as Istio's ztunnel DaemonSet and east-west gateway, behind istio-cni's in-pod " +

@@ -1,0 +1,127 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ambientmc/ambientmc/framework/bins/binstest"
+	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
+	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/workload"
+)
+
+var authorizationPolicies = schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"}
+
+// ztunnel's L4 authorization in the emulated data plane, on what a real istiod makes of real
+// AuthorizationPolicies: with none, tunnels from two identities both reach the echo pod; with an
+// ALLOW naming one principal, the other's tunnel is refused and the named one's served; with a
+// DENY of the named one added, it is refused too, by that policy.
+func TestAuthorizationPoliciesDecideInboundTunnels(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pilot := binstest.PilotDiscovery(t, ctx)
+	p := cachedProvider(t)
+	cs, slim := startClustersWithCRDs(t, ctx, p, 1, pinnedCRDs(t, ctx))
+	c := cs[0]
+	require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	root, err := pki.NewRoot()
+	require.NoError(t, err)
+	inter, err := root.NewIntermediate(c.Name)
+	require.NoError(t, err)
+	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = istiod.Stop() })
+	s := cluster.ProbeSetup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
+		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}, Roots: root.Pool(), Dir: t.TempDir(), Logf: t.Logf}
+	pe, err := p.DeployProbes(ctx, s)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pe.Close() })
+	require.NoError(t, pe.Ready(ctx, time.Minute))
+	echo, ok := pe.(*probeEnv).probes.Server(cluster.EchoLocal, c.Name)
+	require.True(t, ok)
+	sock, err := addrmap.Socket(echo.IP)
+	require.NoError(t, err)
+	echoID := pki.SPIFFEID(workload.ProbeNamespace, "echo")
+
+	// reach opens a tunnel to the echo pod's application as service account sa and gets one
+	// answer through it.
+	reach := func(sa string) error {
+		cert, err := inter.Issue(workload.ProbeNamespace, sa, time.Hour)
+		require.NoError(t, err)
+		client := hbone.NewClient()
+		defer client.Close()
+		conn, err := client.Dial(ctx, hbone.Target{Addr: net.JoinHostPort(sock.String(), strconv.Itoa(dataplane.HBONEPort)),
+			Authority: net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort)), TLS: pki.ClientConfig(cert, root.Pool(), echoID)})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
+		if _, err := fmt.Fprintf(conn, "GET /echo HTTP/1.1\r\nHost: echo\r\nConnection: close\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("the echo application answered %s", resp.Status)
+		}
+		return nil
+	}
+	refusedBy := func(err error) (string, bool) {
+		var r *hbone.RefusedError
+		if !errors.As(err, &r) || r.StatusCode != http.StatusUnauthorized {
+			return "", false
+		}
+		return r.Reason, true
+	}
+	apply := func(name, action, principal string) {
+		_, err := c.Dynamic.Resource(authorizationPolicies).Namespace(workload.ProbeNamespace).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+			"metadata": map[string]any{"name": name, "namespace": workload.ProbeNamespace},
+			"spec": map[string]any{"action": action, "rules": []any{map[string]any{"from": []any{map[string]any{
+				"source": map[string]any{"principals": []any{principal}}}}}}},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, reach("client"), "no policy: allowed")
+	require.NoError(t, reach("intruder"), "no policy: allowed")
+
+	apply("allow-client", "ALLOW", pki.TrustDomain+"/ns/"+workload.ProbeNamespace+"/sa/client")
+	var err2 error
+	require.Eventually(t, func() bool { err2 = reach("intruder"); return err2 != nil }, 30*time.Second, 200*time.Millisecond,
+		"an ALLOW policy that names another principal refuses the intruder")
+	reason, refused := refusedBy(err2)
+	assert.True(t, refused, "refused by authorization: %v", err2)
+	assert.Contains(t, reason, "allowed by no policy")
+	assert.NoError(t, reach("client"), "the principal the ALLOW policy names")
+
+	apply("deny-client", "DENY", pki.TrustDomain+"/ns/"+workload.ProbeNamespace+"/sa/client")
+	require.Eventually(t, func() bool { err2 = reach("client"); return err2 != nil }, 30*time.Second, 200*time.Millisecond,
+		"a DENY of the allowed principal refuses it: DENY before ALLOW")
+	reason, refused = refusedBy(err2)
+	assert.True(t, refused, "refused by authorization: %v", err2)
+	assert.Contains(t, reason, "denied by policy "+workload.ProbeNamespace+"/deny-client")
+}
