@@ -86,11 +86,7 @@ func (w *Watcher) Seq() uint64 {
 func (w *Watcher) Addresses() map[string]*workloadapi.Address {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]*workloadapi.Address, len(w.addrs))
-	for k, v := range w.addrs {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.addrs)
 }
 
 // SplitHorizon summarises the split-horizon workloads istiod sends for a remote network: one per

@@ -2,6 +2,7 @@ package xdswatch
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -129,11 +130,7 @@ func (w *Watcher) onPolicy(gen int, name string, a *security.Authorization, ev a
 func (w *Watcher) Authorizations() map[string]*security.Authorization {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]*security.Authorization, len(w.policies))
-	for k, v := range w.policies {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.policies)
 }
 
 // Reconnects is how many times a broken stream was re-established and answered in full.

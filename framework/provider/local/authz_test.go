@@ -22,7 +22,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
-	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -42,21 +41,8 @@ func TestAuthorizationPoliciesDecideInboundTunnels(t *testing.T) {
 	cs, slim := startClustersWithCRDs(t, ctx, p, 1, pinnedCRDs(t, ctx))
 	c := cs[0]
 	require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
-	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
-	root, err := pki.NewRoot()
-	require.NoError(t, err)
-	inter, err := root.NewIntermediate(c.Name)
-	require.NoError(t, err)
-	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = istiod.Stop() })
-	s := cluster.ProbeSetup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
-		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}, Roots: root.Pool(), Dir: t.TempDir(), Logf: t.Logf}
-	pe, err := p.DeployProbes(ctx, s)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pe.Close() })
-	require.NoError(t, pe.Ready(ctx, time.Minute))
-	echo, ok := pe.(*probeEnv).probes.Server(cluster.EchoLocal, c.Name)
+	e, root, inter, _ := probesOn(t, ctx, p, c, pilot)
+	echo, ok := e.probes.Server(cluster.EchoLocal, c.Name)
 	require.True(t, ok)
 	sock, err := addrmap.Socket(echo.IP)
 	require.NoError(t, err)

@@ -37,21 +37,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	p := cachedProvider(t)
 	p.opts.CertTTL = 2*time.Minute + 4*time.Second
 	c := startClusters(t, ctx, p, 1)[0]
-	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
-	root, err := pki.NewRoot()
-	require.NoError(t, err)
-	inter, err := root.NewIntermediate(c.Name)
-	require.NoError(t, err)
-	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = istiod.Stop() })
-	s := cluster.ProbeSetup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
-		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}, Roots: root.Pool(), Dir: t.TempDir(), Logf: t.Logf}
-	pe, err := p.DeployProbes(ctx, s)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pe.Close() })
-	require.NoError(t, pe.Ready(ctx, time.Minute))
-	e := pe.(*probeEnv)
+	e, root, inter, istiod := probesOn(t, ctx, p, c, pilot)
 
 	// What the echo pod's ztunnel presents, dialled on its HBONE port by a mesh client.
 	echo, ok := e.probes.Server(cluster.EchoLocal, c.Name)
@@ -106,4 +92,24 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	// The echo pod's two renewals at least; the client pod's, the ztunnels' and the gateway's own
 	// renew on the same schedule.
 	assert.GreaterOrEqual(t, after.CertsIssued-before.CertsIssued, 2.0, "istiod signed each renewal")
+}
+
+// probesOn starts istiod (pilot) for c with a CA of its own and deploys the probes in c, ready.
+func probesOn(t *testing.T, ctx context.Context, p *Provider, c *cluster.Cluster, pilot string) (*probeEnv, *pki.Root, *pki.Intermediate, cluster.Istiod) {
+	t.Helper()
+	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
+	root, err := pki.NewRoot()
+	require.NoError(t, err)
+	inter, err := root.NewIntermediate(c.Name)
+	require.NoError(t, err)
+	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = istiod.Stop() })
+	s := cluster.ProbeSetup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
+		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}, Roots: root.Pool(), Dir: t.TempDir(), Logf: t.Logf}
+	pe, err := p.DeployProbes(ctx, s)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pe.Close() })
+	require.NoError(t, pe.Ready(ctx, time.Minute))
+	return pe.(*probeEnv), root, inter, istiod
 }
