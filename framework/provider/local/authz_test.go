@@ -13,21 +13,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane"
 	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
-
-var authorizationPolicies = schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"}
 
 // ztunnel's L4 authorization in the emulated data plane, on what a real istiod makes of real
 // AuthorizationPolicies: with none, tunnels from two identities both reach the echo pod; with an
@@ -83,12 +79,7 @@ func TestAuthorizationPoliciesDecideInboundTunnels(t *testing.T) {
 		return r.Reason, true
 	}
 	apply := func(name, action, principal string) {
-		_, err := c.Dynamic.Resource(authorizationPolicies).Namespace(workload.ProbeNamespace).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-			"metadata": map[string]any{"name": name, "namespace": workload.ProbeNamespace},
-			"spec": map[string]any{"action": action, "rules": []any{map[string]any{"from": []any{map[string]any{
-				"source": map[string]any{"principals": []any{principal}}}}}}},
-		}}, metav1.CreateOptions{})
+		_, err := mesh.ApplyPolicy(ctx, c, mesh.Policy{Namespace: workload.ProbeNamespace, Name: name, Action: action, Principals: []string{principal}})
 		require.NoError(t, err)
 	}
 
