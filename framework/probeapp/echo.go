@@ -3,6 +3,7 @@
 package probeapp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,25 @@ func FetchServedBy(ctx context.Context, client *http.Client, url string) (string
 		return "", fmt.Errorf("status %s", resp.Status)
 	}
 	return resp.Header.Get(ServedByHeader), nil
+}
+
+// FetchOver gets /echo once over conn, an open tunnel to the app (Host: host), and closes nothing;
+// a status other than 200 is an error. For tests that open tunnels themselves.
+func FetchOver(conn net.Conn, host string) error {
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(conn, "GET /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
 }
 
 // debugFrom is how fortio's debug page (/debug) names the connection it answers.

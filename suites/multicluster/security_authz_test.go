@@ -1,10 +1,7 @@
 package multicluster
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"testing"
@@ -18,6 +15,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
@@ -86,18 +84,6 @@ func reachEchoRemote(ctx context.Context, hops cluster.Hops, cert *pki.Cert) err
 		return err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	host, _, _ := net.SplitHostPort(hops.RemoteHost)
-	if _, err := fmt.Fprintf(conn, "GET /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return errors.New("echo-remote answered " + resp.Status)
-	}
-	return nil
+	return probeapp.FetchOver(conn, host)
 }

@@ -1,10 +1,8 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -57,19 +56,7 @@ func TestAuthorizationPoliciesDecideInboundTunnels(t *testing.T) {
 			return err
 		}
 		defer conn.Close()
-		require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
-		if _, err := fmt.Fprintf(conn, "GET /echo HTTP/1.1\r\nHost: echo\r\nConnection: close\r\n\r\n"); err != nil {
-			return err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("the echo application answered %s", resp.Status)
-		}
-		return nil
+		return probeapp.FetchOver(conn, "echo")
 	}
 	refusedBy := func(err error) (string, bool) {
 		var r *hbone.RefusedError
