@@ -280,9 +280,6 @@ func (v *View) Authorize(dst *Endpoint, c rbac.Conn) error {
 	return v.policies.Check(dst.Namespace, dst.Policies, c)
 }
 
-// Policies is how many authorization policies the view holds.
-func (v *View) Policies() int { return v.policies.Len() }
-
 // AddressSource is what Follow reads: an xdswatch.Watcher.
 type AddressSource interface {
 	Addresses() map[string]*workloadapi.Address

@@ -298,6 +298,7 @@ func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 		}
 		port, _ := strconv.Atoi(portStr)
 		target := netip.AddrPortFrom(addr, uint16(port))
+		v := z.View() // one snapshot for the routing and the authorization of this tunnel
 		if ip, err := netip.ParseAddr(host); err == nil {
 			if ip != addr {
 				z.Stats.InboundRefused.Add(1)
@@ -305,7 +306,6 @@ func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 			}
 		} else {
 			// A hostname authority arrives through an east-west gateway: resolve the service port.
-			v := z.View()
 			svc := v.ServiceByHostname(host)
 			ep := v.WorkloadByAddr(addr)
 			if svc == nil || ep == nil {
@@ -315,7 +315,7 @@ func (z *Ztunnel) inboundHandler(addr netip.Addr) hbone.Handler {
 			target = netip.AddrPortFrom(addr, uint16(svc.TargetPort(ep, uint32(port))))
 			z.Stats.InboundViaGateway.Add(1)
 		}
-		if err := authorize(z.View(), addr, r, target, peerID); err != nil {
+		if err := authorize(v, addr, r, target, peerID); err != nil {
 			z.Stats.InboundRefused.Add(1)
 			return nil, http.StatusUnauthorized, err
 		}
