@@ -107,6 +107,8 @@ var parseErrorCases = []struct {
 	{"comments only", "# nothing\n", []string{"topology f: clusters: no clusters"}},
 	{"empty list", "clusters: []\n", []string{"topology f: clusters: no clusters"}},
 	{"empty istio array", "[]", []string{"topology f: no clusters; add at least one cluster object"}},
+	{"control character in a kubeconfig path", `[{"clusterName": "a", "meta": {"kubeconfig": "/k/\u007f"}}]`,
+		[]string{`topology f: [0].meta.kubeconfig: kubeconfig path "/k/\x7f" holds a control character; set it to the kubeconfig file's path`}},
 	{"malformed YAML", "clusters:\n- name: a\n  network: [x\n", []string{"topology f: invalid YAML: yaml: line"}},
 	{"malformed YAML line", "\n\nclusters:\n- name: a\n bad: : x\n", []string{"topology f: invalid YAML: yaml: line 4"}},
 	{"duplicate YAML key", "clusters:\n- name: a\n  name: b\n", []string{"topology f: invalid YAML:", `"name"`}},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -133,6 +134,10 @@ func (t *Topology) validateCluster(i int, c Cluster, first map[string]int) []err
 	if n := c.network(); len(validation.IsValidLabelValue(n)) > 0 {
 		errs = append(errs, t.errorf(f.path(i, fieldNetwork), "use at most 63 letters, digits, '-', '_' and '.' (it becomes the topology.istio.io/network label)",
 			"network %q is not a valid label value", n))
+	}
+	if strings.IndexFunc(c.Kubeconfig, unicode.IsControl) >= 0 {
+		errs = append(errs, t.errorf(f.path(i, fieldKubeconfig), "set it to the kubeconfig file's path, without control characters",
+			"kubeconfig path %q holds a control character", c.Kubeconfig))
 	}
 	return errs
 }
