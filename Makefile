@@ -6,7 +6,7 @@ GO        ?= go
 # (UNIT_P) end together instead of one long package running alone at the end.
 UNIT_SLOW  = ./framework/provider/local ./framework/provider/kube ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
              ./scripts/render ./framework/env ./framework/mesh ./framework/provider/kind
-UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$ -e /suites/kindexit$$)
+UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$ -e /suites/kindexit$$ -e /suites/quickstart$$)
 SUITE      = ./suites/multicluster
 REPORT_DIR ?= $(if $(ARTIFACTS),$(ARTIFACTS),$(CURDIR)/_output/report)
 E2E_FLAGS ?= -clusters=10
@@ -86,12 +86,14 @@ ci: PLAN_TESTS =
 # runs and every istiod check's controls (one that must fail, one that must pass; the must-pass of
 # the memory check runs release-1.30's istiod, which scripts/bins -checks.controls builds first),
 # judged by the project's own gates (gates/ci.yaml); report, junit.xml, profiles and metrics.csv in REPORT_DIR ($ARTIFACTS
-# when a CI sets it). Then a run forced past a short -timeout, which must end cleanly.
+# when a CI sets it). Then a run forced past a short -timeout, which must end cleanly, and the
+# smallest suite on the experiment's library (suites/quickstart: a join and one latency path on 2 clusters).
 CI_GATES ?= $(CURDIR)/gates/ci.yaml
 ci-suite:
 	$(GO) run ./scripts/bins -checks.controls
 	$(GO) test -count=1 -v -timeout=30m $(TEST_VET) $(TEST_LDFLAGS) $(SUITE) -clusters=3 -networks=2 -shuffle=on -latency.duration=3s -churn.rates=5 -churn.duration=5s -checks.controls -gates=$(CI_GATES) -report-dir=$(REPORT_DIR)
 	$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) ./suites/cutshort
+	$(GO) test -count=1 $(TEST_VET) $(TEST_LDFLAGS) ./suites/quickstart -latency.duration=3s -report-dir=$(REPORT_DIR)/quickstart
 
 # Every suite on three kind clusters, two of them sharing a network (make images' node image, istiod,
 # istio-cni and the emulated ztunnel and east-west gateway in each cluster, MetalLB, the VXLAN between

@@ -1,9 +1,11 @@
 // Package layout checks the house's import rules (docs/layout.md) on every go test ./...: the
-// contract imports nothing of the machinery behind it, the method knows no provider, the
-// lifecycle knows neither the method nor CI, and nothing below suites/ reaches up.
+// contract imports nothing of the machinery behind it, the method knows no provider and nothing
+// of the experiment above it, the lifecycle knows neither the method nor CI, and nothing below
+// suites/ reaches up.
 package layout
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -64,7 +66,7 @@ func under(pkg string, prefixes ...string) bool {
 
 // method are the packages that hold how the experiment is done.
 var method = []string{"framework/join", "framework/istiodcheck", "framework/churn", "framework/traffic",
-	"framework/latency", "framework/measure", "framework/xdswatch", "framework/envoyxds", "framework/xdscount", "framework/xdsstream", "framework/proxies", "framework/faults", "framework/subtest"}
+	"framework/latency", "framework/measure", "framework/xdswatch", "framework/envoyxds", "framework/xdscount", "framework/xdsstream", "framework/proxies", "framework/faults", "framework/subtest", "framework/clustercheck"}
 
 // providers are the provider implementations (not the registry, framework/provider itself).
 func isProvider(pkg string) bool {
@@ -81,9 +83,9 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("the contract %s imports %s: it may import only topology of this module", pkg, dep)
 			case under(pkg, "framework", "topology") && under(dep, "suites", "scripts"):
 				t.Errorf("%s imports %s: nothing below suites/ and scripts/ reaches up", pkg, dep)
-			case under(pkg, method...) && (isProvider(dep) || under(dep, "framework/env", "framework/ci")):
-				t.Errorf("the method's %s imports %s: it may not know a provider, the lifecycle or CI", pkg, dep)
-			case under(pkg, "framework/env") && under(dep, append([]string{"framework/ci"}, method[:5]...)...):
+			case under(pkg, method...) && (isProvider(dep) || under(dep, "framework/env", "framework/ci", "framework/experiment")):
+				t.Errorf("the method's %s imports %s: it may not know a provider, the lifecycle, the experiment above it or CI", pkg, dep)
+			case under(pkg, "framework/env") && under(dep, append([]string{"framework/ci", "framework/experiment"}, method[:5]...)...):
 				t.Errorf("the lifecycle's %s imports %s: CI plugs in as an env.Extension, the method is the suites'", pkg, dep)
 			case isProvider(dep) && under(pkg, "framework") && !under(pkg, "framework/env", "framework/provider"):
 				t.Errorf("%s imports the provider %s: only framework/env/providers.go registers providers", pkg, dep)
@@ -99,4 +101,28 @@ func TestTheWalkSeesImports(t *testing.T) {
 	all := imports(t)
 	assert.Contains(t, all["framework/env"], "framework/cluster")
 	assert.Contains(t, all["framework/ci"], "framework/env")
+	assert.Contains(t, all["framework/experiment"], "framework/join")
+}
+
+// The suites are the experiment's script, its method in framework/experiment: no test file under
+// suites/ over 200 lines, no helper there (a function that is not a test) over 40.
+func TestSuitesAreScripts(t *testing.T) {
+	files, err := filepath.Glob("../suites/*/*_test.go")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "the walk found the suites")
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		name := strings.TrimPrefix(f, "../")
+		assert.LessOrEqual(t, fset.File(af.Pos()).LineCount(), 200, "%s: a suite's test file over 200 lines holds method: move it to framework/experiment", name)
+		for _, d := range af.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || strings.HasPrefix(fn.Name.Name, "Test") {
+				continue
+			}
+			lines := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+			assert.LessOrEqual(t, lines, 40, "%s: helper %s is %d lines: move it to framework/experiment", name, fn.Name.Name, lines)
+		}
+	}
 }

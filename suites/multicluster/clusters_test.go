@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/plan"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -31,7 +31,7 @@ var _ = planned.Add("TestClusters", nil, func(in options.PlanIn) plan.Item {
 // TestClusters checks what every later suite relies on: each cluster serves the API through its
 // own kubeconfig, has the Istio and Gateway API CRDs and its network label, and is independent.
 func TestClusters(t *testing.T) {
-	ctx := mc.begin(t)
+	ctx := mc.Begin(t)
 	require.Len(t, mc.Clusters, len(mc.Topology.Clusters), "one cluster per topology entry")
 	for _, c := range mc.Clusters {
 		t.Run(c.Name, func(t *testing.T) {
@@ -95,7 +95,7 @@ var _ = planned.Add("TestClustersAreIndependent", nil, func(in options.PlanIn) p
 
 // TestClustersAreIndependent creates an object in each cluster and checks no other cluster sees it.
 func TestClustersAreIndependent(t *testing.T) {
-	ctx := mc.begin(t)
+	ctx := mc.Begin(t)
 	for _, c := range mc.Clusters {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + c.Name, Namespace: "default"}}
 		_, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})

@@ -1,27 +1,18 @@
 package multicluster
 
 import (
-	"context"
 	"fmt"
-	"maps"
-	"net/netip"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/clustercheck"
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
-	"github.com/ambientmc/ambientmc/framework/workload"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 var _ = planned.Add("TestClustersRunControllers", nil, func(in options.PlanIn) plan.Item {
@@ -35,19 +26,19 @@ var _ = planned.Add("TestClustersRunControllers", nil, func(in options.PlanIn) p
 // the root CA ConfigMap. The clusters are checked at once: the wait is the controllers', so it
 // does not grow with the cluster count.
 func TestClustersRunControllers(t *testing.T) {
-	ctx := mc.begin(t)
+	ctx := mc.Begin(t)
 	var perCluster []subtest.Case
 	for _, c := range mc.Clusters {
 		perCluster = append(perCluster, subtest.Case{Name: c.Name, Run: func(t *testing.T) {
 			if !c.Runs.Controllers {
 				t.Skip("-local.controllers=false: no kube-controller-manager runs")
 			}
-			t.Run("EndpointSlices hold the scale pods' addresses", func(t *testing.T) { slicesHoldPods(ctx, t, c) })
+			t.Run("EndpointSlices hold the scale pods' addresses", func(t *testing.T) { clustercheck.SlicesHoldPods(ctx, t, c, mc.Scale) })
 			t.Run("a Deployment gets its ReplicaSet and pods", func(t *testing.T) {
-				if mc.WatchedOnly(c.Name) && !servesDeployments(c) {
+				if mc.WatchedOnly(c.Name) && !clustercheck.ServesDeployments(c) {
 					t.Skip("the istiod only watches this cluster, and the provider built it without Deployments (the report's setup section lists the cuts)")
 				}
-				deploymentGetsPods(ctx, t, c)
+				clustercheck.DeploymentGetsPods(ctx, t, c)
 			})
 			t.Run("every namespace has kube-root-ca.crt", func(t *testing.T) {
 				nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
@@ -65,130 +56,4 @@ func TestClustersRunControllers(t *testing.T) {
 		}})
 	}
 	subtest.Concurrently(t, perCluster...)
-}
-
-// slicesHoldPods waits until the scale services' EndpointSlices hold exactly their pods'
-// addresses: the EndpointSlice controller catches up on changes (a churned pod, a replacement)
-// within a second or so here, and the check runs after whatever test ran before it.
-func slicesHoldPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	var last error
-	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, slicesCatchUp, true, func(ctx context.Context) (bool, error) {
-		last = slicesMatchPods(ctx, c)
-		return last == nil, nil
-	})
-	assert.NoError(t, last, "within %s", slicesCatchUp)
-}
-
-// slicesCatchUp bounds how long the EndpointSlice controller may lag the pods.
-const slicesCatchUp = 30 * time.Second
-
-// slicesMatchPods says how the scale services' EndpointSlices differ from their pods, nil when
-// they do not: every scale pod an endpoint, at least one slice per service, no loopback pod
-// address, and for the first and last service exactly its pods' addresses.
-func slicesMatchPods(ctx context.Context, c *cluster.Cluster) error {
-	pub, err := workload.CountEndpointSlices(ctx, c, mc.scale)
-	if err != nil {
-		return err
-	}
-	if pub.Endpoints != mc.scale.Pods || pub.Slices < mc.scale.Services {
-		return fmt.Errorf("%d endpoints in %d slices, want every one of %d scale pods in at least %d slices", pub.Endpoints, pub.Slices, mc.scale.Pods, mc.scale.Services)
-	}
-	for _, svc := range []int{0, mc.scale.Services - 1} {
-		ns, name := mc.scale.ServiceNamespace(svc), workload.ServiceName(svc)
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		if err != nil {
-			return err
-		}
-		want := map[string]bool{}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil {
-				continue // on its way out: the controller drops it from the slices
-			}
-			if ip, err := netip.ParseAddr(p.Status.PodIP); err != nil || ip.IsLoopback() {
-				return fmt.Errorf("%s/%s has address %q, not a routable one", ns, p.Name, p.Status.PodIP)
-			}
-			want[p.Status.PodIP] = true
-		}
-		slices, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + name})
-		if err != nil {
-			return err
-		}
-		got := map[string]bool{}
-		for _, sl := range slices.Items {
-			for _, ep := range sl.Endpoints {
-				for _, a := range ep.Addresses {
-					got[a] = true
-				}
-			}
-		}
-		if !maps.Equal(want, got) {
-			return fmt.Errorf("%s/%s: the slices hold %v, its pods have %v", ns, name, sortedKeys(got), sortedKeys(want))
-		}
-	}
-	return nil
-}
-
-// sortedKeys lists a set's members in order, for messages.
-func sortedKeys(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }
-
-// servesDeployments says whether c's API serves apps/v1 Deployments.
-func servesDeployments(c *cluster.Cluster) bool {
-	list, err := c.Client.Discovery().ServerResourcesForGroupVersion("apps/v1")
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "deployments" })
-}
-
-func deploymentGetsPods(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	ns := "controllers-check"
-	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	deleted := false
-	t.Cleanup(func() {
-		if !deleted {
-			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-		}
-	})
-	labels := map[string]string{"app": "controllers-check"}
-	_, err = c.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "check"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: new(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					// Real pods must stay off fake nodes where a scheduler runs (kind, kube).
-					NodeSelector: map[string]string{"ambientmc.io/no-such-node": "true"},
-					Containers:   []corev1.Container{{Name: "app", Image: workload.AppImage}},
-				},
-			},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		rs, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(rs.Items) != 1 {
-			return false
-		}
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) != 2 {
-			return false
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != rs.Items[0].UID {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 200*time.Millisecond, "a ReplicaSet with two Pending pods it owns")
-
-	// The namespace controller empties a deleted namespace and removes it.
-	require.NoError(t, c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool {
-		_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	}, 60*time.Second, 250*time.Millisecond, "the deleted namespace goes away")
-	deleted = true
 }

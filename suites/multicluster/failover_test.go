@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -26,31 +26,31 @@ var _ = planned.Add("TestFailover", options.DataPlaneNeeds, func(in options.Plan
 // recovers, traffic returns. Times run from the readiness change to the first request the other
 // cluster served; the request interval is their resolution.
 func TestFailover(t *testing.T) {
-	ctx := mc.begin(t)
-	p := dataPlane(t, ctx)
-	target := p.setup.Failover()
-	relation := topology.RelationOf(p.local.Cluster, target.Cluster)
+	ctx := mc.Begin(t)
+	p := mc.DataPlane(t, ctx)
+	target := p.Setup.Failover()
+	relation := topology.RelationOf(p.Local.Cluster, target.Cluster)
 	const interval = 10 * time.Millisecond
 	loop := traffic.Start(ctx, p, cluster.EchoFailover, interval)
 	defer loop.Stop()
 
 	// Steady state: everything stays in the client's cluster.
-	steadyFrom, gwBefore := time.Now(), p.path(t, ctx).GatewayTunnels[target.Name]
+	steadyFrom, gwBefore := time.Now(), p.Counters(t, ctx).GatewayTunnels[target.Name]
 	time.Sleep(time.Second)
 	steady := traffic.Count(loop.Since(steadyFrom))
-	require.Positive(t, steady[p.local.Name], "traffic reaches the local endpoint")
+	require.Positive(t, steady[p.Local.Name], "traffic reaches the local endpoint")
 	assert.Zero(t, steady[target.Name], "with a healthy local endpoint nothing crosses to %s", target.Name)
-	assert.Equal(t, gwBefore, p.path(t, ctx).GatewayTunnels[target.Name], "and nothing goes through the gateway")
+	assert.Equal(t, gwBefore, p.Counters(t, ctx).GatewayTunnels[target.Name], "and nothing goes through the gateway")
 
 	unready := time.Now()
-	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, false))
+	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.Local.Name, false))
 	failover, err := loop.FirstServedBy(ctx, target.Name, unready, 30*time.Second)
 	require.NoError(t, err)
 	// Once moved, nothing reaches the unready local endpoint any more.
-	moved, at := time.Now(), p.path(t, ctx)
+	moved, at := time.Now(), p.Counters(t, ctx)
 	time.Sleep(500 * time.Millisecond)
-	assert.Zero(t, traffic.Count(loop.Since(moved))[p.local.Name], "no traffic to the unready local endpoint")
-	now := p.path(t, ctx)
+	assert.Zero(t, traffic.Count(loop.Since(moved))[p.Local.Name], "no traffic to the unready local endpoint")
+	now := p.Counters(t, ctx)
 	if relation == topology.OtherNetwork {
 		assert.Greater(t, now.GatewayTunnels[target.Name], at.GatewayTunnels[target.Name], "failed-over traffic rides the remote gateway")
 	} else {
@@ -59,8 +59,8 @@ func TestFailover(t *testing.T) {
 	}
 
 	ready := time.Now()
-	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.local.Name, true))
-	failback, err := loop.FirstServedBy(ctx, p.local.Name, ready, 30*time.Second)
+	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.Local.Name, true))
+	failback, err := loop.FirstServedBy(ctx, p.Local.Name, ready, 30*time.Second)
 	require.NoError(t, err)
 	back := time.Now()
 	time.Sleep(500 * time.Millisecond)

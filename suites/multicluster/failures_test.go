@@ -12,6 +12,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
@@ -20,7 +21,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/subtest"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -32,8 +32,8 @@ var _ = planned.Add("TestJoinFailurePaths", nil, func(in options.PlanIn) plan.It
 // cluster and carrying istiod's log, and leaves nothing running. Each path has an istiod of its
 // own and mostly waits on a timer, so they run at once.
 func TestJoinFailurePaths(t *testing.T) {
-	ctx := mc.begin(t)
-	obs := mc.observed()
+	ctx := mc.Begin(t)
+	obs := mc.ObservedCluster()
 	subtest.Concurrently(t,
 		subtest.Case{Name: "unreachable remote", Run: func(t *testing.T) { failUnreachableRemote(t, ctx, obs) }},
 		subtest.Case{Name: "join timeout", Run: func(t *testing.T) { failJoinTimeout(t, ctx, obs) }},
@@ -49,21 +49,21 @@ func failUnreachableRemote(t *testing.T, ctx context.Context, obs *cluster.Clust
 	// A kubeconfig for an API server that is not there: nothing listens on the port.
 	ports, err := proc.FreePorts(1)
 	require.NoError(t, err)
-	data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.mesh.Root.CertPEM, "no-token"))
+	data, err := kubeconfig.Bytes(kubeconfig.Token("ghost", "https://127.0.0.1:"+strconv.Itoa(ports[0]), mc.Mesh.Root.CertPEM, "no-token"))
 	require.NoError(t, err)
 	secret := mesh.SecretFor("ghost", data)
 	secret.Namespace = isolated.Namespace()
 	isolated.Add(t, secret)
 	ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
-	_, err = expect().WaitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
+	_, err = mc.Expect().WaitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "join of ghost")
 	assert.Contains(t, err.Error(), "-join.timeout="+ghostWait.String())
 	assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
 
 	// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
-	m := scrape(t, ctx, isolated)
+	m := mc.Scrape(t, ctx, isolated)
 	assert.Equal(t, measure.StatusTimeout, m.RemoteStatus["ghost"], "istiod reports the unreachable cluster's sync as timed out")
 	assert.Equal(t, 1.0, m.ManagedClusters["remote"], "istiod manages the unreachable cluster")
 	assert.GreaterOrEqual(t, clusterSample(m, metricSyncTimeouts, "ghost"), 1.0, "%s counts ghost's timeout", metricSyncTimeouts)
@@ -84,13 +84,13 @@ func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	_, _, err := join.WaitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
 	require.NoError(t, err)
 	start := time.Now()
-	_, err = expect().WaitJoined(ctx, fresh, nil, other, start, joinLimit)
+	_, err = mc.Expect().WaitJoined(ctx, fresh, nil, other, start, joinLimit)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "join of "+other.Name)
 	assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
 	assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
 	// The limit was inside the delay, not a join that could never finish.
-	conv, err := expect().WaitJoined(ctx, fresh, nil, other, start, mc.opts.Join.Timeout)
+	conv, err := mc.Expect().WaitJoined(ctx, fresh, nil, other, start, mc.Opts.Join.Timeout)
 	require.NoError(t, err)
 	assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
 }
@@ -100,7 +100,7 @@ func failIstiodKilled(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	require.NoError(t, doomed.Kill())
 
 	start := time.Now()
-	_, err := expect().WaitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
+	_, err := mc.Expect().WaitJoined(ctx, doomed, nil, &cluster.Cluster{Cluster: topology.Cluster{Name: "never-joined"}}, start, time.Minute)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 30*time.Second, "a dead istiod fails the wait at once, not at the timeout")
 	assert.Contains(t, err.Error(), "istiod "+obs.Name+" exited")
@@ -154,7 +154,7 @@ func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, version 
 		binary = b.Path
 	}
 	i, err := extra.StartExtraIstiod(ctx, c, cluster.IstiodOptions{
-		Name: "extra", Binary: binary, Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.mesh.Intermediates[c.Name]), Env: vars,
+		Name: "extra", Binary: binary, Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.Mesh.Intermediates[c.Name]), Env: vars,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = i.Stop() })

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 // The two heap checks together, as long as the longer (the memory check joins and leaves its
@@ -54,13 +54,13 @@ var _ = planned.Add("TestIstiodProperties", []plan.Need[options.PlanIn]{options.
 // which share the suite's mesh, run last, alone: with four isolated istiods starting beside it,
 // the suite's restarted istiod once never served the remote network again (docs/findings.md).
 func TestIstiodProperties(t *testing.T) {
-	ctx := mc.begin(t)
+	ctx := mc.Begin(t)
 	r := checks()
 	t.Cleanup(func() {
 		mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, r.Rows()...)
 		mc.Report.IstiodCheckControls = append(mc.Report.IstiodCheckControls, r.ControlRows()...)
 	})
-	obs := mc.observed()
+	obs := mc.ObservedCluster()
 	other := istiodcheck.OtherCluster(mc.Clusters, obs)
 	check := func(name string, run func(t *testing.T, ctl *istiodcheck.Control)) subtest.Case {
 		return subtest.Case{Name: name, Run: func(t *testing.T) { run(t, nil) }}
@@ -82,7 +82,7 @@ func TestIstiodProperties(t *testing.T) {
 		// The rotations can leave istiod serving nothing of the remote until its secret changes
 		// again (the in-place rotation race), and a control takes it out: the remote leaves the
 		// mesh at the end, so whichever test needs it next joins it afresh.
-		leaveAtEnd(t, d.Target.Name)
+		mc.LeaveAtEnd(t, d.Target.Name)
 		r.TrafficDuringRotation(t, ctx, d, ctl)
 	}
 	restart := func(t *testing.T, ctl *istiodcheck.Control) { r.TrafficDuringRestart(t, ctx, dataPath(t, ctx), ctl) }
@@ -91,7 +91,7 @@ func TestIstiodProperties(t *testing.T) {
 	controls(t, false, controlled{istiodcheck.TrafficDuringRotation: rotationTraffic})
 	t.Run(istiodcheck.TrafficDuringRestart, func(t *testing.T) { restart(t, nil) })
 	controls(t, false, controlled{istiodcheck.TrafficDuringRestart: restart})
-	if mc.opts.Checks.Controls {
+	if mc.Opts.Checks.Controls {
 		if missing := istiodcheck.MissingControls(r.Rows(), r.ControlRows()); len(missing) > 0 {
 			t.Errorf("checks without a control that shows they can fail or pass: %v", missing)
 		}
@@ -105,7 +105,7 @@ type controlled map[string]func(t *testing.T, ctl *istiodcheck.Control)
 // another: each is its check with a fault injected or kept away (istiodcheck.Controls). The
 // must-pass control of a check that no known issue lists is the check's own run, recorded there.
 func controls(t *testing.T, atOnce bool, runs controlled) {
-	if !mc.opts.Checks.Controls {
+	if !mc.Opts.Checks.Controls {
 		return
 	}
 	var cases []subtest.Case
@@ -136,25 +136,25 @@ func checks() *istiodcheck.Run {
 		version = mc.Istiod.ModuleVersion
 	}
 	return &istiodcheck.Run{
-		Clusters: mc.Clusters, Scale: mc.scale, Expect: expect(), Join: joinOptions(),
-		Rotations: mc.opts.Checks.Rotations, Remotes: mc.opts.Checks.Clusters, IstiodVersion: version, Controls: mc.opts.Checks.Controls,
-		CAs: mc.mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf,
+		Clusters: mc.Clusters, Scale: mc.Scale, Expect: mc.Expect(), Join: mc.JoinOptions(),
+		Rotations: mc.Opts.Checks.Rotations, Remotes: mc.Opts.Checks.Clusters, IstiodVersion: version, Controls: mc.Opts.Checks.Controls,
+		CAs: mc.Mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf,
 		Profile: func(i join.Istiod, when string) []string { return mc.Profile(i, when) },
 	}
 }
 
 // dataPath is the probes' path to the other probe cluster, for the traffic checks.
 func dataPath(t *testing.T, ctx context.Context) istiodcheck.DataPath {
-	p := dataPlane(t, ctx)
-	target, app := p.other()
+	p := mc.DataPlane(t, ctx)
+	target, app := p.Other()
 	d := istiodcheck.DataPath{
-		Probes: p, Local: p.local, Istiod: mc.mesh.Istiods[p.local.Name], Target: target, App: app,
-		RotateSecret: func(ctx context.Context) error { return mc.mesh.RotateSecret(ctx, target.Name) },
-		TouchSecret:  func(ctx context.Context) error { return mc.mesh.TouchSecret(ctx, target.Name) },
-		RemoveRemote: func(ctx context.Context) error { return mc.mesh.Leave(ctx, target.Name) },
+		Probes: p, Local: p.Local, Istiod: mc.Mesh.Istiods[p.Local.Name], Target: target, App: app,
+		RotateSecret: func(ctx context.Context) error { return mc.Mesh.RotateSecret(ctx, target.Name) },
+		TouchSecret:  func(ctx context.Context) error { return mc.Mesh.TouchSecret(ctx, target.Name) },
+		RemoveRemote: func(ctx context.Context) error { return mc.Mesh.Leave(ctx, target.Name) },
 	}
-	if mc.mesh.Restartable(p.local.Name) {
-		d.RestartIstiod = func(ctx context.Context) error { return mc.mesh.RestartIstiod(ctx, p.local.Name) }
+	if mc.Mesh.Restartable(p.Local.Name) {
+		d.RestartIstiod = func(ctx context.Context) error { return mc.Mesh.RestartIstiod(ctx, p.Local.Name) }
 	}
 	return d
 }

@@ -2,12 +2,6 @@ package multicluster
 
 import (
 	"flag"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/experiment"
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -53,79 +48,16 @@ func itemOf(t *testing.T, items []plan.Item, name string) plan.Item {
 	return plan.Item{}
 }
 
-// Every top-level test declares its plan item in its own file, beside itself, or it would run
-// unplanned; the TestPlan tests declare none (they need no environment).
+// Every top-level test declares its plan item beside itself and starts with mc.Begin
+// (experiment.DeclaredTests); the TestPlan tests declare none (they need no environment).
 func TestPlanItemsStandBesideTheirTests(t *testing.T) {
-	files, err := filepath.Glob("*_test.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	var tests []string
-	for _, f := range files {
-		af, err := parser.ParseFile(fset, f, nil, 0)
-		require.NoError(t, err)
-		declared := map[string]bool{}
-		ast.Inspect(af, func(n ast.Node) bool {
-			if name, ok := plannedName(n); ok {
-				declared[name] = true
-			}
-			return true
-		})
-		for _, d := range af.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
-				continue
-			}
-			name := fn.Name.Name
-			if strings.HasPrefix(name, "TestPlan") {
-				assert.False(t, declared[name], "%s: %s checks the plan and needs no environment: it declares no item", f, name)
-				continue
-			}
-			tests = append(tests, name)
-			assert.True(t, declared[name], "%s: %s declares no plan item beside itself (var _ = planned.Add(%q, ...))", f, name, name)
-			assert.True(t, callsBegin(fn.Body.List[0]), "%s: %s does not start with mc.begin(t), which skips it where its declared needs are unmet", f, name)
-		}
-	}
+	tests := experiment.DeclaredTests(t)
 	assert.ElementsMatch(t, tests, planned.Names(), "every declared item is a test of this package")
 	_, _, items := planWith(t, 3, "small")
 	for _, it := range items {
 		assert.Positive(t, it.Expected, it.Name)
 	}
 	assert.Len(t, items, len(tests), "at 3 clusters every test runs")
-}
-
-// callsBegin says stmt calls mc.begin.
-func callsBegin(stmt ast.Stmt) bool {
-	found := false
-	ast.Inspect(stmt, func(n ast.Node) bool {
-		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "begin" {
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "mc" {
-				found = true
-			}
-		}
-		return !found
-	})
-	return found
-}
-
-// plannedName is the test a planned.Add("TestX", ...) call declares.
-func plannedName(n ast.Node) (string, bool) {
-	call, ok := n.(*ast.CallExpr)
-	if !ok || len(call.Args) == 0 {
-		return "", false
-	}
-	sel, ok := call.Fun.(*ast.SelectorExpr)
-	if !ok || sel.Sel.Name != "Add" {
-		return "", false
-	}
-	if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "planned" {
-		return "", false
-	}
-	lit, ok := call.Args[0].(*ast.BasicLit)
-	if !ok {
-		return "", false
-	}
-	name, err := strconv.Unquote(lit.Value)
-	return name, err == nil
 }
 
 // The main command's defaults leave a third of go test's default -timeout=10m: 10 clusters at

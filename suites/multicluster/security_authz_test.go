@@ -12,11 +12,11 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 var _ = planned.Add("TestAuthorizationAcrossClusters", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
@@ -34,17 +34,17 @@ const policyWait = 30 * time.Second
 // west gateway reach the app, and refuses a second service account of that cluster at the
 // destination, by SPIFFE identity. Before the policy both reach it; once it is gone, both again.
 func TestAuthorizationAcrossClusters(t *testing.T) {
-	ctx := mc.begin(t)
-	p := dataPlane(t, ctx)
+	ctx := mc.Begin(t)
+	p := mc.DataPlane(t, ctx)
 	ha, ok := p.ProbeEnv.(cluster.HopAccess)
 	if !ok {
 		t.Skipf("provider %s does not let the test process dial the data plane's hops", mc.Provider.Name())
 	}
 	hops := ha.Hops()
-	if !hops.RemoteGateway.IsValid() || p.remote == nil {
+	if !hops.RemoteGateway.IsValid() || p.Remote == nil {
 		t.Skip("no cluster on another network: no cross-network path to authorize")
 	}
-	clientCA, err := mesh.IntermediateOf(mc.observed().Name, hops.ClientCA)
+	clientCA, err := mesh.IntermediateOf(mc.ObservedCluster().Name, hops.ClientCA)
 	require.NoError(t, err)
 	reach := func(sa string) error {
 		cert, err := clientCA.Issue(hops.ProbeNamespace, sa, 0)
@@ -54,7 +54,7 @@ func TestAuthorizationAcrossClusters(t *testing.T) {
 	require.NoError(t, reach("client"), "no policy: the client reaches echo-remote")
 	require.NoError(t, reach("intruder"), "no policy: any caller under the mesh root does")
 
-	remove, err := mesh.ApplyPolicy(ctx, p.remote, mesh.Policy{Namespace: hops.ProbeNamespace, Name: "allow-client", App: cluster.EchoRemote,
+	remove, err := mesh.ApplyPolicy(ctx, p.Remote, mesh.Policy{Namespace: hops.ProbeNamespace, Name: "allow-client", App: cluster.EchoRemote,
 		Action: "ALLOW", Principals: []string{pki.TrustDomain + "/ns/" + hops.ProbeNamespace + "/sa/client"}})
 	require.NoError(t, err)
 	t.Cleanup(func() {

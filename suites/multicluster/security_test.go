@@ -12,10 +12,11 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/framework/experiment"
+	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
-	"github.com/ambientmc/ambientmc/suites/multicluster/options"
 )
 
 var _ = planned.Add("TestDataPlaneSecurity", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
@@ -25,9 +26,9 @@ var _ = planned.Add("TestDataPlaneSecurity", options.DataPlaneNeeds, func(in opt
 // TestDataPlaneSecurity checks the identities every hop enforces, and that nothing listens
 // outside loopback.
 func TestDataPlaneSecurity(t *testing.T) {
-	ctx, cancel := context.WithTimeout(mc.begin(t), time.Minute)
+	ctx, cancel := context.WithTimeout(mc.Begin(t), time.Minute)
 	defer cancel()
-	p := dataPlane(t, ctx)
+	p := mc.DataPlane(t, ctx)
 	ha, ok := p.ProbeEnv.(cluster.HopAccess)
 	if !ok {
 		t.Skipf("provider %s does not let the test process dial the data plane's hops", mc.Provider.Name())
@@ -40,7 +41,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 	ztunnelAddr, gatewayAddr := hops.RemoteZtunnel.String(), hops.RemoteGateway.String()
 	echoAuthority, remoteHost := hops.EchoAuthority, hops.RemoteHost
 
-	clientCA, err := mesh.IntermediateOf(mc.observed().Name, hops.ClientCA)
+	clientCA, err := mesh.IntermediateOf(mc.ObservedCluster().Name, hops.ClientCA)
 	require.NoError(t, err)
 	legit, err := clientCA.Issue(hops.ProbeNamespace, "client", 0)
 	require.NoError(t, err)
@@ -55,7 +56,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 		require.NoError(t, err)
 		c := hbone.NewClient()
 		defer c.Close()
-		before := p.path(t, ctx)
+		before := p.Counters(t, ctx)
 		_, err = c.Dial(ctx, hbone.Target{Addr: ztunnelAddr, Authority: echoAuthority, TLS: pki.ClientConfig(intruder, roots), PoolKey: "intruder-z"})
 		refusedBeforeCONNECT(t, err, "ztunnel must refuse a certificate from another root")
 		_, err = c.Dial(ctx, hbone.Target{Addr: gatewayAddr, Authority: remoteHost, TLS: pki.ClientConfig(intruder, roots), PoolKey: "intruder-g"})
@@ -67,7 +68,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 		c := hbone.NewClient()
 		defer c.Close()
 		expected := hops.EchoID
-		before := p.path(t, ctx)
+		before := p.Counters(t, ctx)
 		_, err := c.Dial(ctx, hbone.Target{Addr: gatewayAddr, Authority: remoteHost, TLS: pki.ClientConfig(legit, roots, expected)})
 		// The refusal is this test's own client's (framework/pki), so its words are the behaviour.
 		require.Error(t, err)
@@ -79,7 +80,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 	t.Run("unknown service is refused", func(t *testing.T) {
 		c := hbone.NewClient()
 		defer c.Close()
-		before := p.path(t, ctx)
+		before := p.Counters(t, ctx)
 		_, err := c.Dial(ctx, hbone.Target{Addr: gatewayAddr, Authority: "nope.probe.svc.cluster.local:80",
 			TLS: pki.ClientConfig(legit, roots, hops.GatewayID)})
 		// The gateway took the client's identity and refused the tunnel: a CONNECT answered with an
@@ -100,14 +101,14 @@ func TestDataPlaneSecurity(t *testing.T) {
 	t.Run("the legitimate path still works", func(t *testing.T) {
 		c := hbone.NewClient()
 		defer c.Close()
-		before := p.path(t, ctx)
+		before := p.Counters(t, ctx)
 		conn, err := c.DialDouble(ctx,
 			hbone.Target{Addr: gatewayAddr, Authority: remoteHost, TLS: pki.ClientConfig(legit, roots, hops.GatewayID)},
 			hbone.Target{Authority: remoteHost, TLS: pki.ClientConfig(legit, roots, hops.EchoID)})
 		require.NoError(t, err, "the same client, with the right expectations, gets through")
 		conn.Close()
 		// The counters the refusals above left as they were see this tunnel.
-		assert.Greater(t, total(p.path(t, ctx).Inbound), total(before.Inbound), "the destination ztunnel accepted the legitimate tunnel")
+		assert.Greater(t, total(p.Counters(t, ctx).Inbound), total(before.Inbound), "the destination ztunnel accepted the legitimate tunnel")
 	})
 
 	t.Run("nothing listens outside loopback", func(t *testing.T) { nothingListensOffLoopback(t) })
@@ -116,9 +117,9 @@ func TestDataPlaneSecurity(t *testing.T) {
 // nothingReachedPast checks that a refused dial carried nothing beyond the hops that refused it:
 // no destination ztunnel accepted a connection, no app served a request. (A gateway's own
 // counter may count the CONNECT it refused, as Envoy's downstream_rq does on kind.)
-func nothingReachedPast(t *testing.T, ctx context.Context, p *probeEnv, before cluster.PathCounters) {
+func nothingReachedPast(t *testing.T, ctx context.Context, p *experiment.Probes, before cluster.PathCounters) {
 	t.Helper()
-	after := p.path(t, ctx)
+	after := p.Counters(t, ctx)
 	assert.Equal(t, before.Inbound, after.Inbound, "connections the destination ztunnels accepted")
 	assert.Equal(t, before.Served, after.Served, "requests the apps served")
 }

@@ -1,6 +1,7 @@
-// Package options holds the flags of the multicluster suites (join, latency, churn, checks), one
-// typed value the suites own, and the suites' time plan worked out from them. The environment's
-// own flags (clusters, topology, provider, scale, istiods) are framework/env's.
+// Package options holds the experiment's flags (join, latency, churn, checks, waypoints), one
+// typed value every suite built on framework/experiment shares, and the time plan worked out from
+// them. The environment's own flags (clusters, topology, provider, scale, istiods) are
+// framework/env's.
 package options
 
 import (

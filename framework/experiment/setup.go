@@ -1,4 +1,4 @@
-package multicluster
+package experiment
 
 import (
 	"context"
@@ -19,24 +19,13 @@ import (
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
-// observed is the cluster whose istiod the suites measure (-observe, else the first primary;
-// the environment checked the flag before anything started).
-func (s *suite) observed() *cluster.Cluster {
-	tc, err := s.Observed()
-	if err != nil {
-		panic(err) // checked before anything started
-	}
-	return s.Cluster(tc.Name)
-}
-
-func installMesh(ctx context.Context, e *env.Env) error {
-	mc.scale = e.Scale
-	e.Report.Scale = &report.Scale{ServicesPerCluster: mc.scale.Services, PodsPerCluster: mc.scale.Pods}
+func (r *Run) installMesh(ctx context.Context, e *env.Env) error {
+	e.Report.Scale = &report.Scale{ServicesPerCluster: e.Scale.Services, PodsPerCluster: e.Scale.Pods}
 	m, err := mesh.Install(ctx, e.Provider, e.Clusters)
 	if err != nil {
 		return err
 	}
-	mc.mesh = m
+	r.Mesh = m
 	e.Cleanup("stop istiods", func() error { m.Stop(); return nil })
 	return nil
 }
@@ -206,45 +195,45 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func startIstiods(ctx context.Context, e *env.Env) error {
-	err := mc.mesh.StartIstiods(ctx, mesh.Options{
+func (r *Run) startIstiods(ctx context.Context, e *env.Env) error {
+	err := r.Mesh.StartIstiods(ctx, mesh.Options{
 		IstiodBinary: e.IstiodPath(), // -istiod.version / -istiod.binary, resolved before any cluster started
 		Dir:          filepath.Join(e.RunDir, "istiod"),
 		Log:          e.Log,
 		Istiods:      func(c *cluster.Cluster) bool { return e.RunsIstiod(c.Name) },
 	})
-	for _, i := range mc.mesh.Istiods {
+	for _, i := range r.Mesh.Istiods {
 		e.RecordMetrics(i) // every scrape into the report's metrics.csv
 	}
 	if err != nil {
 		return err
 	}
-	return startProxies(ctx, e)
+	return r.startProxies(ctx, e)
 }
 
 // startProxies gives every istiod the Envoy clients a real mesh gives it: its east-west gateway's
 // and, with -waypoints, its cluster's waypoints' (deployed in every cluster). Where the pods run
 // Istio's own proxies (images with Envoy: dataPlane ztunnel) those are the clients, and the
 // framework connects none of its own.
-func startProxies(ctx context.Context, e *env.Env) error {
+func (r *Run) startProxies(ctx context.Context, e *env.Env) error {
 	connect := e.Provider.DataPlane() != report.DataPlaneZtunnel
-	mc.proxies = proxies.New(mc.mesh, e.Provider.Gateways(), filepath.Join(e.RunDir, "proxies"))
-	e.Cleanup("stop the gateways' and waypoints' proxy clients", func() error { mc.proxies.Close(); return nil })
+	r.Proxies = proxies.New(r.Mesh, e.Provider.Gateways(), filepath.Join(e.RunDir, "proxies"))
+	e.Cleanup("stop the gateways' and waypoints' proxy clients", func() error { r.Proxies.Close(); return nil })
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range e.Clusters {
-		hasIstiod := mc.mesh.Istiods[c.Name] != nil
+		hasIstiod := r.Mesh.Istiods[c.Name] != nil
 		g.Go(func() error {
 			if connect && hasIstiod {
-				if err := mc.proxies.ConnectEastWest(gctx, c); err != nil {
+				if err := r.Proxies.ConnectEastWest(gctx, c); err != nil {
 					return err
 				}
 			}
-			if !mc.opts.Waypoints {
+			if !r.Opts.Waypoints {
 				return nil
 			}
-			for k := range mc.scale.Namespaces {
-				if err := mc.proxies.DeployWaypoint(gctx, c, workload.NamespaceName(k), connect && hasIstiod); err != nil {
+			for k := range e.Scale.Namespaces {
+				if err := r.Proxies.DeployWaypoint(gctx, c, workload.NamespaceName(k), connect && hasIstiod); err != nil {
 					return err
 				}
 			}
@@ -255,8 +244,8 @@ func startProxies(ctx context.Context, e *env.Env) error {
 		return err
 	}
 	what := "east-west gateways' Envoy clients"
-	if mc.opts.Waypoints {
-		what += fmt.Sprintf(" and %d waypoints per cluster", mc.scale.Namespaces)
+	if r.Opts.Waypoints {
+		what += fmt.Sprintf(" and %d waypoints per cluster", e.Scale.Namespaces)
 	}
 	if !connect {
 		what += " (Istio's own proxies are the clients)"

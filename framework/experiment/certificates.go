@@ -1,4 +1,4 @@
-package multicluster
+package experiment
 
 import (
 	"context"
@@ -22,28 +22,28 @@ const certificatesWait = 5 * time.Minute
 // istiod's CA, as a ztunnel on the pod's node would ask for it, where the provider stands in for
 // those ztunnels (cluster.FakeNodeProxies); they keep doing so for the pods churn brings, until
 // the run ends. The setup section says what it cost and what each istiod counted.
-func serveFakeNodes(ctx context.Context, e *env.Env) error {
+func (r *Run) serveFakeNodes(ctx context.Context, e *env.Env) error {
 	fp, ok := e.Provider.(cluster.FakeNodeProxies)
 	if !ok {
 		e.Logf("certificates: the %s provider runs no ztunnel on the fake nodes: the scale pods get no certificate", e.Provider.Name())
 		return nil
 	}
-	nodes := make([]string, mc.scale.Nodes)
+	nodes := make([]string, e.Scale.Nodes)
 	for k := range nodes {
 		nodes[k] = workload.NodeName(k)
 	}
-	cas := mc.mesh.CAs()
+	cas := r.Mesh.CAs()
 	out := &report.CertificateSetup{}
 	var served []*cluster.Cluster
 	for _, c := range e.Clusters {
-		if mc.mesh.Istiods[c.Name] == nil {
+		if r.Mesh.Istiods[c.Name] == nil {
 			out.WithoutIstiod = append(out.WithoutIstiod, c.Name)
 			continue
 		}
 		served = append(served, c)
 	}
 	start, cpu := time.Now(), processCPU()
-	before, err := istiodCPU(ctx, served)
+	before, err := r.istiodCPU(ctx, served)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func serveFakeNodes(ctx context.Context, e *env.Env) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range served {
 		g.Go(func() error {
-			n, err := fp.ServeFakeNodes(gctx, c, mc.mesh.Istiods[c.Name], cas[c.Name], nodes)
+			n, err := fp.ServeFakeNodes(gctx, c, r.Mesh.Istiods[c.Name], cas[c.Name], nodes)
 			if err != nil {
 				return fmt.Errorf("cluster %s: %w", c.Name, err)
 			}
@@ -63,7 +63,7 @@ func serveFakeNodes(ctx context.Context, e *env.Env) error {
 			wctx, cancel := context.WithTimeout(gctx, certificatesWait)
 			defer cancel()
 			if err := n.Wait(wctx); err != nil {
-				return fmt.Errorf("cluster %s: the scale pods' certificates: %w (istiod's log: %s)", c.Name, err, mc.mesh.Istiods[c.Name].LogFile())
+				return fmt.Errorf("cluster %s: the scale pods' certificates: %w (istiod's log: %s)", c.Name, err, r.Mesh.Istiods[c.Name].LogFile())
 			}
 			return nil
 		})
@@ -75,7 +75,7 @@ func serveFakeNodes(ctx context.Context, e *env.Env) error {
 	if used := processCPU() - cpu; used >= 0 && out.Seconds > 0 {
 		out.TestProcessCPUCores = report.F(used.Seconds() / out.Seconds)
 	}
-	after, err := istiodCPU(ctx, served)
+	after, err := r.istiodCPU(ctx, served)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func serveFakeNodes(ctx context.Context, e *env.Env) error {
 		out.Certificates += counts.Certificates
 		out.FailedRequests += counts.Failed
 		out.TTLSeconds = n.TTL().Seconds()
-		m, err := mc.mesh.Istiods[c.Name].Sampler().Scrape(ctx)
+		m, err := r.Mesh.Istiods[c.Name].Sampler().Scrape(ctx)
 		if err != nil {
 			return err
 		}
@@ -122,14 +122,14 @@ func serveFakeNodes(ctx context.Context, e *env.Env) error {
 }
 
 // istiodCPU reads the CPU of the istiod of each of clusters.
-func istiodCPU(ctx context.Context, clusters []*cluster.Cluster) (map[string]measure.CPUReading, error) {
+func (r *Run) istiodCPU(ctx context.Context, clusters []*cluster.Cluster) (map[string]measure.CPUReading, error) {
 	out := map[string]measure.CPUReading{}
 	for _, c := range clusters {
-		r, err := mc.mesh.Istiods[c.Name].Sampler().ReadCPU(ctx)
+		cpu, err := r.Mesh.Istiods[c.Name].Sampler().ReadCPU(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("istiod %s CPU: %w", c.Name, err)
 		}
-		out[c.Name] = r
+		out[c.Name] = cpu
 	}
 	return out, nil
 }
