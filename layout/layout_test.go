@@ -126,3 +126,30 @@ func TestSuitesAreScripts(t *testing.T) {
 		}
 	}
 }
+
+// One istiod handle in the method's world, mesh.Istiod (the provider's cluster.Istiod and its
+// sampler, measure.Sampler); a provider's own istiod types are named for what they are.
+func TestOneIstiodType(t *testing.T) {
+	var declared []string
+	err := filepath.WalkDir("../framework", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.TYPE {
+				for _, spec := range g.Specs {
+					if spec.(*ast.TypeSpec).Name.Name == "Istiod" {
+						declared = append(declared, filepath.ToSlash(filepath.Dir(strings.TrimPrefix(path, "../"))))
+					}
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"framework/cluster", "framework/mesh"}, declared, "packages declaring a type Istiod")
+}

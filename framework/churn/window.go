@@ -41,7 +41,7 @@ type Measured struct {
 // MeasureWindow changes targets' pods as s says, tracks when each change reaches the watcher w,
 // and measures what it cost the istiod sampler reads, until every change showed (at most limit after the window).
 // The rate is shared among the targets: the window does the same work however many there are.
-func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, sampler *measure.Istiod, limit time.Duration, s Spec, targets []*Pods) (*Measured, error) {
+func MeasureWindow(ctx context.Context, w *xdswatch.Watcher, sampler *measure.Sampler, limit time.Duration, s Spec, targets []*Pods) (*Measured, error) {
 	tr := NewTracker(nil)
 	snap, unsubscribe := w.Subscribe(func(u xdswatch.Update) { tr.Observe(u.Name, StateOf(u.Name, u.Address), u.At) })
 	defer unsubscribe()

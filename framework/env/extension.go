@@ -67,5 +67,5 @@ func (e *Env) ProfilesBearingOn(path string) []string {
 // Sampled is an istiod with its sampler (a mesh.Istiod).
 type Sampled interface {
 	Cluster() string
-	Sampler() *measure.Istiod
+	Sampler() *measure.Sampler
 }

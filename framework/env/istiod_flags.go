@@ -117,7 +117,7 @@ func resolveIstiod(ctx context.Context, e *Env) error {
 		return err
 	}
 	e.Istiod = b
-	e.Report.Istiod = &report.Istiod{Version: b.ModuleVersion, Binary: b.Path, SHA256: b.SHA256, VersionOutput: b.VersionOutput,
+	e.Report.Istiod = &report.IstiodBuild{Version: b.ModuleVersion, Binary: b.Path, SHA256: b.SHA256, VersionOutput: b.VersionOutput,
 		ReplacedPins: b.ReplacedPins, GoVersion: b.GoVersion}
 	e.Logf("istiod: %s (%s)", b.Path, b.VersionOutput)
 	return nil

@@ -40,8 +40,10 @@ type errors struct {
 	got []string
 }
 
-func (e *errors) Errorf(format string, args ...any) { e.got = append(e.got, fmt.Sprintf(format, args...)) }
-func (e *errors) Helper()                           {}
+func (e *errors) Errorf(format string, args ...any) {
+	e.got = append(e.got, fmt.Sprintf(format, args...))
+}
+func (e *errors) Helper() {}
 
 // DeclaredTests returns a suite's tests and fails one that declares no plan item or does not start
 // with mc.Begin; the TestPlan tests declare none.

@@ -12,6 +12,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/envoyxds"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proxies"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/xdscount"
@@ -33,7 +34,7 @@ func (r *Run) JoinOptions() join.Options {
 
 // StartWatcher connects a ztunnel-like xDS client to istiod as one of c's ztunnels; it closes when
 // the test ends.
-func (r *Run) StartWatcher(t testing.TB, ctx context.Context, c *cluster.Cluster, i join.Istiod) *xdswatch.Watcher {
+func (r *Run) StartWatcher(t testing.TB, ctx context.Context, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Watcher {
 	t.Helper()
 	w, err := join.StartWatcher(ctx, c, i, r.Mesh.Intermediates[c.Name], t.TempDir())
 	require.NoError(t, err)
@@ -43,7 +44,7 @@ func (r *Run) StartWatcher(t testing.TB, ctx context.Context, c *cluster.Cluster
 
 // StartLoadClient connects a ztunnel-like client that only adds istiod's push work; it closes
 // when the test ends.
-func (r *Run) StartLoadClient(t testing.TB, ctx context.Context, c *cluster.Cluster, i join.Istiod) *xdswatch.Watcher {
+func (r *Run) StartLoadClient(t testing.TB, ctx context.Context, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Watcher {
 	t.Helper()
 	w, err := join.StartLoadClient(ctx, c, i, r.Mesh.Intermediates[c.Name], t.TempDir())
 	require.NoError(t, err)
@@ -126,7 +127,7 @@ func (r *Run) WaitHolds(t testing.TB, ctx context.Context, w *xdswatch.Watcher, 
 }
 
 // JoinAndWait joins c to the mesh and waits for the observed istiod to converge on it.
-func (r *Run) JoinAndWait(t testing.TB, ctx context.Context, i join.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (join.Convergence, time.Time) {
+func (r *Run) JoinAndWait(t testing.TB, ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster) (join.Convergence, time.Time) {
 	t.Helper()
 	start := time.Now()
 	require.NoError(t, r.Mesh.Join(ctx, c.Name))
@@ -136,7 +137,7 @@ func (r *Run) JoinAndWait(t testing.TB, ctx context.Context, i join.Istiod, w *x
 }
 
 // ReadCPU reads istiod's CPU time or fails the test naming it.
-func (r *Run) ReadCPU(t testing.TB, ctx context.Context, i join.Istiod) measure.CPUReading {
+func (r *Run) ReadCPU(t testing.TB, ctx context.Context, i *mesh.Istiod) measure.CPUReading {
 	t.Helper()
 	cpu, err := join.ReadCPU(ctx, i)
 	require.NoError(t, err)
@@ -144,7 +145,7 @@ func (r *Run) ReadCPU(t testing.TB, ctx context.Context, i join.Istiod) measure.
 }
 
 // Scrape reads istiod's metrics or fails the test naming it.
-func (r *Run) Scrape(t testing.TB, ctx context.Context, i join.Istiod) *measure.Metrics {
+func (r *Run) Scrape(t testing.TB, ctx context.Context, i *mesh.Istiod) *measure.Metrics {
 	t.Helper()
 	m, err := i.Sampler().Scrape(ctx)
 	require.NoError(t, err, "scraping istiod %s", i.Cluster())

@@ -34,8 +34,8 @@ serviceScopeConfigs:
   scope: GLOBAL
 `
 
-// Istiod is one running pilot-discovery serving one primary cluster.
-type Istiod struct {
+// Process is one running pilot-discovery serving one primary cluster.
+type Process struct {
 	cluster string
 	Dir     string
 	Ports   IstiodPorts
@@ -45,7 +45,7 @@ type Istiod struct {
 	proc   *proc.Process      // replaced by a restart in place
 	cgroup *proc.MemoryCgroup // istiod's own memory cgroup; nil where none could be made
 	// launch starts the process again on the same ports (Restart).
-	launch   func(ctx context.Context, ports IstiodPorts) (*Istiod, error)
+	launch   func(ctx context.Context, ports IstiodPorts) (*Process, error)
 	restarts int
 }
 
@@ -55,25 +55,25 @@ type IstiodPorts struct {
 }
 
 var (
-	_ cluster.Istiod          = (*Istiod)(nil)
-	_ cluster.IstiodRestarter = (*Istiod)(nil)
+	_ cluster.Istiod          = (*Process)(nil)
+	_ cluster.IstiodRestarter = (*Process)(nil)
 )
 
-func (i *Istiod) Cluster() string       { return i.cluster }
-func (i *Istiod) LogFile() string       { return i.Proc().LogFile() }
-func (i *Istiod) Tail(n int) string     { return i.Proc().Tail(n) }
-func (i *Istiod) Done() <-chan struct{} { return i.Proc().Done() }
-func (i *Istiod) ExitErr() error        { return i.Proc().ExitErr() }
-func (i *Istiod) Kill() error           { return syscall.Kill(i.Proc().Pid(), syscall.SIGKILL) }
-func (i *Istiod) Stop() error {
+func (i *Process) Cluster() string       { return i.cluster }
+func (i *Process) LogFile() string       { return i.Proc().LogFile() }
+func (i *Process) Tail(n int) string     { return i.Proc().Tail(n) }
+func (i *Process) Done() <-chan struct{} { return i.Proc().Done() }
+func (i *Process) ExitErr() error        { return i.Proc().ExitErr() }
+func (i *Process) Kill() error           { return syscall.Kill(i.Proc().Pid(), syscall.SIGKILL) }
+func (i *Process) Stop() error {
 	err := i.Proc().Stop(10 * time.Second)
 	i.removeCgroup()
 	return err
 }
-func (i *Istiod) XDSAddress() string { return addr(i.Ports.SecureXDS) }
+func (i *Process) XDSAddress() string { return addr(i.Ports.SecureXDS) }
 
 // removeCgroup deletes istiod's memory cgroup once its process has exited.
-func (i *Istiod) removeCgroup() {
+func (i *Process) removeCgroup() {
 	i.mu.Lock()
 	cg := i.cgroup
 	i.cgroup = nil
@@ -84,7 +84,7 @@ func (i *Istiod) removeCgroup() {
 }
 
 // Proc is the running pilot-discovery process.
-func (i *Istiod) Proc() *proc.Process {
+func (i *Process) Proc() *proc.Process {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.proc
@@ -92,7 +92,7 @@ func (i *Istiod) Proc() *proc.Process {
 
 // Endpoints are istiod's loopback ports and its process, whose scheduler counters are finer than
 // process_cpu_seconds_total's 10 ms ticks.
-func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
+func (i *Process) Endpoints() cluster.IstiodEndpoints {
 	return cluster.IstiodEndpoints{
 		Name:       i.name,
 		MetricsURL: "http://" + addr(i.Ports.Monitoring) + "/metrics",
@@ -121,7 +121,7 @@ const istiodReadyTimeout = 3 * time.Minute
 
 // Start runs pilot-discovery for cluster c as a plain process, configured as the ambient
 // multi-network profile would configure it, and waits until /ready answers.
-func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*Istiod, error) {
+func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*Process, error) {
 	if o.Binary == "" {
 		return nil, fmt.Errorf("istiod %s: no pilot-discovery binary given (the environment resolves -istiod.version / -istiod.binary)", c.Name)
 	}
@@ -140,7 +140,7 @@ func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*I
 	if err := os.WriteFile(meshFile, []byte(meshConfig), 0o644); err != nil {
 		return nil, err
 	}
-	launch := func(ctx context.Context, ports IstiodPorts) (*Istiod, error) {
+	launch := func(ctx context.Context, ports IstiodPorts) (*Process, error) {
 		return launchIstiod(ctx, c, o, caDir, meshFile, ports)
 	}
 	var lastErr error
@@ -165,7 +165,7 @@ func Start(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (*I
 
 // Restart stops istiod and starts a fresh one with the same options on the same ports. The old
 // process's log is kept beside the new one as istiod.log.<n>. The new process has held nothing yet.
-func (i *Istiod) Restart(ctx context.Context) error {
+func (i *Process) Restart(ctx context.Context) error {
 	select {
 	case <-i.Done(): // already gone (killed): nothing to stop
 	default:
@@ -189,12 +189,12 @@ func (i *Istiod) Restart(ctx context.Context) error {
 	return nil
 }
 
-func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string, ports IstiodPorts) (*Istiod, error) {
+func launchIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions, caDir, meshFile string, ports IstiodPorts) (*Process, error) {
 	name := "istiod"
 	if o.Name != "" {
 		name = "istiod-" + o.Name
 	}
-	i := &Istiod{cluster: c.Name, Dir: o.Dir, Ports: ports, name: c.Name + "/" + name}
+	i := &Process{cluster: c.Name, Dir: o.Dir, Ports: ports, name: c.Name + "/" + name}
 	env := append([]string{
 		"POD_NAMESPACE=" + mesh.SystemNamespace,
 		"POD_NAME=" + name + "-" + c.Name,

@@ -56,7 +56,7 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 			s := istiod.Direct(t, c, c.Name)
 			istiod.Add(t, s)
 			secrets = append(secrets, s)
-			_, _, err := join.WaitStatus(ctx, istiod, c.Name, measure.StatusSynced, r.Join.Timeout)
+			_, _, err := join.WaitStatus(ctx, istiod.Istiod, c.Name, measure.StatusSynced, r.Join.Timeout)
 			require.NoError(t, err)
 		}
 	}
@@ -75,22 +75,22 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 	r.Logf("istiod check: warm-up join and leave of %d remote clusters", len(remotes))
 	joinAll()
 	leaveAll()
-	r.waitQuiet(t, ctx, istiod)
-	first, _ := liveHeap(t, ctx, istiod, heapReadings)
-	before, spreadBefore := liveHeap(t, ctx, istiod, heapReadings)
+	r.waitQuiet(t, ctx, istiod.Istiod)
+	first, _ := liveHeap(t, ctx, istiod.Istiod, heapReadings)
+	before, spreadBefore := liveHeap(t, ctx, istiod.Istiod, heapReadings)
 	noise := math.Abs(before - first)
-	beforeKrt, beforeBy, beforeErr := krtCollections(ctx, istiod)
+	beforeKrt, beforeBy, beforeErr := krtCollections(ctx, istiod.Istiod)
 
 	joinAll()
-	r.waitQuiet(t, ctx, istiod)
-	joined, _ := liveHeap(t, ctx, istiod, heapReadings)
+	r.waitQuiet(t, ctx, istiod.Istiod)
+	joined, _ := liveHeap(t, ctx, istiod.Istiod, heapReadings)
 	if ctl.is(FaultRemoteKept) {
 		kept = secrets[len(secrets)-1]
 	}
 	leaveAll()
-	r.waitQuiet(t, ctx, istiod)
-	after, spreadAfter := liveHeap(t, ctx, istiod, heapReadings)
-	afterKrt, afterBy, afterErr := krtCollections(ctx, istiod) // after the memory samples: a full state dump
+	r.waitQuiet(t, ctx, istiod.Istiod)
+	after, spreadAfter := liveHeap(t, ctx, istiod.Istiod, heapReadings)
+	afterKrt, afterBy, afterErr := krtCollections(ctx, istiod.Istiod) // after the memory samples: a full state dump
 
 	bound := max(memorySlackBytes, noiseFactor*noise)
 	grew := after - before

@@ -57,12 +57,12 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 			slow, proxy := fresh.Slow(t, remote, remote.Name, SlowSync)
 			start := time.Now()
 			fresh.Add(t, slow)
-			_, _, err := join.WaitStatus(ctx, fresh, remote.Name, measure.StatusSyncing, 10*time.Second)
+			_, _, err := join.WaitStatus(ctx, fresh.Istiod, remote.Name, measure.StatusSyncing, 10*time.Second)
 			require.NoError(t, err, "the slowed cluster starts syncing")
 			var at string
 			var remaining time.Duration // of the slowed sync, at the deletion
 			if frac < 0 {
-				took, _, err := join.WaitStatus(ctx, fresh, remote.Name, measure.StatusSynced, time.Minute)
+				took, _, err := join.WaitStatus(ctx, fresh.Istiod, remote.Name, measure.StatusSynced, time.Minute)
 				require.NoError(t, err)
 				syncTime, syncBytes = time.Since(start), proxy.Delivered()
 				require.Greater(t, syncTime, 2*time.Second, "the proxy must make the sync slow enough to delete inside it (took %s)", took)
@@ -90,7 +90,7 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 			fresh.Add(t, canary)
 			var line string
 			if frac < 0 {
-				took, m, err := join.WaitStatus(ctx, fresh, "canary-"+remote.Name, measure.StatusSynced, controlCanaryWithin)
+				took, m, err := join.WaitStatus(ctx, fresh.Istiod, "canary-"+remote.Name, measure.StatusSynced, controlCanaryWithin)
 				line = fmt.Sprintf("deleted %s; canary synced in %.1fs (the control's bound); deleted cluster's status %s", at, took.Seconds(), join.StatusOf(m, remote.Name))
 				if err != nil {
 					line = fmt.Sprintf("deleted %s; canary not synced within %s (the control's bound: wedged); deleted cluster's status %s; istiod log tail: %s",
@@ -104,7 +104,9 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 				// behind the rest of the deleted cluster's sync (docs/findings.md): its window runs
 				// from when that transfer, still going through the proxy, stood still. A transfer
 				// that never stops is bounded too.
-				canarySynced := func() bool { return scrape(t, ctx, fresh).RemoteStatus["canary-"+remote.Name] == measure.StatusSynced }
+				canarySynced := func() bool {
+					return scrape(t, ctx, fresh.Istiod).RemoteStatus["canary-"+remote.Name] == measure.StatusSynced
+				}
 				bound := max(controlCanaryWithin, syncTime) + window.Duration()
 				bctx, cancel := context.WithTimeout(ctx, bound)
 				lastMoved := func() time.Time { return later(proxy.LastChunk(), deleted) }
@@ -112,7 +114,7 @@ func (r *Run) MidSyncDeletion(t *testing.T, ctx context.Context, obs, remote *cl
 				cancel()
 				took := time.Since(deleted)
 				moved := max(0, proxy.LastChunk().Sub(deleted))
-				m := scrape(t, ctx, fresh)
+				m := scrape(t, ctx, fresh.Istiod)
 				why := fmt.Sprintf("the deleted cluster's transfer last moved %.1fs after the deletion (%.1fs expected from the control's sync); window %s after it stood still, at most %s in all",
 					moved.Seconds(), remaining.Seconds(), window, bound)
 				line = fmt.Sprintf("deleted %s; canary synced in %.1fs (%s); deleted cluster's status %s", at, took.Seconds(), why, join.StatusOf(m, remote.Name))

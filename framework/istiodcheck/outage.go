@@ -32,13 +32,13 @@ const (
 // outage soon after the API server is back. ctl is nil, or the control to run.
 func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs)
-	w := r.watch(t, ctx, obs, iso)
+	w := r.watch(t, ctx, obs, iso.Istiod)
 	secret, proxy := iso.Slow(t, remote, remote.Name, faults.Delay{})
 	start := time.Now()
 	iso.Add(t, secret)
-	_, _, err := join.WaitStatus(ctx, iso, remote.Name, measure.StatusSynced, r.Join.Timeout)
+	_, _, err := join.WaitStatus(ctx, iso.Istiod, remote.Name, measure.StatusSynced, r.Join.Timeout)
 	require.NoError(t, err)
-	sw := join.WatchStatus(ctx, iso, remote.Name, join.SyncPeriod(time.Since(start)))
+	sw := join.WatchStatus(ctx, iso.Istiod, remote.Name, join.SyncPeriod(time.Since(start)))
 	sw.Expect("the remote was listed", measure.StatusSynced)
 	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
 	defer cancel()

@@ -22,7 +22,7 @@ import (
 // control to run.
 func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	istiod := r.Isolated(t, ctx, obs)
-	old := r.watch(t, ctx, obs, istiod)
+	old := r.watch(t, ctx, obs, istiod.Istiod)
 	secret := istiod.Direct(t, remote, remote.Name)
 	first := time.Now()
 	istiod.Add(t, secret)
@@ -44,7 +44,7 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	istiod.Add(t, istiod.Direct(t, remote, remote.Name))
 	_, err = istiod.Sampler().WaitRemoteSynced(wctx, remote.Name, 50*time.Millisecond)
 	require.NoError(t, err)
-	fresh := r.watch(t, ctx, obs, istiod)
+	fresh := r.watch(t, ctx, obs, istiod.Istiod)
 
 	wctx, cancel = context.WithTimeout(ctx, window.Duration())
 	defer cancel()

@@ -37,20 +37,20 @@ const (
 // ctl is nil, or the control to run.
 func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs, heapCheckEnv...)
-	w := r.watch(t, ctx, obs, iso)
+	w := r.watch(t, ctx, obs, iso.Istiod)
 	n := r.Rotations
-	r.waitQuiet(t, ctx, iso)
-	empty, _ := liveHeap(t, ctx, iso, rotationReadings)
+	r.waitQuiet(t, ctx, iso.Istiod)
+	empty, _ := liveHeap(t, ctx, iso.Istiod, rotationReadings)
 
 	start := time.Now()
 	first := iso.Direct(t, remote, remote.Name)
 	iso.Add(t, first)
-	_, _, err := join.WaitStatus(ctx, iso, remote.Name, measure.StatusSynced, r.Join.Timeout)
+	_, _, err := join.WaitStatus(ctx, iso.Istiod, remote.Name, measure.StatusSynced, r.Join.Timeout)
 	require.NoError(t, err)
 	// How long a rotation may take until istiod serves the remote synced again: from the first
 	// sync, undisturbed, at this run's scale.
 	window := Window{Undisturbed: time.Since(start)}
-	sw := join.WatchStatus(ctx, iso, remote.Name, join.SyncPeriod(time.Since(start)))
+	sw := join.WatchStatus(ctx, iso.Istiod, remote.Name, join.SyncPeriod(time.Since(start)))
 	sw.Expect("the remote is listed", measure.StatusSynced)
 
 	// rotate writes a fresh token for the same cluster, in place or by delete and recreate, and
@@ -61,7 +61,7 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 	// rotate returns false, having given the verdict, when istiod never serves the remote synced
 	// again: the rotation cannot complete, so there is no slope to fit.
 	rotate := func(mode string, k int) bool {
-		events := secretEvents(t, ctx, iso)
+		events := secretEvents(t, ctx, iso.Istiod)
 		s := iso.Direct(t, remote, remote.Name)
 		sw.Expect("the secret changed: istiod rebuilds the remote")
 		secrets := iso.Secrets()
@@ -86,22 +86,22 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 			// One more copy of the remote, under a cluster ID of its own, stays joined.
 			id := fmt.Sprintf("%s-copy-%d", remote.Name, k)
 			iso.Add(t, iso.Direct(t, remote, id))
-			_, _, err := join.WaitStatus(ctx, iso, id, measure.StatusSynced, r.Join.Timeout)
+			_, _, err := join.WaitStatus(ctx, iso.Istiod, id, measure.StatusSynced, r.Join.Timeout)
 			require.NoError(t, err)
 		}
-		require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso) > events }),
+		require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso.Istiod) > events }),
 			"istiod %s never saw the rotated secret", iso.Cluster())
 		wctx, cancel := context.WithTimeout(ctx, window.Duration())
 		defer cancel()
 		if err := iso.Sampler().WaitClusterzSynced(wctx, remote.Name, 50*time.Millisecond); err != nil {
 			r.verdict(t, ctl, report.IstiodCheck{Name: RotationNoLeak, Status: sw.Stop(), Evidence: []string{EvidenceRotationIncomplete}, Detail: fmt.Sprintf(
 				"%s rotation %d of %s's secret never completed: istiod did not serve the remote synced again within %s (/debug/clusterz: %s); %s",
-				mode, k, remote.Name, window, clusterzStatus(ctx, iso, remote.Name), heapCheckNote)}, false)
+				mode, k, remote.Name, window, clusterzStatus(ctx, iso.Istiod, remote.Name), heapCheckNote)}, false)
 			return false
 		}
 		// istiod stops the replaced cluster once its successor synced: only after that has settled
 		// does the client hold what istiod keeps serving.
-		r.waitQuiet(t, ctx, iso)
+		r.waitQuiet(t, ctx, iso.Istiod)
 		hctx, hcancel := context.WithTimeout(ctx, time.Second) // after the quiet wait: pushes are done
 		defer hcancel()
 		if err := w.WaitFor(hctx, iso.expect.Covers(remote)); err != nil {
@@ -122,11 +122,11 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 	}
 	fig := &report.RotationFigures{}
 	read := func(rotations int, mode string) {
-		heap, _ := liveHeap(t, ctx, iso, rotationReadings)
-		fig.Points = append(fig.Points, report.RotationPoint{Rotations: rotations, Mode: mode, LiveHeapBytes: heap, Goroutines: goroutines(t, ctx, iso)})
+		heap, _ := liveHeap(t, ctx, iso.Istiod, rotationReadings)
+		fig.Points = append(fig.Points, report.RotationPoint{Rotations: rotations, Mode: mode, LiveHeapBytes: heap, Goroutines: goroutines(t, ctx, iso.Istiod)})
 	}
 	read(0, "start")
-	profiles := r.Profile(iso, "rotation-start")
+	profiles := r.Profile(iso.Istiod, "rotation-start")
 	done := 0
 	for _, mode := range modes {
 		for range n {
@@ -137,7 +137,7 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 			read(done, mode)
 		}
 	}
-	profiles = append(profiles, r.Profile(iso, "rotation-end")...)
+	profiles = append(profiles, r.Profile(iso.Istiod, "rotation-end")...)
 	status := sw.Stop()
 
 	xs := make([]float64, len(fig.Points))

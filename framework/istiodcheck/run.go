@@ -46,7 +46,7 @@ type Run struct {
 	RunContext func() context.Context
 	Logf       func(format string, args ...any)
 	// Profile keeps istiod's profiles now and returns their paths.
-	Profile func(i join.Istiod, when string) []string
+	Profile func(i *mesh.Istiod, when string) []string
 	// Controls records the checks' own runs as their must-pass controls where no known issue
 	// lists the istiod under test (FaultNone), as the suite does when it runs the controls.
 	Controls bool
@@ -128,7 +128,7 @@ func (r *Run) broken(t *testing.T, ctl *Control, name, detail string) {
 }
 
 // watch connects a ztunnel-like client to istiod i as one of c's ztunnels; it closes when t ends.
-func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i join.Istiod) *xdswatch.Watcher {
+func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Watcher {
 	t.Helper()
 	w, err := join.StartWatcher(ctx, c, i, r.CAs[c.Name], t.TempDir())
 	require.NoError(t, err)
@@ -137,7 +137,7 @@ func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i joi
 }
 
 // waitQuiet waits until istiod's CPU is quiet after a change (join.Settler.WaitQuiet).
-func (r *Run) waitQuiet(t *testing.T, ctx context.Context, i join.Istiod) {
+func (r *Run) waitQuiet(t *testing.T, ctx context.Context, i *mesh.Istiod) {
 	t.Helper()
 	require.NoError(t, join.NewSettler(i, r.Join, r.Scale.Pods).WaitQuiet(ctx))
 }
@@ -162,7 +162,7 @@ func OtherCluster(cs []*cluster.Cluster, c *cluster.Cluster) *cluster.Cluster {
 // liveHeap estimates istiod's live heap from n readings (LiveHeapStats), half a second apart:
 // HeapAlloc right after the GCs is the live heap plus whatever was allocated since, so the noise
 // only adds and the least reading is the estimate. It also returns the readings' spread (max - min).
-func liveHeap(t *testing.T, ctx context.Context, i join.Istiod, n int) (least, spread float64) {
+func liveHeap(t *testing.T, ctx context.Context, i *mesh.Istiod, n int) (least, spread float64) {
 	t.Helper()
 	var got []float64
 	for k := range n {
@@ -180,7 +180,7 @@ func liveHeap(t *testing.T, ctx context.Context, i join.Istiod, n int) (least, s
 // on istiod's side: the pinned istiod answers 500 when one collection does not marshal (seen:
 // "json: unsupported type: map[types.NamespacedName]map[v1.SectionName]v1.ListenerConditionReason",
 // and "MeshNetworksResource: Marshal called with nil" without a meshNetworks source).
-func krtCollections(ctx context.Context, i join.Istiod) (int, map[string]int, error) {
+func krtCollections(ctx context.Context, i *mesh.Istiod) (int, map[string]int, error) {
 	names, err := i.Sampler().KrtCollections(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -193,7 +193,7 @@ func krtCollections(ctx context.Context, i join.Istiod) (int, map[string]int, er
 }
 
 // scrape reads istiod's metrics or fails the test naming it.
-func scrape(t *testing.T, ctx context.Context, i join.Istiod) *measure.Metrics {
+func scrape(t *testing.T, ctx context.Context, i *mesh.Istiod) *measure.Metrics {
 	t.Helper()
 	m, err := i.Sampler().Scrape(ctx)
 	require.NoError(t, err, "scraping istiod %s", i.Cluster())
@@ -201,7 +201,7 @@ func scrape(t *testing.T, ctx context.Context, i join.Istiod) *measure.Metrics {
 }
 
 // secretEvents is the count of remote-secret events istiod's secret controller has handled.
-func secretEvents(t *testing.T, ctx context.Context, i join.Istiod) float64 {
+func secretEvents(t *testing.T, ctx context.Context, i *mesh.Istiod) float64 {
 	t.Helper()
 	var n float64
 	for _, s := range scrape(t, ctx, i).Families["remote_cluster_secret_events_total"].GetMetric() {
@@ -211,7 +211,7 @@ func secretEvents(t *testing.T, ctx context.Context, i join.Istiod) float64 {
 }
 
 // goroutines is istiod's goroutine count (go_goroutines).
-func goroutines(t *testing.T, ctx context.Context, i join.Istiod) float64 {
+func goroutines(t *testing.T, ctx context.Context, i *mesh.Istiod) float64 {
 	t.Helper()
 	fam := scrape(t, ctx, i).Families["go_goroutines"]
 	require.NotNil(t, fam, "istiod %s exports no go_goroutines", i.Cluster())
@@ -219,7 +219,7 @@ func goroutines(t *testing.T, ctx context.Context, i join.Istiod) float64 {
 }
 
 // clusterzStatus is what /debug/clusterz says of cluster, or why it could not be read.
-func clusterzStatus(ctx context.Context, i join.Istiod, name string) string {
+func clusterzStatus(ctx context.Context, i *mesh.Istiod, name string) string {
 	cs, err := i.Sampler().Clusterz(ctx)
 	if err != nil {
 		return "unreadable: " + err.Error()

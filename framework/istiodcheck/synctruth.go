@@ -34,9 +34,9 @@ const servedAfterTransfer = WindowFloor
 // control to run.
 func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+syncTruthTimeout.String())
-	w := r.watch(t, ctx, obs, iso)
+	w := r.watch(t, ctx, obs, iso.Istiod)
 	secret, proxy := iso.Slow(t, remote, remote.Name, SlowSync)
-	sw := join.WatchStatus(ctx, iso, remote.Name, join.SyncPeriod(0))
+	sw := join.WatchStatus(ctx, iso.Istiod, remote.Name, join.SyncPeriod(0))
 	sw.Expect("the secret is not written yet", join.StatusGone)
 	start := time.Now()
 	iso.Add(t, secret)
@@ -46,7 +46,7 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 		t.Cleanup(func() { proxy.SetStalled(false) })
 	}
 	sw.Expect("istiod is taking the secret up")
-	require.NoError(t, join.WaitUntil(ctx, 10*time.Second, func() bool { return scrape(t, ctx, iso).RemoteStatus[remote.Name] != "" }))
+	require.NoError(t, join.WaitUntil(ctx, 10*time.Second, func() bool { return scrape(t, ctx, iso.Istiod).RemoteStatus[remote.Name] != "" }))
 	sw.Expect("the slowed sync is under way", measure.StatusSyncing, measure.StatusTimeout)
 	// The slowed sync lasts as long as the proxy's transfer; a remote not served well after the
 	// transfer ended was dropped (the April istiod never retries a timed-out sync:
@@ -55,7 +55,7 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 		status := sw.Stop()
 		r.verdict(t, ctl, report.IstiodCheck{Name: SyncStatusTruth, Status: status, Evidence: []string{EvidenceNeverServed},
 			Detail: fmt.Sprintf("a sync slowed past PILOT_REMOTE_CLUSTER_TIMEOUT=%s: istiod did not serve the remote within %s of the slowed transfer's end (%.1fs after the secret; the client holds %s; /debug/clusterz says %q): a timed-out sync that is never taken up again; %s",
-				syncTruthTimeout, servedAfterTransfer, proxy.LastChunk().Sub(start).Seconds(), iso.expect.HeldOf(w, remote), clusterzStatus(ctx, iso, remote.Name), join.StatusText(status))}, false)
+				syncTruthTimeout, servedAfterTransfer, proxy.LastChunk().Sub(start).Seconds(), iso.expect.HeldOf(w, remote), clusterzStatus(ctx, iso.Istiod, remote.Name), join.StatusText(status))}, false)
 		return
 	}
 	listed, moved := time.Since(start), proxy.LastChunk().Sub(start)
@@ -67,7 +67,7 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 	proxy.SetDelay(faults.Delay{})
 	rotated, err := iso.Through(remote, remote.Name, proxy)
 	require.NoError(t, err)
-	events := secretEvents(t, ctx, iso)
+	events := secretEvents(t, ctx, iso.Istiod)
 	how := "in place"
 	sw.Expect("the secret was rotated: istiod swaps in the new cluster")
 	if ctl.is(FaultRecreatedSecret) {
@@ -80,7 +80,7 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 		_, err = iso.Secrets().Update(ctx, rotated, metav1.UpdateOptions{})
 	}
 	require.NoError(t, err)
-	require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso) > events }))
+	require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso.Istiod) > events }))
 	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
 	defer cancel()
 	require.NoError(t, iso.Sampler().WaitClusterzSynced(wctx, remote.Name, 50*time.Millisecond))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
 // Options are the join flags the method reads.
@@ -54,7 +55,7 @@ const (
 // Settler is how a step (the baseline, a join) waits before it samples istiod and reads its steady
 // CPU: after fixed windows (-join.settle, -join.steady), or until istiod's CPU is back in its band.
 type Settler struct {
-	i              Istiod
+	i              *mesh.Istiod
 	samples        int
 	max            time.Duration // SettleCap
 	Fixed          bool
@@ -65,7 +66,7 @@ type Settler struct {
 }
 
 // NewSettler is the settle rule o chooses for istiod i in clusters of pods pods.
-func NewSettler(i Istiod, o Options, pods int) *Settler {
+func NewSettler(i *mesh.Istiod, o Options, pods int) *Settler {
 	longest := SettleCap(pods)
 	if o.Settle > 0 || o.Steady > 0 {
 		s := &Settler{i: i, samples: o.Samples, max: longest, Fixed: true, Settle: longest, steady: min(4*time.Second, longest)}
@@ -79,7 +80,7 @@ func NewSettler(i Istiod, o Options, pods int) *Settler {
 		return s
 	}
 	res := i.Sampler().CPUSource().Resolution()
-	window := measure.SteadyWindow(res, steadyTarget, minSteady)
+	window := SteadyWindow(res, steadyTarget, minSteady)
 	ticks := int(math.Ceil(float64(window) / float64(QuietTick)))
 	return &Settler{i: i, samples: o.Samples, max: longest, ticks: ticks, limit: longest + window, band: measure.CPUBand{Tick: QuietTick, Limit: quietLimit(res)}}
 }
@@ -133,7 +134,7 @@ func (s *Settler) Baseline(ctx context.Context) (Sample, error) {
 	if s.Fixed {
 		return s.sampleAfter(ctx, from, time.Now(), nil)
 	}
-	q, err := s.i.Sampler().WaitQuiet(ctx, s.band, s.ticks, 3*s.limit)
+	q, err := WaitQuiet(ctx, s.i.Sampler(), s.band, s.ticks, 3*s.limit)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -152,7 +153,7 @@ func (s *Settler) After(ctx context.Context, from measure.CPUReading, convergedA
 	if s.Fixed {
 		return s.sampleAfter(ctx, from, convergedAt, beforeMemory)
 	}
-	q, err := s.i.Sampler().WaitQuiet(ctx, s.band, s.ticks, s.limit)
+	q, err := WaitQuiet(ctx, s.i.Sampler(), s.band, s.ticks, s.limit)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -196,7 +197,7 @@ func (s *Settler) WaitQuiet(ctx context.Context) error {
 		SleepUntil(ctx, time.Now().Add(s.Settle))
 		return nil
 	}
-	_, err := s.i.Sampler().WaitQuiet(ctx, s.band, int(time.Second/QuietTick), s.max)
+	_, err := WaitQuiet(ctx, s.i.Sampler(), s.band, int(time.Second/QuietTick), s.max)
 	return err
 }
 
@@ -246,7 +247,7 @@ func (s *Settler) sample(ctx context.Context, from measure.CPUReading, st Sample
 }
 
 // ReadCPU reads istiod's CPU time from its CPU source, naming the istiod on failure.
-func ReadCPU(ctx context.Context, i Istiod) (measure.CPUReading, error) {
+func ReadCPU(ctx context.Context, i *mesh.Istiod) (measure.CPUReading, error) {
 	r, err := i.Sampler().ReadCPU(ctx)
 	if err != nil {
 		return r, fmt.Errorf("reading istiod %s CPU: %w", i.Cluster(), err)

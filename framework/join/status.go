@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -23,7 +24,7 @@ const StatusGone = "gone"
 // /debug/clusterz, beside what the framework knows it must be (Expect), until stopped. A stretch
 // where istiod said otherwise for longer than allowed (one sync period) is a disagreement.
 type StatusWatch struct {
-	i       Istiod
+	i       *mesh.Istiod
 	id      string
 	start   time.Time
 	allowed time.Duration
@@ -47,7 +48,7 @@ type statusSample struct {
 
 // WatchStatus starts sampling istiod i's status of cluster id; allowed is how long a disagreement
 // may last (one sync period). It expects nothing until Expect is called.
-func WatchStatus(ctx context.Context, i Istiod, id string, allowed time.Duration) *StatusWatch {
+func WatchStatus(ctx context.Context, i *mesh.Istiod, id string, allowed time.Duration) *StatusWatch {
 	w := newStatusWatch(i, id, allowed)
 	go func() {
 		defer close(w.done)
@@ -67,7 +68,7 @@ func WatchStatus(ctx context.Context, i Istiod, id string, allowed time.Duration
 	return w
 }
 
-func newStatusWatch(i Istiod, id string, allowed time.Duration) *StatusWatch {
+func newStatusWatch(i *mesh.Istiod, id string, allowed time.Duration) *StatusWatch {
 	return &StatusWatch{i: i, id: id, start: time.Now(), allowed: allowed, stopped: make(chan struct{}), done: make(chan struct{})}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
 
@@ -18,7 +19,7 @@ type Convergence struct {
 }
 
 // WhileAlive derives a context that ends when istiod dies, so waits fail at once with the reason.
-func WhileAlive(ctx context.Context, i Istiod, timeout time.Duration) (context.Context, context.CancelFunc) {
+func WhileAlive(ctx context.Context, i *mesh.Istiod, timeout time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	ctx, cancel := context.WithCancelCause(ctx)
 	done := i.Done()
@@ -33,7 +34,7 @@ func WhileAlive(ctx context.Context, i Istiod, timeout time.Duration) (context.C
 }
 
 // failure wraps a wait error with the cluster it was about and istiod's log tail.
-func failure(ctx context.Context, i Istiod, what string, timeout time.Duration, err error) error {
+func failure(ctx context.Context, i *mesh.Istiod, what string, timeout time.Duration, err error) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
 		err = fmt.Errorf("%w (%v)", err, cause)
 	}
@@ -43,7 +44,7 @@ func failure(ctx context.Context, i Istiod, what string, timeout time.Duration, 
 
 // WaitJoined waits until istiod reports c synced and, with a watcher, until the watcher holds c
 // as e says.
-func (e Expect) WaitJoined(ctx context.Context, i Istiod, w *xdswatch.Watcher, c *cluster.Cluster, start time.Time, timeout time.Duration) (Convergence, error) {
+func (e Expect) WaitJoined(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, start time.Time, timeout time.Duration) (Convergence, error) {
 	ctx, cancel := WhileAlive(ctx, i, timeout)
 	defer cancel()
 	var conv Convergence
@@ -73,7 +74,7 @@ func (e Expect) WaitJoined(ctx context.Context, i Istiod, w *xdswatch.Watcher, c
 
 // WaitLeft waits until istiod no longer manages c and, with a watcher, until the watcher holds
 // nothing of c's network.
-func (e Expect) WaitLeft(ctx context.Context, i Istiod, w *xdswatch.Watcher, c *cluster.Cluster, timeout time.Duration) error {
+func (e Expect) WaitLeft(ctx context.Context, i *mesh.Istiod, w *xdswatch.Watcher, c *cluster.Cluster, timeout time.Duration) error {
 	ctx, cancel := WhileAlive(ctx, i, timeout)
 	defer cancel()
 	_, err := i.Sampler().WaitRemoteGone(ctx, c.Name, 50*time.Millisecond)
@@ -124,7 +125,7 @@ func WaitUntil(ctx context.Context, timeout time.Duration, cond func() bool) err
 
 // WaitStatus polls until istiod reports cluster id in status st, returning the time it took and
 // the last scrape.
-func WaitStatus(ctx context.Context, i Istiod, id, st string, timeout time.Duration) (time.Duration, *measure.Metrics, error) {
+func WaitStatus(ctx context.Context, i *mesh.Istiod, id, st string, timeout time.Duration) (time.Duration, *measure.Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()

@@ -15,17 +15,17 @@ import (
 
 // StartWatcher connects a ztunnel-like xDS client to istiod i, authenticated with a ztunnel
 // certificate from c's own CA (written under dir), as if it ran on c's first node.
-func StartWatcher(ctx context.Context, c *cluster.Cluster, i Istiod, ca *pki.Intermediate, dir string) (*xdswatch.Watcher, error) {
+func StartWatcher(ctx context.Context, c *cluster.Cluster, i *mesh.Istiod, ca *pki.Intermediate, dir string) (*xdswatch.Watcher, error) {
 	return startClient(ctx, c, i, ca, dir, false)
 }
 
 // StartLoadClient is StartWatcher for a client that only adds istiod's push work: it keeps
 // nothing istiod sends (xdswatch.Config.HoldNothing).
-func StartLoadClient(ctx context.Context, c *cluster.Cluster, i Istiod, ca *pki.Intermediate, dir string) (*xdswatch.Watcher, error) {
+func StartLoadClient(ctx context.Context, c *cluster.Cluster, i *mesh.Istiod, ca *pki.Intermediate, dir string) (*xdswatch.Watcher, error) {
 	return startClient(ctx, c, i, ca, dir, true)
 }
 
-func startClient(ctx context.Context, c *cluster.Cluster, i Istiod, ca *pki.Intermediate, dir string, holdNothing bool) (*xdswatch.Watcher, error) {
+func startClient(ctx context.Context, c *cluster.Cluster, i *mesh.Istiod, ca *pki.Intermediate, dir string, holdNothing bool) (*xdswatch.Watcher, error) {
 	cert, err := ca.Issue(mesh.SystemNamespace, "ztunnel", 0)
 	if err != nil {
 		return nil, err

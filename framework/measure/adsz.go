@@ -21,7 +21,7 @@ type Clients map[string]int
 // addresses (which only ztunnel asks for), a gateway or waypoint by the gateway.istio.io/managed
 // label istiod tells them by (pilot/pkg/model/context.go IsAmbientEastWestGateway,
 // IsWaypointProxy).
-func (i *Istiod) Clients(ctx context.Context) (Clients, error) {
+func (i *Sampler) Clients(ctx context.Context) (Clients, error) {
 	var ads struct {
 		Clients []struct {
 			Labels  map[string]string `json:"labels"`

@@ -29,7 +29,7 @@ type Ambientz struct {
 }
 
 // Ambientz reads /debug/ambientz.
-func (i *Istiod) Ambientz(ctx context.Context) (*Ambientz, error) {
+func (i *Sampler) Ambientz(ctx context.Context) (*Ambientz, error) {
 	body, err := i.getDebug(ctx, AmbientzPath, i.client())
 	if err != nil {
 		return nil, err

@@ -41,6 +41,6 @@ func TestAmbientzOf(t *testing.T) {
 	body = `[]`
 	_, err = i.Ambientz(context.Background())
 	assert.ErrorContains(t, err, "/debug/ambientz: decoding")
-	_, err = (&Istiod{Name: "c1"}).Ambientz(context.Background())
+	_, err = (&Sampler{Name: "c1"}).Ambientz(context.Background())
 	assert.ErrorContains(t, err, "no debug URL")
 }

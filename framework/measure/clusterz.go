@@ -33,7 +33,7 @@ func SyncStatusOf(cs []ClusterInfo, id string) (status string, listed bool) {
 }
 
 // Clusterz reads /debug/clusterz: the config cluster first, then every cluster of a remote secret.
-func (i *Istiod) Clusterz(ctx context.Context) ([]ClusterInfo, error) {
+func (i *Sampler) Clusterz(ctx context.Context) ([]ClusterInfo, error) {
 	var out []ClusterInfo
 	if err := i.getDebugJSON(ctx, ClusterzPath, &out); err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func (i *Istiod) Clusterz(ctx context.Context) ([]ClusterInfo, error) {
 }
 
 // getDebugJSON GETs one of istiod's /debug endpoints on its HTTP port and decodes the JSON answer.
-func (i *Istiod) getDebugJSON(ctx context.Context, path string, into any) error {
+func (i *Sampler) getDebugJSON(ctx context.Context, path string, into any) error {
 	body, err := i.getDebug(ctx, path, i.client())
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (i *Istiod) getDebugJSON(ctx context.Context, path string, into any) error 
 
 // getDebug GETs path (with its query) from istiod's HTTP debug port with client and returns the
 // whole body of a 200 answer.
-func (i *Istiod) getDebug(ctx context.Context, path string, client *http.Client) ([]byte, error) {
+func (i *Sampler) getDebug(ctx context.Context, path string, client *http.Client) ([]byte, error) {
 	if i.DebugURL == "" {
 		return nil, fmt.Errorf("istiod %s: no debug URL (the provider does not reach its debug port)", i.Name)
 	}
@@ -83,7 +83,7 @@ func (i *Istiod) getDebug(ctx context.Context, path string, client *http.Client)
 // cluster istiod serves now. After an in-place secret rotation the metric can say otherwise (the
 // replaced cluster's "closed" lands on the shared cluster ID), so waits on a rotation read this.
 // Without a debug URL it falls back to the metric.
-func (i *Istiod) WaitClusterzSynced(ctx context.Context, cluster string, poll time.Duration) error {
+func (i *Sampler) WaitClusterzSynced(ctx context.Context, cluster string, poll time.Duration) error {
 	if i.DebugURL == "" {
 		_, err := i.WaitRemoteSynced(ctx, cluster, poll)
 		return err

@@ -24,7 +24,7 @@ type CPUSource interface {
 const MetricCPUResolution = 0.01
 
 // MetricCPU is the fallback CPUSource: istiod's own process_cpu_seconds_total, in 10 ms steps.
-type MetricCPU struct{ Istiod *Istiod }
+type MetricCPU struct{ Istiod *Sampler }
 
 // CPUSeconds scrapes istiod once.
 func (m MetricCPU) CPUSeconds(ctx context.Context) (float64, error) {
@@ -42,7 +42,7 @@ func (MetricCPU) Resolution() float64 { return MetricCPUResolution }
 func (MetricCPU) Name() string { return MetricCPUSeconds }
 
 // CPUSource is i.CPU, or the metric fallback when none is set.
-func (i *Istiod) CPUSource() CPUSource {
+func (i *Sampler) CPUSource() CPUSource {
 	if i.CPU != nil {
 		return i.CPU
 	}
@@ -59,7 +59,7 @@ type CPUReading struct {
 }
 
 // ReadCPU reads istiod's CPU time from its CPUSource.
-func (i *Istiod) ReadCPU(ctx context.Context) (CPUReading, error) {
+func (i *Sampler) ReadCPU(ctx context.Context) (CPUReading, error) {
 	src := i.CPUSource()
 	start := time.Now()
 	s, err := src.CPUSeconds(ctx)

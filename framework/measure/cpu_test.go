@@ -63,7 +63,7 @@ func TestIstiodFallsBackToTheMetricWithItsResolution(t *testing.T) {
 	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveText(w, exposition(37.42+float64(scrapes.Add(1)), 3e8, 2e8, fixtureSynced))
 	}))
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL}
 	r, err := i.ReadCPU(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 38.42, r.Seconds)

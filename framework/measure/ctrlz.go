@@ -40,7 +40,7 @@ const forceGCTimeout = 2 * time.Minute
 var gcClient = &http.Client{Transport: defaultClient.Transport}
 
 // ForceGC asks istiod to run a complete garbage collection (ControlZ PUT /memj/forcecollection).
-func (i *Istiod) ForceGC(ctx context.Context) error {
+func (i *Sampler) ForceGC(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, forceGCTimeout)
 	defer cancel()
 	u := strings.TrimRight(i.CtrlzURL, "/") + CtrlzForceGC
@@ -66,7 +66,7 @@ func (i *Istiod) ForceGC(ctx context.Context) error {
 }
 
 // MemStats reads istiod's runtime.MemStats from ControlZ (GET /memj/).
-func (i *Istiod) MemStats(ctx context.Context) (MemStats, error) {
+func (i *Sampler) MemStats(ctx context.Context) (MemStats, error) {
 	u := strings.TrimRight(i.CtrlzURL, "/") + CtrlzMemPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -115,7 +115,7 @@ func (i *Istiod) MemStats(ctx context.Context) (MemStats, error) {
 // to its victim cache, and only the next frees them; gRPC's and the xDS encoders' buffer pools
 // hold megabytes, depending on what istiod had just pushed
 // (docs/measurements.md#why-the-settings-are-what-they-are).
-func (i *Istiod) LiveHeapStats(ctx context.Context) (MemStats, error) {
+func (i *Sampler) LiveHeapStats(ctx context.Context) (MemStats, error) {
 	for range 2 {
 		if err := i.ForceGC(ctx); err != nil {
 			return MemStats{}, err

@@ -58,7 +58,7 @@ func (f *fakeCtrlz) requests() []string {
 func TestLiveHeapStatsPutsForceCollectionTwiceThenReadsHeapAlloc(t *testing.T) {
 	fake := &fakeCtrlz{}
 	srv := loopbackServer(t, fake)
-	i := &Istiod{Name: "cluster-1", CtrlzURL: srv.URL + "/"} // trailing slash tolerated
+	i := &Sampler{Name: "cluster-1", CtrlzURL: srv.URL + "/"} // trailing slash tolerated
 
 	live, err := i.LiveHeapStats(context.Background())
 	require.NoError(t, err)
@@ -88,7 +88,7 @@ func TestMemStatsRejectsBodiesThatAreNotMemStats(t *testing.T) {
 		srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(body))
 		}))
-		_, err := (&Istiod{Name: "cluster-1", CtrlzURL: srv.URL}).MemStats(context.Background())
+		_, err := (&Sampler{Name: "cluster-1", CtrlzURL: srv.URL}).MemStats(context.Background())
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), "istiod cluster-1", name)
 	}
@@ -96,7 +96,7 @@ func TestMemStatsRejectsBodiesThatAreNotMemStats(t *testing.T) {
 
 func TestForceGCFailsOnHTTPError(t *testing.T) {
 	srv := loopbackServer(t, http.NotFoundHandler())
-	err := (&Istiod{Name: "cluster-1", CtrlzURL: srv.URL}).ForceGC(context.Background())
+	err := (&Sampler{Name: "cluster-1", CtrlzURL: srv.URL}).ForceGC(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "404")
 }
@@ -111,7 +111,7 @@ func TestForceGCOutlastsTheScrapeTimeout(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		w.WriteHeader(http.StatusAccepted)
 	})
-	i := &Istiod{Name: "cluster-1", CtrlzURL: loopbackServer(t, slow).URL}
+	i := &Sampler{Name: "cluster-1", CtrlzURL: loopbackServer(t, slow).URL}
 	require.NoError(t, i.ForceGC(context.Background()))
 	_, err := i.MemStats(context.Background())
 	require.Error(t, err, "a scrape slower than the client timeout succeeded: the test no longer shows the difference")
@@ -124,7 +124,7 @@ func TestForceGCOutlastsTheScrapeTimeout(t *testing.T) {
 }
 
 // istioControlZ runs Istio's real ControlZ server in this process on 127.0.0.1 until t ends.
-func istioControlZ(t *testing.T) *Istiod {
+func istioControlZ(t *testing.T) *Sampler {
 	t.Helper()
 	o := ctrlz.DefaultOptions()
 	o.Address = "127.0.0.1"
@@ -132,7 +132,7 @@ func istioControlZ(t *testing.T) *Istiod {
 	s, err := ctrlz.Run(o, nil)
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	return &Istiod{Name: "ctrlz", CtrlzURL: "http://" + s.Address()}
+	return &Sampler{Name: "ctrlz", CtrlzURL: "http://" + s.Address()}
 }
 
 // TestLiveHeapAgainstIstioControlZ runs Istio's real ControlZ server in this process on

@@ -152,7 +152,7 @@ func loopbackServer(t *testing.T, h http.Handler) *httptest.Server {
 
 // debugServer stands in for istiod's debug port: it serves *body (as the test holds it at the time
 // of the request) at path and 404 elsewhere.
-func debugServer(t *testing.T, path string, body *string) (*Istiod, *httptest.Server) {
+func debugServer(t *testing.T, path string, body *string) (*Sampler, *httptest.Server) {
 	t.Helper()
 	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != path {
@@ -161,5 +161,5 @@ func debugServer(t *testing.T, path string, body *string) (*Istiod, *httptest.Se
 		}
 		_, _ = w.Write([]byte(*body))
 	}))
-	return &Istiod{Name: "c1", DebugURL: srv.URL}, srv
+	return &Sampler{Name: "c1", DebugURL: srv.URL}, srv
 }

@@ -12,7 +12,7 @@ const KrtzPath = "/debug/krtz"
 
 // KrtCollections returns the names of the krt collections istiod's debugger holds, one entry per
 // collection (names repeat: each remote cluster registers its own informers).
-func (i *Istiod) KrtCollections(ctx context.Context) ([]string, error) {
+func (i *Sampler) KrtCollections(ctx context.Context) ([]string, error) {
 	var dump []struct {
 		Name *string `json:"name"`
 	}

@@ -27,6 +27,6 @@ func TestKrtCollections(t *testing.T) {
 	})
 	_, err = i.KrtCollections(context.Background())
 	assert.ErrorContains(t, err, "HTTP 500 Internal Server Error: json: unsupported type", "istiod's reason is kept")
-	_, err = (&Istiod{Name: "c1"}).KrtCollections(context.Background())
+	_, err = (&Sampler{Name: "c1"}).KrtCollections(context.Background())
 	assert.ErrorContains(t, err, "no debug URL")
 }

@@ -1,7 +1,9 @@
-// Package measure samples one istiod (pilot-discovery) process over loopback and decides when a
-// remote-cluster join or leave has converged. It reads istiod's Prometheus endpoint (the
-// monitoring port), its ControlZ endpoint (the ctrlz port) and, on the HTTP debug port,
-// /debug/krtz, /debug/adsz (the connected xDS clients) and /debug/pprof, and nothing else.
+// Package measure holds the sensors of one istiod (pilot-discovery) process, read over loopback
+// through its Sampler: its metrics, CPU and memory, and polls until istiod reports a remote
+// cluster's sync status; framework/join decides when a join or leave has converged. It reads
+// istiod's Prometheus endpoint (the monitoring port), its ControlZ endpoint (the ctrlz port) and,
+// on the HTTP debug port, /debug/krtz, /debug/adsz (the connected xDS clients) and /debug/pprof,
+// and nothing else.
 //
 // Metric and label names are those of istio.io/istio@v0.0.0-20260827124520-eed52ebb66ad:
 //   - process_cpu_seconds_total, process_resident_memory_bytes, go_memstats_heap_inuse_bytes,
@@ -66,8 +68,9 @@ const (
 // zero, so a scrape lacking one is an error rather than a sample.
 var requiredMetrics = []string{MetricCPUSeconds, MetricRSS, MetricHeapInuse, MetricGoroutines}
 
-// Istiod addresses one istiod process. All URLs are expected on 127.0.0.1.
-type Istiod struct {
+// Sampler reads one istiod: its metrics, ControlZ, debug handlers and CPU. All URLs are expected
+// on 127.0.0.1. The framework pairs each istiod with one (mesh.Istiod).
+type Sampler struct {
 	// Name identifies the istiod in errors (e.g. its cluster name).
 	Name string
 	// MetricsURL is the Prometheus endpoint on the monitoring port: http://127.0.0.1:P/metrics.
@@ -94,7 +97,7 @@ type Istiod struct {
 
 // OnScrape hands every later successful scrape to f, which must be safe for concurrent calls
 // (waits and samplers scrape at once).
-func (i *Istiod) OnScrape(f func(*Metrics)) { i.onScrape.Store(&f) }
+func (i *Sampler) OnScrape(f func(*Metrics)) { i.onScrape.Store(&f) }
 
 // defaultClient never consults proxy variables: everything here is loopback.
 var defaultClient = &http.Client{
@@ -102,7 +105,7 @@ var defaultClient = &http.Client{
 	Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second},
 }
 
-func (i *Istiod) client() *http.Client {
+func (i *Sampler) client() *http.Client {
 	if i.Client != nil {
 		return i.Client
 	}
@@ -147,7 +150,7 @@ type Metrics struct {
 }
 
 // Scrape reads and parses istiod's metrics once.
-func (i *Istiod) Scrape(ctx context.Context) (*Metrics, error) {
+func (i *Sampler) Scrape(ctx context.Context) (*Metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, i.MetricsURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("istiod %s: metrics request: %w", i.Name, err)

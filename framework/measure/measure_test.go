@@ -24,7 +24,7 @@ func TestScrapeParsesIstiodExposition(t *testing.T) {
 		}
 		serveText(w, fixtureJoined)
 	}))
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL + "/metrics"}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL + "/metrics"}
 
 	before := time.Now()
 	m, err := i.Scrape(context.Background())
@@ -102,7 +102,7 @@ func TestScrapeErrorsNameIstiodAndCause(t *testing.T) {
 		}
 	}))
 	for path, want := range map[string]string{"/down": "503", "/protobuf": "application/vnd.google.protobuf"} {
-		i := &Istiod{Name: "cluster-7", MetricsURL: srv.URL + path}
+		i := &Sampler{Name: "cluster-7", MetricsURL: srv.URL + path}
 		_, err := i.Scrape(context.Background())
 		require.Error(t, err, path)
 		assert.Contains(t, err.Error(), "istiod cluster-7", path)
@@ -144,7 +144,7 @@ func TestScrapeParsesIstioMonitoringExporter(t *testing.T) {
 	exporterOnce.Do(func() { exporterHandler, exporterErr = monitoring.RegisterPrometheusExporter(nil, nil) })
 	require.NoError(t, exporterErr)
 	srv := loopbackServer(t, exporterHandler)
-	i := &Istiod{Name: "exporter", MetricsURL: srv.URL}
+	i := &Sampler{Name: "exporter", MetricsURL: srv.URL}
 	m0, err := i.Scrape(context.Background())
 	require.NoError(t, err)
 

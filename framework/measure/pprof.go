@@ -16,7 +16,7 @@ const PprofPath = "/debug/pprof/"
 
 // Profile fetches one of istiod's pprof profiles (heap, goroutine, or profile: CPU for seconds)
 // as the gzipped protobuf pprof writes. A CPU profile takes its seconds to answer.
-func (i *Istiod) Profile(ctx context.Context, name string, seconds int) ([]byte, error) {
+func (i *Sampler) Profile(ctx context.Context, name string, seconds int) ([]byte, error) {
 	if i.DebugURL == "" {
 		return nil, fmt.Errorf("istiod %s: the provider does not reach its debug port, so it has no profiles", i.Name)
 	}

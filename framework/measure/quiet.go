@@ -2,8 +2,6 @@ package measure
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -27,7 +25,7 @@ type CPUBand struct {
 const bandFloor = 0.01
 
 // IdleBand reads istiod's CPU over n ticks while nothing happens to it and returns its band.
-func (i *Istiod) IdleBand(ctx context.Context, tick time.Duration, n int) (CPUBand, error) {
+func (i *Sampler) IdleBand(ctx context.Context, tick time.Duration, n int) (CPUBand, error) {
 	rates, err := i.TickRates(ctx, tick, n)
 	if err != nil {
 		return CPUBand{}, err
@@ -47,9 +45,9 @@ func BandOf(tick time.Duration, rates []float64, res float64, drop int) CPUBand 
 }
 
 // TickRates reads n consecutive tick-long CPU rates.
-func (i *Istiod) TickRates(ctx context.Context, tick time.Duration, n int) ([]float64, error) {
+func (i *Sampler) TickRates(ctx context.Context, tick time.Duration, n int) ([]float64, error) {
 	out := make([]float64, 0, n)
-	err := i.eachTick(ctx, tick, func(cores float64) bool {
+	err := i.EachTick(ctx, tick, func(cores float64) bool {
 		out = append(out, cores)
 		return len(out) < n
 	})
@@ -59,9 +57,9 @@ func (i *Istiod) TickRates(ctx context.Context, tick time.Duration, n int) ([]fl
 	return out, nil
 }
 
-// eachTick reads istiod's CPU every tick and hands each tick's rate in cores to next until it
+// EachTick reads istiod's CPU every tick and hands each tick's rate in cores to next until it
 // returns false.
-func (i *Istiod) eachTick(ctx context.Context, tick time.Duration, next func(cores float64) bool) error {
+func (i *Sampler) EachTick(ctx context.Context, tick time.Duration, next func(cores float64) bool) error {
 	prev, err := i.ReadCPU(ctx)
 	if err != nil {
 		return err
@@ -87,53 +85,4 @@ func (i *Istiod) eachTick(ctx context.Context, tick time.Duration, next func(cor
 			return nil
 		}
 	}
-}
-
-// Quiet is how a settle wait ended.
-type Quiet struct {
-	// After is how long the wait took; Capped says it reached its cap instead of the band.
-	After  time.Duration
-	Capped bool
-	// Rates are the ticks' rates in cores, in order.
-	Rates []float64
-}
-
-// WaitQuiet waits until k consecutive ticks of istiod's CPU rate stay under the band's limit (a
-// join's burst is over), or until limit passes. It fails only when istiod cannot be read.
-func (i *Istiod) WaitQuiet(ctx context.Context, band CPUBand, k int, limit time.Duration) (Quiet, error) {
-	if band.Tick <= 0 || k < 1 {
-		return Quiet{}, fmt.Errorf("istiod %s: WaitQuiet needs a tick and k >= 1 (tick %s, k %d)", i.Name, band.Tick, k)
-	}
-	start := time.Now()
-	q := Quiet{}
-	run := 0
-	err := i.eachTick(ctx, band.Tick, func(cores float64) bool {
-		q.Rates = append(q.Rates, cores)
-		if cores <= band.Limit {
-			run++
-		} else {
-			run = 0
-		}
-		q.After = time.Since(start)
-		if run >= k {
-			return false
-		}
-		if q.After+band.Tick > limit {
-			q.Capped = true
-			return false
-		}
-		return true
-	})
-	return q, err
-}
-
-// SteadyWindow is how long a steady-CPU window must be for a source of resolution res (CPU
-// seconds) to resolve target cores: res/target, at least least. schedstat's nanoseconds need
-// nothing beyond least; process_cpu_seconds_total's 10 ms ticks need 10 s for a thousandth of a
-// core.
-func SteadyWindow(res, target float64, least time.Duration) time.Duration {
-	if target <= 0 || math.IsNaN(res) {
-		return least
-	}
-	return max(least, time.Duration(res/target*float64(time.Second)))
 }

@@ -34,7 +34,7 @@ type Settled struct {
 // Settled scrapes istiod samples times, interval apart, then forces GCs and reads the live heap
 // and heap in use (LiveHeapStats). The GCs come last because they shrink RSS, later: forcing them
 // first would bias the median low. It takes about (samples-1)*interval plus the GCs.
-func (i *Istiod) Settled(ctx context.Context, samples int, interval time.Duration) (Settled, error) {
+func (i *Sampler) Settled(ctx context.Context, samples int, interval time.Duration) (Settled, error) {
 	if samples < 1 {
 		return Settled{}, fmt.Errorf("istiod %s: Settled needs at least one sample, got %d", i.Name, samples)
 	}

@@ -29,7 +29,7 @@ func TestSettledTakesMedianRSSAndHeapsAfterSamples(t *testing.T) {
 		serveText(w, exposition(10+float64(k), rss[k%len(rss)], heap[k%len(heap)], fixtureSynced))
 	})
 	srv := loopbackServer(t, mux)
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL + "/metrics", CtrlzURL: srv.URL}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL + "/metrics", CtrlzURL: srv.URL}
 
 	const interval = 15 * time.Millisecond
 	start := time.Now()
@@ -53,7 +53,7 @@ func TestSettledTakesMedianRSSAndHeapsAfterSamples(t *testing.T) {
 }
 
 func TestSettledFailsWithoutSamplesOrLiveHeap(t *testing.T) {
-	_, err := (&Istiod{Name: "cluster-1"}).Settled(context.Background(), 0, time.Millisecond)
+	_, err := (&Sampler{Name: "cluster-1"}).Settled(context.Background(), 0, time.Millisecond)
 	assert.Error(t, err)
 
 	// Metrics work but ControlZ does not: no Settled without the live heap.
@@ -64,7 +64,7 @@ func TestSettledFailsWithoutSamplesOrLiveHeap(t *testing.T) {
 		}
 		http.NotFound(w, r)
 	}))
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL + "/metrics", CtrlzURL: srv.URL}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL + "/metrics", CtrlzURL: srv.URL}
 	_, err = i.Settled(context.Background(), 2, time.Millisecond)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "live heap")
@@ -75,7 +75,7 @@ func TestSettledStopsWhenContextEnds(t *testing.T) {
 	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveText(w, exposition(1, 3e8, 2e8, fixtureSynced))
 	}))
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL, CtrlzURL: srv.URL}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL, CtrlzURL: srv.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := i.Settled(ctx, 100, 20*time.Millisecond)

@@ -16,7 +16,7 @@ const DefaultPoll = 100 * time.Millisecond
 // A "timeout" status (PILOT_REMOTE_CLUSTER_TIMEOUT passed) does not end the wait: istiod keeps
 // syncing and reports "synced" if it gets there. Failed scrapes are retried until ctx ends. On
 // ctx end the error names the istiod, the cluster and the last status seen, and wraps ctx.Err().
-func (i *Istiod) WaitRemoteSynced(ctx context.Context, cluster string, poll time.Duration) (time.Duration, error) {
+func (i *Sampler) WaitRemoteSynced(ctx context.Context, cluster string, poll time.Duration) (time.Duration, error) {
 	return i.wait(ctx, cluster, poll, "synced", func(m *Metrics) (bool, error) {
 		return m.RemoteSync[cluster], nil
 	})
@@ -33,7 +33,7 @@ func (i *Istiod) WaitRemoteSynced(ctx context.Context, cluster string, poll time
 // error right away rather than a success, so that a wrong cluster name cannot pass for a leave.
 // istiod_managed_clusters{cluster_type="remote"} is not used: it is a count, set after the
 // zeroing, and cannot say which cluster left.
-func (i *Istiod) WaitRemoteGone(ctx context.Context, cluster string, poll time.Duration) (time.Duration, error) {
+func (i *Sampler) WaitRemoteGone(ctx context.Context, cluster string, poll time.Duration) (time.Duration, error) {
 	return i.wait(ctx, cluster, poll, "gone", func(m *Metrics) (bool, error) {
 		st, known := m.RemoteStatus[cluster]
 		if !known {
@@ -45,7 +45,7 @@ func (i *Istiod) WaitRemoteGone(ctx context.Context, cluster string, poll time.D
 }
 
 // wait scrapes every poll until done reports true or an error, or ctx ends.
-func (i *Istiod) wait(ctx context.Context, cluster string, poll time.Duration, what string, done func(*Metrics) (bool, error)) (time.Duration, error) {
+func (i *Sampler) wait(ctx context.Context, cluster string, poll time.Duration, what string, done func(*Metrics) (bool, error)) (time.Duration, error) {
 	start := time.Now()
 	if poll <= 0 {
 		poll = DefaultPoll

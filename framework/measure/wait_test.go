@@ -14,14 +14,14 @@ import (
 
 // sequenceServer serves states[n] on the n-th scrape (1-based), repeating the last one, and counts
 // scrapes: a stand-in for istiod whose metrics move as a join or leave proceeds.
-func sequenceServer(t *testing.T, states ...string) (*Istiod, *atomic.Int64) {
+func sequenceServer(t *testing.T, states ...string) (*Sampler, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
 	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k := int(n.Add(1))
 		serveText(w, exposition(float64(k), 3e8, 2e8, states[min(k, len(states))-1]))
 	}))
-	return &Istiod{Name: "cluster-1", MetricsURL: srv.URL + "/metrics"}, &n
+	return &Sampler{Name: "cluster-1", MetricsURL: srv.URL + "/metrics"}, &n
 }
 
 // waitContext bounds a wait to d, and to the test.
@@ -49,14 +49,14 @@ func TestWaitRemoteSyncedReturnsOnFirstSyncedScrape(t *testing.T) {
 func TestWaitRemoteTimeoutSaysWhatWasSeen(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		wait          func(i *Istiod, ctx context.Context, cluster string, poll time.Duration) (time.Duration, error)
+		wait          func(i *Sampler, ctx context.Context, cluster string, poll time.Duration) (time.Duration, error)
 		state         string
 		timeout, poll time.Duration
 		want          []string
 	}{
-		{"synced", (*Istiod).WaitRemoteSynced, fixtureSyncing, 150 * time.Millisecond, 20 * time.Millisecond, []string{
+		{"synced", (*Sampler).WaitRemoteSynced, fixtureSyncing, 150 * time.Millisecond, 20 * time.Millisecond, []string{
 			"istiod cluster-1", "cluster cluster-2 not synced", `status="syncing"} 1`, `istiod_managed_clusters{cluster_type="remote"} 1`}},
-		{"gone", (*Istiod).WaitRemoteGone, fixtureClosing, 100 * time.Millisecond, 10 * time.Millisecond, []string{
+		{"gone", (*Sampler).WaitRemoteGone, fixtureClosing, 100 * time.Millisecond, 10 * time.Millisecond, []string{
 			"istiod cluster-1: cluster cluster-2 not gone", `status="closed"} 1`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestWaitRemoteSyncedKeepsPollingThroughFailedScrapes(t *testing.T) {
 		}
 		serveText(w, exposition(1, 3e8, 2e8, fixtureSynced))
 	}))
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL}
 	ctx := waitContext(t, 10*time.Second)
 	_, err := i.WaitRemoteSynced(ctx, "cluster-2", 10*time.Millisecond)
 	require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestWaitRemoteSyncedTimeoutReportsScrapeFailure(t *testing.T) {
 	srv := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
-	i := &Istiod{Name: "cluster-1", MetricsURL: srv.URL}
+	i := &Sampler{Name: "cluster-1", MetricsURL: srv.URL}
 	ctx := waitContext(t, 100*time.Millisecond)
 	_, err := i.WaitRemoteSynced(ctx, "cluster-2", 10*time.Millisecond)
 	require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -13,7 +13,7 @@ import (
 // every reading.
 type Istiod struct {
 	cluster.Istiod
-	sampler *measure.Istiod
+	sampler *measure.Sampler
 }
 
 // Observe gives the provider's istiod i its sampler.
@@ -23,8 +23,8 @@ func Observe(i cluster.Istiod) *Istiod {
 
 // SamplerOf is a sampler of the istiod at e: CPU from the scheduler's counters where istiod runs
 // on this host, else from process_cpu_seconds_total.
-func SamplerOf(e cluster.IstiodEndpoints) *measure.Istiod {
-	i := &measure.Istiod{Name: e.Name, MetricsURL: e.MetricsURL, CtrlzURL: e.CtrlzURL, DebugURL: e.DebugURL, MemoryCgroup: e.MemoryCgroup}
+func SamplerOf(e cluster.IstiodEndpoints) *measure.Sampler {
+	i := &measure.Sampler{Name: e.Name, MetricsURL: e.MetricsURL, CtrlzURL: e.CtrlzURL, DebugURL: e.DebugURL, MemoryCgroup: e.MemoryCgroup}
 	if e.PID != nil {
 		i.CPU = measure.ProcessCPU(e.PID)
 	}
@@ -32,7 +32,7 @@ func SamplerOf(e cluster.IstiodEndpoints) *measure.Istiod {
 }
 
 // Sampler reads istiod's metrics, ControlZ, debug handlers and CPU.
-func (i *Istiod) Sampler() *measure.Istiod { return i.sampler }
+func (i *Istiod) Sampler() *measure.Sampler { return i.sampler }
 
 // Handles are the providers' handles of the mesh's istiods, by cluster (for the contract's
 // ProbeSetup).

@@ -55,7 +55,7 @@ type Report struct {
 	// or DataPlaneNone.
 	DataPlane    string        `json:"dataPlane,omitempty"`
 	Istio        string        `json:"istio,omitempty"`
-	Istiod       *Istiod       `json:"istiod,omitempty"`
+	Istiod       *IstiodBuild  `json:"istiod,omitempty"`
 	Kubernetes   string        `json:"kubernetes,omitempty"`
 	Host         Host          `json:"host"`
 	Topology     Topology      `json:"topology"`
@@ -110,9 +110,9 @@ type PlanItem struct {
 	Trimmed        bool     `json:"trimmed,omitempty"`
 }
 
-// Istiod says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version
+// IstiodBuild says which pilot-discovery ran: built from an istio.io/istio module version (-istiod.version
 // or the pinned default) or given as a binary (-istiod.binary).
-type Istiod struct {
+type IstiodBuild struct {
 	Version       string   `json:"version,omitempty"` // istio.io/istio module version; absent when unknown
 	Binary        string   `json:"binary"`
 	SHA256        string   `json:"sha256"`

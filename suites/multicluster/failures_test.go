@@ -56,14 +56,14 @@ func failUnreachableRemote(t *testing.T, ctx context.Context, obs *cluster.Clust
 	isolated.Add(t, secret)
 	ghost := &cluster.Cluster{Cluster: topology.Cluster{Name: "ghost", Network: "network-ghost"}}
 
-	_, err = mc.Expect().WaitJoined(ctx, isolated, nil, ghost, time.Now(), ghostWait)
+	_, err = mc.Expect().WaitJoined(ctx, isolated.Istiod, nil, ghost, time.Now(), ghostWait)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "join of ghost")
 	assert.Contains(t, err.Error(), "-join.timeout="+ghostWait.String())
 	assert.Contains(t, err.Error(), "--- last 40 lines of "+isolated.LogFile())
 
 	// istiod's own view: it manages ghost, never synced it, and counted the sync timeout.
-	m := mc.Scrape(t, ctx, isolated)
+	m := mc.Scrape(t, ctx, isolated.Istiod)
 	assert.Equal(t, measure.StatusTimeout, m.RemoteStatus["ghost"], "istiod reports the unreachable cluster's sync as timed out")
 	assert.Equal(t, 1.0, m.ManagedClusters["remote"], "istiod manages the unreachable cluster")
 	assert.GreaterOrEqual(t, clusterSample(m, metricSyncTimeouts, "ghost"), 1.0, "%s counts ghost's timeout", metricSyncTimeouts)
@@ -81,16 +81,16 @@ func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	slow, _ := fresh.Slow(t, other, other.Name, istiodcheck.SlowSync)
 	fresh.Add(t, slow)
 	// The limit counts from istiod's taking up the secret.
-	_, _, err := join.WaitStatus(ctx, fresh, other.Name, measure.StatusSyncing, 10*time.Second)
+	_, _, err := join.WaitStatus(ctx, fresh.Istiod, other.Name, measure.StatusSyncing, 10*time.Second)
 	require.NoError(t, err)
 	start := time.Now()
-	_, err = mc.Expect().WaitJoined(ctx, fresh, nil, other, start, joinLimit)
+	_, err = mc.Expect().WaitJoined(ctx, fresh.Istiod, nil, other, start, joinLimit)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "join of "+other.Name)
 	assert.Contains(t, err.Error(), "-join.timeout="+joinLimit.String())
 	assert.Contains(t, err.Error(), `status="syncing"} 1`, "the wait saw the cluster still syncing when it gave up")
 	// The limit was inside the delay, not a join that could never finish.
-	conv, err := mc.Expect().WaitJoined(ctx, fresh, nil, other, start, mc.Opts.Join.Timeout)
+	conv, err := mc.Expect().WaitJoined(ctx, fresh.Istiod, nil, other, start, mc.Opts.Join.Timeout)
 	require.NoError(t, err)
 	assert.Greater(t, conv.Sync, joinLimit, "the slowed join took longer than the limit it failed")
 }

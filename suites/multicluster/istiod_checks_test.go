@@ -7,7 +7,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
-	"github.com/ambientmc/ambientmc/framework/join"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
 )
@@ -139,7 +139,7 @@ func checks() *istiodcheck.Run {
 		Clusters: mc.Clusters, Scale: mc.Scale, Expect: mc.Expect(), Join: mc.JoinOptions(),
 		Rotations: mc.Opts.Checks.Rotations, Remotes: mc.Opts.Checks.Clusters, IstiodVersion: version, Controls: mc.Opts.Checks.Controls,
 		CAs: mc.Mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf,
-		Profile: func(i join.Istiod, when string) []string { return mc.Profile(i, when) },
+		Profile: func(i *mesh.Istiod, when string) []string { return mc.Profile(i, when) },
 	}
 }
 

@@ -44,7 +44,7 @@ func New(reportDir string, enabled bool) *Set {
 // Snapshot takes istiod's heap and goroutine profiles now and returns the files kept, relative to
 // the report directory. The heap profile is as of istiod's last GC (no extra one is forced: the
 // samplers just forced one).
-func (s *Set) Snapshot(ctx context.Context, i *measure.Istiod, cluster, when string) ([]string, error) {
+func (s *Set) Snapshot(ctx context.Context, i *measure.Sampler, cluster, when string) ([]string, error) {
 	if s == nil {
 		return nil, nil
 	}
@@ -65,7 +65,7 @@ func (s *Set) Snapshot(ctx context.Context, i *measure.Istiod, cluster, when str
 
 // CPU starts a CPU profile of d in the background; wait returns when it is kept, and records how
 // long it waited (the profile's cost in wall time).
-func (s *Set) CPU(ctx context.Context, i *measure.Istiod, cluster, when string, d time.Duration) (wait func() error) {
+func (s *Set) CPU(ctx context.Context, i *measure.Sampler, cluster, when string, d time.Duration) (wait func() error) {
 	if s == nil {
 		return func() error { return nil }
 	}
@@ -89,7 +89,7 @@ func (s *Set) CPU(ctx context.Context, i *measure.Istiod, cluster, when string, 
 	}
 }
 
-func (s *Set) take(ctx context.Context, i *measure.Istiod, cluster, kind, when string, d time.Duration) (string, error) {
+func (s *Set) take(ctx context.Context, i *measure.Sampler, cluster, kind, when string, d time.Duration) (string, error) {
 	name := kind
 	if kind == CPU {
 		name = "profile"

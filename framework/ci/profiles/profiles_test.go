@@ -17,13 +17,13 @@ import (
 )
 
 // debugServer serves Go's own pprof handlers, as istiod registers them on its HTTP port.
-func debugServer(t *testing.T) *measure.Istiod {
+func debugServer(t *testing.T) *measure.Sampler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	srv := httptest.NewServer(mux) // 127.0.0.1
 	t.Cleanup(srv.Close)
-	return &measure.Istiod{Name: "cluster-1/istiod", DebugURL: srv.URL}
+	return &measure.Sampler{Name: "cluster-1/istiod", DebugURL: srv.URL}
 }
 
 func TestProfilesAreKeptUnderNamesThatSayWhen(t *testing.T) {
@@ -102,17 +102,17 @@ func TestBearingOn(t *testing.T) {
 
 func TestDisabledAndUnreachable(t *testing.T) {
 	var off *Set = New(t.TempDir(), false)
-	if _, err := off.Snapshot(context.Background(), &measure.Istiod{}, "c", "w"); err != nil || off.Taken() != nil || off.BearingOn("controlPlane.x") != nil {
+	if _, err := off.Snapshot(context.Background(), &measure.Sampler{}, "c", "w"); err != nil || off.Taken() != nil || off.BearingOn("controlPlane.x") != nil {
 		t.Error("-profiles=false takes nothing")
 	}
 	s := New(t.TempDir(), true)
-	_, err := s.Snapshot(context.Background(), &measure.Istiod{Name: "cluster-1/istiod"}, "cluster-1", "baseline")
+	_, err := s.Snapshot(context.Background(), &measure.Sampler{Name: "cluster-1/istiod"}, "cluster-1", "baseline")
 	if err == nil || !strings.Contains(err.Error(), "istiod cluster-1/istiod: the provider does not reach its debug port, so it has no profiles") {
 		t.Errorf("no debug URL: %v", err)
 	}
 	notPprof := httptest.NewServer(http.NotFoundHandler())
 	defer notPprof.Close()
-	_, err = s.Snapshot(context.Background(), &measure.Istiod{Name: "x", DebugURL: notPprof.URL}, "cluster-1", "baseline")
+	_, err = s.Snapshot(context.Background(), &measure.Sampler{Name: "x", DebugURL: notPprof.URL}, "cluster-1", "baseline")
 	if err == nil || !strings.Contains(err.Error(), "HTTP 404 Not Found") || len(s.Taken()) != 0 {
 		t.Errorf("404: %v", err)
 	}

@@ -53,7 +53,7 @@ func Open(path string) (*Timeline, error) {
 }
 
 // Follow records every later scrape of i under name.
-func (t *Timeline) Follow(name string, i *measure.Istiod) {
+func (t *Timeline) Follow(name string, i *measure.Sampler) {
 	i.OnScrape(func(m *measure.Metrics) { t.Record(name, m) })
 }
 

@@ -20,13 +20,13 @@ import (
 
 // metricsServer exports what istiod exports through client_golang's default collectors, plus
 // the remote-cluster series the suites watch.
-func metricsServer(t *testing.T) (*measure.Istiod, *prometheus.GaugeVec) {
+func metricsServer(t *testing.T) (*measure.Sampler, *prometheus.GaugeVec) {
 	reg := prometheus.NewRegistry()
 	sync := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: measure.MetricRemoteSync}, []string{"cluster", "cluster_type", "status"})
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector(), sync)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
-	return &measure.Istiod{Name: "cluster-1/istiod", MetricsURL: srv.URL + "/metrics"}, sync
+	return &measure.Sampler{Name: "cluster-1/istiod", MetricsURL: srv.URL + "/metrics"}, sync
 }
 
 func TestEveryScrapeIsARow(t *testing.T) {

@@ -31,7 +31,7 @@ type setup struct {
 	ctx      context.Context
 	c        *cluster.Cluster
 	root     *pki.Root
-	istiod   *hostistiod.Istiod
+	istiod   *hostistiod.Process
 	rootFile string // the mesh root, as a pod mounts istio-ca-root-cert
 }
 

@@ -146,9 +146,9 @@ func (p *Provider) applyWith(ctx context.Context, m *member, wait bool, names ..
 	return err
 }
 
-// Istiod is the in-cluster istiod of one primary as the test process reaches it: through the
+// IstiodPod is the in-cluster istiod of one primary as the test process reaches it: through the
 // pod it reaches now (a restart moves it to the next one).
-type Istiod struct {
+type IstiodPod struct {
 	cluster string
 	c       *cluster.Cluster
 	logFile string
@@ -173,17 +173,17 @@ type podHandle struct {
 }
 
 var (
-	_ cluster.Istiod          = (*Istiod)(nil)
-	_ cluster.IstiodRestarter = (*Istiod)(nil)
+	_ cluster.Istiod          = (*IstiodPod)(nil)
+	_ cluster.IstiodRestarter = (*IstiodPod)(nil)
 )
 
-func (i *Istiod) Cluster() string       { return i.cluster }
-func (i *Istiod) XDSAddress() string    { return i.relay.addr(istiodXDSPort) }
-func (i *Istiod) LogFile() string       { return i.logFile }
-func (i *Istiod) Done() <-chan struct{} { return i.handle().done }
+func (i *IstiodPod) Cluster() string       { return i.cluster }
+func (i *IstiodPod) XDSAddress() string    { return i.relay.addr(istiodXDSPort) }
+func (i *IstiodPod) LogFile() string       { return i.logFile }
+func (i *IstiodPod) Done() <-chan struct{} { return i.handle().done }
 
 // ExitErr says why Done closed: the pod was deleted, replaced or restarted.
-func (i *Istiod) ExitErr() error {
+func (i *IstiodPod) ExitErr() error {
 	h := i.handle()
 	select {
 	case <-h.done:
@@ -194,7 +194,7 @@ func (i *Istiod) ExitErr() error {
 }
 
 // Tail returns the last n lines of the streamed log.
-func (i *Istiod) Tail(n int) string {
+func (i *IstiodPod) Tail(n int) string {
 	data, err := os.ReadFile(i.logFile)
 	if err != nil {
 		return ""
@@ -208,7 +208,7 @@ func (i *Istiod) Tail(n int) string {
 
 // Kill deletes the istiod pod with no grace period (its Deployment starts another, which this
 // handle does not follow).
-func (i *Istiod) Kill() error {
+func (i *IstiodPod) Kill() error {
 	h := i.handle()
 	err := i.c.Client.CoreV1().Pods(mesh.SystemNamespace).Delete(context.Background(), h.pod, metav1.DeleteOptions{
 		GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &h.uid},
@@ -226,12 +226,12 @@ func (i *Istiod) Kill() error {
 
 // Stop ends the port-forwards, the log stream and the watch. The install itself stays until the
 // provider's Destroy.
-func (i *Istiod) Stop() error {
+func (i *IstiodPod) Stop() error {
 	i.closeLocal()
 	return nil
 }
 
-func (i *Istiod) closeLocal() {
+func (i *IstiodPod) closeLocal() {
 	i.handle().close()
 	i.relay.Close()
 }
@@ -245,6 +245,6 @@ func (h *podHandle) close() {
 }
 
 // String is for logs.
-func (i *Istiod) String() string {
+func (i *IstiodPod) String() string {
 	return strings.Join([]string{i.cluster, i.handle().pod}, "/")
 }

@@ -24,7 +24,7 @@ var forwardIstiod = func(c *cluster.Cluster, pod string, log io.Writer) (*forwar
 
 // connectIstiod finds c's ready istiod pod, forwards its metrics, ControlZ and xDS ports, streams
 // its log into dir/istiod.log and watches it for deletion or a restart.
-func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*Istiod, error) {
+func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*IstiodPod, error) {
 	pod, err := readyIstiodPod(ctx, c)
 	if err != nil {
 		return nil, err
@@ -45,7 +45,7 @@ func connectIstiod(ctx context.Context, c *cluster.Cluster, dir string, log io.W
 // /debug (pprof, clusterz, krtz) on the monitoring mux as well (pilot/pkg/bootstrap/server.go:680,
 // InitDebug(s.monitoringMux, ...)); through the port-forward the request comes from the pod's
 // loopback, which istiod serves unauthenticated.
-func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
+func (i *IstiodPod) Endpoints() cluster.IstiodEndpoints {
 	return cluster.IstiodEndpoints{
 		Name:       i.cluster + "/" + i.handle().pod,
 		MetricsURL: "http://" + i.relay.addr(istiodMetricsPort) + "/metrics",
@@ -55,7 +55,7 @@ func (i *Istiod) Endpoints() cluster.IstiodEndpoints {
 }
 
 // reach forwards the current pod's ports, points the relay at them and streams the pod's log.
-func (i *Istiod) reach() error {
+func (i *IstiodPod) reach() error {
 	h := i.handle()
 	fwd, err := forwardIstiod(i.c, h.pod, i.log)
 	if err != nil {
@@ -75,7 +75,7 @@ func (i *Istiod) reach() error {
 }
 
 // streamLogs follows h's pod's log into the log file until the handle stops or the pod goes.
-func (i *Istiod) streamLogs(h *podHandle) {
+func (i *IstiodPod) streamLogs(h *podHandle) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

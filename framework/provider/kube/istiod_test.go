@@ -56,14 +56,14 @@ func istiodCluster(t *testing.T) *cluster.Cluster {
 	return c
 }
 
-func handleOn(t *testing.T, c *cluster.Cluster, pod *corev1.Pod, logFile string) *Istiod {
+func handleOn(t *testing.T, c *cluster.Cluster, pod *corev1.Pod, logFile string) *IstiodPod {
 	t.Helper()
 	i, err := newIstiodHandle(c, pod, logFile)
 	require.NoError(t, err)
 	return i
 }
 
-func waitDone(t *testing.T, i *Istiod) {
+func waitDone(t *testing.T, i *IstiodPod) {
 	t.Helper()
 	select {
 	case <-i.Done():
@@ -72,7 +72,7 @@ func waitDone(t *testing.T, i *Istiod) {
 	}
 }
 
-func notDone(t *testing.T, i *Istiod) {
+func notDone(t *testing.T, i *IstiodPod) {
 	t.Helper()
 	select {
 	case <-i.Done():

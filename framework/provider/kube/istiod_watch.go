@@ -23,18 +23,18 @@ import (
 
 // newIstiodHandle opens the local ports and starts watching pod; the port-forwards and the log
 // stream come separately.
-func newIstiodHandle(c *cluster.Cluster, pod *corev1.Pod, logFile string) (*Istiod, error) {
+func newIstiodHandle(c *cluster.Cluster, pod *corev1.Pod, logFile string) (*IstiodPod, error) {
 	r, err := newRelay(istiodPorts)
 	if err != nil {
 		return nil, fmt.Errorf("istiod %s: local ports: %w", c.Name, err)
 	}
-	i := &Istiod{cluster: c.Name, c: c, logFile: logFile, log: io.Discard, relay: r}
+	i := &IstiodPod{cluster: c.Name, c: c, logFile: logFile, log: io.Discard, relay: r}
 	i.h = i.watchPod(pod)
 	return i, nil
 }
 
 // watchPod starts a handle on pod, watching it for deletion, replacement or a restart.
-func (i *Istiod) watchPod(pod *corev1.Pod) *podHandle {
+func (i *IstiodPod) watchPod(pod *corev1.Pod) *podHandle {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &podHandle{pod: pod.Name, uid: pod.UID, runCtx: ctx, cancel: cancel, done: make(chan struct{})}
 	h.wg.Add(1)
@@ -52,7 +52,7 @@ func (i *Istiod) watchPod(pod *corev1.Pod) *podHandle {
 	return h
 }
 
-func (i *Istiod) handle() *podHandle {
+func (i *IstiodPod) handle() *podHandle {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.h
@@ -65,7 +65,7 @@ const istiodRestartTimeout = 5 * time.Minute
 // Deployment's next pod is Ready and points the handle at it: the relay's local ports pass to its
 // port-forwards, so samplers and xDS clients reconnect where they were; the log stream (appended
 // to the same file) and the watch follow it.
-func (i *Istiod) Restart(ctx context.Context) error {
+func (i *IstiodPod) Restart(ctx context.Context) error {
 	old := i.handle()
 	select {
 	case <-old.done:
@@ -130,7 +130,7 @@ func restarts(p *corev1.Pod) int32 {
 }
 
 // watch closes h.done when h's pod is deleted, replaced (another UID) or a container restarts.
-func (i *Istiod) watch(ctx context.Context, h *podHandle, base int32) {
+func (i *IstiodPod) watch(ctx context.Context, h *podHandle, base int32) {
 	pods := i.c.Client.CoreV1().Pods(mesh.SystemNamespace)
 	sel := fields.OneTermEqualSelector("metadata.name", h.pod).String()
 	lw := &cache.ListWatch{

@@ -58,7 +58,7 @@ type Options struct {
 var (
 	_ cluster.ImageLister     = (*Provider)(nil)
 	_ cluster.Platformer      = (*Provider)(nil)
-	_ cluster.IstiodRestarter = (*Istiod)(nil)
+	_ cluster.IstiodRestarter = (*IstiodPod)(nil)
 	_ cluster.Probes          = WithDataPlane{}
 	_ cluster.ExtraIstiods    = hostIstiods{}
 )
@@ -80,9 +80,9 @@ type member struct {
 	// manifests are rendered once (StartIstiod) and reused for the gateway.
 	manifests *install.Manifests
 	installs  []*install.Installed // in apply order
-	istiod    *Istiod
+	istiod    *IstiodPod
 	// hostIstiods are second istiods run on this host (startHostIstiod).
-	hostIstiods []*hostistiod.Istiod
+	hostIstiods []*hostistiod.Process
 	keeper      func() // stops KeepNodesReady
 }
 

@@ -10,9 +10,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
-// Istiod is one of the local provider's istiods: pilot-discovery on this host.
-type Istiod = hostistiod.Istiod
-
 // IstiodPorts are istiod's listeners, all on 127.0.0.1.
 type IstiodPorts = hostistiod.IstiodPorts
 

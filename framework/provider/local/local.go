@@ -15,6 +15,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/proc"
@@ -80,7 +81,7 @@ var (
 	_ cluster.ExtraIstiods        = (*Provider)(nil)
 	_ cluster.WatchedOnlyCutter   = (*Provider)(nil)
 	_ cluster.FakeNodeProxies     = (*Provider)(nil)
-	_ cluster.IstiodRestarter     = (*Istiod)(nil)
+	_ cluster.IstiodRestarter     = (*hostistiod.Process)(nil)
 	_ cluster.HopAccess           = (*probeEnv)(nil)
 	_ cluster.ClientRestarter     = (*probeEnv)(nil)
 )
@@ -109,7 +110,7 @@ type Provider struct {
 	workloads *cluster.WorkloadSet
 	restored  map[string]string
 	snapDir   string
-	istiods   []*Istiod
+	istiods   []*hostistiod.Process
 	slots     *slots
 	keepers   []*workload.NodeKeeper
 	// addressKeepers keep each east-west Gateway's status address (mesh.KeepEastWestGatewayAddress).
@@ -380,7 +381,7 @@ func (p *Provider) stopAll() {
 	for _, k := range addressKeepers {
 		k.Stop()
 	}
-	proc.StopParallel(istiods, func(i *Istiod) { _ = i.Stop() })
+	proc.StopParallel(istiods, func(i *hostistiod.Process) { _ = i.Stop() })
 	proc.StopParallel(members, (*member).stop)
 	for _, e := range egress {
 		e.close()

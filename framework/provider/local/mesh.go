@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -15,7 +16,7 @@ func (p *Provider) ControlPlane() cluster.ControlPlane { return p }
 func (p *Provider) Gateways() cluster.Gateways         { return p }
 
 // track remembers an istiod so that Destroy stops it before the API servers go.
-func (p *Provider) track(i *Istiod) {
+func (p *Provider) track(i *hostistiod.Process) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.istiods = append(p.istiods, i)

@@ -22,7 +22,7 @@ func benchFile(t *testing.T, dir, name, istiodVersion string, heap float64, extr
 	var all []byte
 	for round := range 5 { // benchstat needs 4 or more samples to call a difference
 		r := reporttest.Full()
-		r.Istiod = &report.Istiod{Version: istiodVersion, Binary: "/cache/" + istiodVersion + "/pilot-discovery", SHA256: strings.Repeat("ab", 32)}
+		r.Istiod = &report.IstiodBuild{Version: istiodVersion, Binary: "/cache/" + istiodVersion + "/pilot-discovery", SHA256: strings.Repeat("ab", 32)}
 		for i := range r.ControlPlane.Joins {
 			*r.ControlPlane.Joins[i].LiveHeapBytes *= heap * (1 + 0.01*float64(round))
 		}

@@ -113,7 +113,7 @@ func Render(r *report.Report) []byte {
 }
 
 // istiodLine names the istiod that ran: version (or "binary"), path, short sha256, replaced pins.
-func istiodLine(i *report.Istiod) string {
+func istiodLine(i *report.IstiodBuild) string {
 	what := "binary"
 	if i.Version != "" {
 		what = i.Version

@@ -18,7 +18,7 @@ func Full() *report.Report {
 	r.DataPlane = report.DataPlaneEmulated
 	r.Istio = "v0.0.0-20260827124520-eed52ebb66ad"
 	r.Kubernetes = "v1.36.1"
-	r.Istiod = &report.Istiod{Version: "v0.0.0-20260826214018-9739e10eb9d7", Binary: "/cache/pilot-discovery-0123/pilot-discovery",
+	r.Istiod = &report.IstiodBuild{Version: "v0.0.0-20260826214018-9739e10eb9d7", Binary: "/cache/pilot-discovery-0123/pilot-discovery",
 		SHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", GoVersion: "go1.26.8",
 		VersionOutput: `client version: version.BuildInfo{Version:"1.30-dev"}`, ReplacedPins: []string{"istio.io/api v1.30.4-0.20260824163423-69099aec2678 => v1.30.8"}}
 	r.Host = report.Host{CPUs: 2, MemoryBytes: 8 << 30}
