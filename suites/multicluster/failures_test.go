@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/join"
@@ -45,7 +43,7 @@ func failUnreachableRemote(t *testing.T, ctx context.Context, obs *cluster.Clust
 	// A fresh istiod for the observed cluster reads remote secrets from its own namespace
 	// (istiodcheck.Isolated), so the suite's own istiod never manages the broken cluster. Its remote
 	// sync timeout is short, so that istiod itself says it gave up on the cluster.
-	isolated := checks().Isolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
+	isolated := mc.Checks().Isolated(t, ctx, obs, "PILOT_REMOTE_CLUSTER_TIMEOUT="+ghostSyncTimeout.String())
 	// A kubeconfig for an API server that is not there: nothing listens on the port.
 	ports, err := proc.FreePorts(1)
 	require.NoError(t, err)
@@ -77,7 +75,7 @@ func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 	// seconds; a limit inside that delay must give up while istiod still reports syncing.
 	// The suite's own istiod never sees this cluster, and the fresh one goes with the test.
 	other := istiodcheck.OtherCluster(mc.Clusters, obs)
-	fresh := checks().Isolated(t, ctx, obs)
+	fresh := mc.Checks().Isolated(t, ctx, obs)
 	slow, _ := fresh.Slow(t, other, other.Name, istiodcheck.SlowSync)
 	fresh.Add(t, slow)
 	// The limit counts from istiod's taking up the secret.
@@ -96,7 +94,7 @@ func failJoinTimeout(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
 }
 
 func failIstiodKilled(t *testing.T, ctx context.Context, obs *cluster.Cluster) {
-	doomed := extraIstiod(t, ctx, obs, "")
+	doomed := mc.ExtraIstiod(t, ctx, obs, "")
 	require.NoError(t, doomed.Kill())
 
 	start := time.Now()
@@ -135,28 +133,4 @@ func clusterSample(m *measure.Metrics, metric, cluster string) float64 {
 		}
 	}
 	return -1
-}
-
-// extraIstiod starts a second istiod for cluster c (the suite's own keeps running), built from
-// istio.io/istio module version ("": the run's istiod), and stops it when the test ends; providers
-// that cannot run one skip the test.
-func extraIstiod(t *testing.T, ctx context.Context, c *cluster.Cluster, version string, vars ...string) *mesh.Istiod {
-	t.Helper()
-	extra, ok := mc.Provider.ControlPlane().(cluster.ExtraIstiods)
-	if !ok {
-		t.Skipf("the %s provider cannot run a second istiod here (cluster.ExtraIstiods)", mc.Provider.Name())
-	}
-	binary := mc.IstiodPath()
-	if version != "" {
-		// make ci builds it beforehand (go run ./scripts/bins -istiod.version=...); else it is built now.
-		b, err := env.ResolveIstiod(ctx, env.IstiodFlags{Version: version})
-		require.NoError(t, err, "the istiod of version %s", version)
-		binary = b.Path
-	}
-	i, err := extra.StartExtraIstiod(ctx, c, cluster.IstiodOptions{
-		Name: "extra", Binary: binary, Dir: filepath.Join(t.TempDir(), "istiod"), CA: mesh.CACertsOf(mc.Mesh.Intermediates[c.Name]), Env: vars,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = i.Stop() })
-	return mesh.Observe(i)
 }

@@ -1,13 +1,11 @@
 package multicluster
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
-	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
 )
@@ -55,7 +53,7 @@ var _ = planned.Add("TestIstiodProperties", []plan.Need[options.PlanIn]{options.
 // the suite's restarted istiod once never served the remote network again (docs/findings.md).
 func TestIstiodProperties(t *testing.T) {
 	ctx := mc.Begin(t)
-	r := checks()
+	r := mc.Checks()
 	t.Cleanup(func() {
 		mc.Report.IstiodChecks = append(mc.Report.IstiodChecks, r.Rows()...)
 		mc.Report.IstiodCheckControls = append(mc.Report.IstiodCheckControls, r.ControlRows()...)
@@ -78,14 +76,14 @@ func TestIstiodProperties(t *testing.T) {
 	controls(t, true, controlled{istiodcheck.MidSyncDeletion: midSync, istiodcheck.RejoinLongLived: rejoin,
 		istiodcheck.RemoteOutage: outage, istiodcheck.SyncStatusTruth: truth})
 	rotationTraffic := func(t *testing.T, ctl *istiodcheck.Control) {
-		d := dataPath(t, ctx)
+		d := mc.DataPath(t, ctx)
 		// The rotations can leave istiod serving nothing of the remote until its secret changes
 		// again (the in-place rotation race), and a control takes it out: the remote leaves the
 		// mesh at the end, so whichever test needs it next joins it afresh.
 		mc.LeaveAtEnd(t, d.Target.Name)
 		r.TrafficDuringRotation(t, ctx, d, ctl)
 	}
-	restart := func(t *testing.T, ctl *istiodcheck.Control) { r.TrafficDuringRestart(t, ctx, dataPath(t, ctx), ctl) }
+	restart := func(t *testing.T, ctl *istiodcheck.Control) { r.TrafficDuringRestart(t, ctx, mc.DataPath(t, ctx), ctl) }
 	// The data-plane two share the suite's mesh: one after the other, each with its controls.
 	t.Run(istiodcheck.TrafficDuringRotation, func(t *testing.T) { rotationTraffic(t, nil) })
 	controls(t, false, controlled{istiodcheck.TrafficDuringRotation: rotationTraffic})
@@ -127,34 +125,4 @@ func controls(t *testing.T, atOnce bool, runs controlled) {
 	for _, c := range cases {
 		t.Run(c.Name, c.Run)
 	}
-}
-
-// checks is the run as the istiod checks reach it.
-func checks() *istiodcheck.Run {
-	version := ""
-	if mc.Istiod != nil {
-		version = mc.Istiod.ModuleVersion
-	}
-	return &istiodcheck.Run{
-		Clusters: mc.Clusters, Scale: mc.Scale, Expect: mc.Expect(), Join: mc.JoinOptions(),
-		Rotations: mc.Opts.Checks.Rotations, Remotes: mc.Opts.Checks.Clusters, IstiodVersion: version, Controls: mc.Opts.Checks.Controls,
-		CAs: mc.Mesh.Intermediates, ExtraIstiod: extraIstiod, RunContext: mc.RunContext, Logf: mc.Logf,
-		Profile: func(i *mesh.Istiod, when string) []string { return mc.Profile(i, when) },
-	}
-}
-
-// dataPath is the probes' path to the other probe cluster, for the traffic checks.
-func dataPath(t *testing.T, ctx context.Context) istiodcheck.DataPath {
-	p := mc.DataPlane(t, ctx)
-	target, app := p.Other()
-	d := istiodcheck.DataPath{
-		Probes: p, Local: p.Local, Istiod: mc.Mesh.Istiods[p.Local.Name], Target: target, App: app,
-		RotateSecret: func(ctx context.Context) error { return mc.Mesh.RotateSecret(ctx, target.Name) },
-		TouchSecret:  func(ctx context.Context) error { return mc.Mesh.TouchSecret(ctx, target.Name) },
-		RemoveRemote: func(ctx context.Context) error { return mc.Mesh.Leave(ctx, target.Name) },
-	}
-	if mc.Mesh.Restartable(p.Local.Name) {
-		d.RestartIstiod = func(ctx context.Context) error { return mc.Mesh.RestartIstiod(ctx, p.Local.Name) }
-	}
-	return d
 }
