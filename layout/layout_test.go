@@ -68,6 +68,10 @@ func under(pkg string, prefixes ...string) bool {
 var method = []string{"framework/join", "framework/istiodcheck", "framework/churn", "framework/traffic",
 	"framework/latency", "framework/measure", "framework/xdswatch", "framework/envoyxds", "framework/xdscount", "framework/xdsstream", "framework/proxies", "framework/faults", "framework/subtest", "framework/clustercheck"}
 
+// emulatorMay is what the emulator may import of the framework: the contract's types and what a
+// ztunnel itself has (certificates, istiod's xDS clients, the workloads' names).
+var emulatorMay = []string{"framework/cluster", "framework/pki", "framework/workload", "framework/xdswatch", "framework/xdsstream", "framework/xdscount"}
+
 // providers are the provider implementations (not the registry, framework/provider itself).
 func isProvider(pkg string) bool {
 	return strings.HasPrefix(pkg, "framework/provider/")
@@ -81,8 +85,10 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case pkg == "framework/cluster" && dep != "topology":
 				t.Errorf("the contract %s imports %s: it may import only topology of this module", pkg, dep)
-			case under(pkg, "framework", "topology") && under(dep, "suites", "scripts"):
+			case under(pkg, "framework", "topology", "emulator") && under(dep, "suites", "scripts"):
 				t.Errorf("%s imports %s: nothing below suites/ and scripts/ reaches up", pkg, dep)
+			case under(pkg, "emulator") && under(dep, "framework") && !under(dep, emulatorMay...):
+				t.Errorf("the emulator's %s imports %s: of the framework it may import only %v", pkg, dep, emulatorMay)
 			case under(pkg, method...) && (isProvider(dep) || under(dep, "framework/env", "framework/ci", "framework/experiment")):
 				t.Errorf("the method's %s imports %s: it may not know a provider, the lifecycle, the experiment above it or CI", pkg, dep)
 			case under(pkg, "framework/env") && under(dep, append([]string{"framework/ci", "framework/experiment"}, method[:5]...)...):
@@ -102,6 +108,7 @@ func TestTheWalkSeesImports(t *testing.T) {
 	assert.Contains(t, all["framework/env"], "framework/cluster")
 	assert.Contains(t, all["framework/ci"], "framework/env")
 	assert.Contains(t, all["framework/experiment"], "framework/join")
+	assert.Contains(t, all["emulator/dataplane"], "framework/xdswatch")
 }
 
 // The suites are the experiment's script, its method in framework/experiment: no test file under

@@ -17,7 +17,7 @@ import (
 // emulatedDataPlane is this module's command that make images puts in place of Istio's ztunnel
 // and proxyv2 images (ztunnel is Rust and the gateway Envoy: neither builds here). Istio's charts
 // run it with their own arguments, environment and mounts.
-const emulatedDataPlane = "./cmd/emulated-dataplane"
+const emulatedDataPlane = "./emulator/cmd/emulated-dataplane"
 
 // dataPlaneKeys memoizes dataPlaneKey per checkout: go list takes a second, and a run asks for the
 // images' names more than once.

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 )
 
 const (

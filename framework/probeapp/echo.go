@@ -18,7 +18,7 @@ import (
 
 	"fortio.org/fortio/fhttp"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/mesh"

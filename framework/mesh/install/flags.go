@@ -19,7 +19,7 @@ func OrBuilt(im Images, built images.Set) Images {
 
 // RunsDataPlane is what these images run: "emulated" for the ones `make images` builds (ztunnel
 // and the gateway's Envoy cannot be built here: their images hold this project's emulated data
-// plane, cmd/emulated-dataplane) unless -istio.dataplane=none, else "ztunnel".
+// plane, emulator/cmd/emulated-dataplane) unless -istio.dataplane=none, else "ztunnel".
 func (im Images) RunsDataPlane() string {
 	if im.Hub == images.IstioHub {
 		if im.DataPlane == report.DataPlaneNone {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/netns"
 )
 
 // TestTunnelCrossesAnInternalDockerNetwork builds what the run's Docker network is, in network

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/pki"

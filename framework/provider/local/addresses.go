@@ -8,7 +8,7 @@ import (
 )
 
 // addressPlan is cluster index's share of the local address plan (topology/addresses.go): pod addresses
-// an EndpointSlice accepts, each served on its loopback twin (framework/dataplane/addrmap), and
+// an EndpointSlice accepts, each served on its loopback twin (emulator/dataplane/addrmap), and
 // loopback node addresses.
 type addressPlan int
 

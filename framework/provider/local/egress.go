@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
 )
 
 // egressProxy is where an API server's "cluster" egress goes (its pod, service and node proxy

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
@@ -33,7 +33,7 @@ func (p *Provider) StartExtraIstiod(ctx context.Context, c *cluster.Cluster, o c
 
 func (p *Provider) startIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
 	// As Istio's chart sets it for every istiod: ztunnel may ask for the identities of the pods on
-	// its node, which the emulated ztunnels (framework/dataplane/nodecerts) do. o.Env comes later
+	// its node, which the emulated ztunnels (emulator/dataplane/nodecerts) do. o.Env comes later
 	// and wins.
 	o.Env = append([]string{"CA_TRUSTED_NODE_ACCOUNTS=" + pki.IstioNamespace + "/" + nodecerts.ZtunnelAccount}, o.Env...)
 	i, err := hostistiod.Start(ctx, c, o)

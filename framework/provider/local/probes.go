@@ -19,10 +19,10 @@ import (
 	fortiolog "fortio.org/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane"
-	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
-	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
@@ -416,7 +416,7 @@ func (p *Provider) Listening() ([]netip.AddrPort, error) {
 }
 
 // ServeFakeNodes stands in for the ztunnel of each of c's fake nodes: a certificate client per
-// node (framework/dataplane/nodecerts) that asks i's CA for the pods on its node.
+// node (emulator/dataplane/nodecerts) that asks i's CA for the pods on its node.
 func (p *Provider) ServeFakeNodes(ctx context.Context, c *cluster.Cluster, i cluster.Istiod, ca cluster.CACerts, nodes []string) (cluster.NodeCertificates, error) {
 	root, err := writeRoot(filepath.Join(p.opts.RunDir, c.Name, "fake-nodes"), ca)
 	if err != nil {

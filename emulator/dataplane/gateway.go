@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 )
 
 // Gateway is an emulated east-west gateway: it terminates only the outer HBONE tunnel, picks a

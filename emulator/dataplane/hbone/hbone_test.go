@@ -722,7 +722,7 @@ func ourGoroutines() []string {
 		if strings.Contains(st, "hbone.ourGoroutines") || strings.Contains(st, "hbone.TestNoGoroutineLeaks(") {
 			continue // the checker and the test itself
 		}
-		for _, mark := range []string{"framework/dataplane/hbone.", "golang.org/x/net/http2.", "internal/poll."} {
+		for _, mark := range []string{"emulator/dataplane/hbone.", "golang.org/x/net/http2.", "internal/poll."} {
 			if strings.Contains(st, mark) {
 				ours = append(ours, st)
 				break

@@ -1,7 +1,7 @@
 // Package nodecerts is a node proxy's certificate client as the emulated data plane runs it in the
 // test process: the pod a ztunnel runs as, an API object on its node that istiod's node
 // authorizer reads; that pod's service-account token from the cluster's API server; istiod's CA
-// (framework/dataplane/identity); and the certificates the proxy holds for the pods on its node,
+// (emulator/dataplane/identity); and the certificates the proxy holds for the pods on its node,
 // renewed at half their lifetime. Nodes does the same for every ambient pod of nodes that carry
 // no traffic here (the scale workloads' fake nodes), so that istiod signs for every pod as it
 // would in a mesh with a ztunnel on each node.
@@ -22,7 +22,7 @@ import (
 
 	"istio.io/istio/security/pkg/pki/util"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"istio.io/istio/pkg/zdsapi"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/zds/zdstest"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/zds/zdstest"
 )
 
 // connect listens like istio-cni's node agent, dials it with Dial and accepts the connection.

@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"

@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"istio.io/istio/pkg/zdsapi"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane"
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
-	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
-	"github.com/ambientmc/ambientmc/framework/dataplane/netns/netnstest"
-	"github.com/ambientmc/ambientmc/framework/dataplane/zds/zdstest"
+	"github.com/ambientmc/ambientmc/emulator/dataplane"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/netns"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/netns/netnstest"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/zds/zdstest"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 

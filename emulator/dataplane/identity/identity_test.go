@@ -16,9 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )

@@ -2,9 +2,9 @@
 // hands it each ambient pod's network namespace over ZDS, and it opens ztunnel's listeners inside
 // that namespace (15001 outbound, 15006 inbound plaintext, 15008 HBONE, 15053 DNS), where
 // istio-cni's own redirection rules send the pod's traffic. Routing, HBONE and double HBONE are
-// the in-process emulator's (framework/dataplane); identities come from istiod's CA, asked for
+// the in-process emulator's (emulator/dataplane); identities come from istiod's CA, asked for
 // each pod's service account as ztunnel asks (impersonation); every inbound tunnel is authorized
-// as ztunnel's L4 policies decide (framework/dataplane/rbac). No ztunnel code runs here.
+// as ztunnel's L4 policies decide (emulator/dataplane/rbac). No ztunnel code runs here.
 package inpod
 
 import (
@@ -25,13 +25,13 @@ import (
 	"golang.org/x/sys/unix"
 	"istio.io/istio/pkg/zdsapi"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane"
-	"github.com/ambientmc/ambientmc/framework/dataplane/dnsproxy"
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
-	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
-	"github.com/ambientmc/ambientmc/framework/dataplane/rbac"
-	"github.com/ambientmc/ambientmc/framework/dataplane/zds"
+	"github.com/ambientmc/ambientmc/emulator/dataplane"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/dnsproxy"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/netns"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/rbac"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/zds"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
@@ -426,7 +426,7 @@ func (p *pod) inbound(ctx context.Context, r *http.Request, peerID string) (net.
 		target, service = netip.AddrPortFrom(self.Addr, uint16(svc.TargetPort(self, uint32(port)))), svc.Hostname
 	}
 	from, _ := netip.ParseAddrPort(r.RemoteAddr) // the tunnel's peer: the source pod, or the gateway
-	// ztunnel's inbound authorization (framework/dataplane/rbac): the verified client identity
+	// ztunnel's inbound authorization (emulator/dataplane/rbac): the verified client identity
 	// against the policies that apply to this pod.
 	if err := v.Authorize(self, rbac.Conn{Src: from, Dst: target, SrcIdentity: peerID}); err != nil {
 		return nil, http.StatusUnauthorized, err

@@ -15,10 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/addrmap"
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
-	"github.com/ambientmc/ambientmc/framework/dataplane/nodecerts"
-	"github.com/ambientmc/ambientmc/framework/dataplane/rbac"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/nodecerts"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/rbac"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )

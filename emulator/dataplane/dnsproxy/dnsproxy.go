@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/emulator/dataplane"
 )
 
 // TTL is the lifetime ztunnel gives the records it answers with.

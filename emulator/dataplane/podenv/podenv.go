@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/hbone"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 

@@ -1,7 +1,7 @@
 // Package dataplane emulates ztunnel and the east-west gateway for the local provider. Both act
 // only on what their cluster's istiod sends over workload xDS, and speak real HBONE and double
-// HBONE (framework/dataplane/hbone) with SPIFFE mTLS, every certificate from that istiod's CA
-// (framework/dataplane/nodecerts). Reports label this data plane "emulated".
+// HBONE (emulator/dataplane/hbone) with SPIFFE mTLS, every certificate from that istiod's CA
+// (emulator/dataplane/nodecerts). Reports label this data plane "emulated".
 package dataplane
 
 import (
@@ -14,7 +14,7 @@ import (
 	"istio.io/istio/pkg/workloadapi"
 	"istio.io/istio/pkg/workloadapi/security"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/rbac"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/rbac"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 	"istio.io/istio/pkg/workloadapi"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane"
+	"github.com/ambientmc/ambientmc/emulator/dataplane"
 )
 
 func view() *dataplane.View {

@@ -23,7 +23,7 @@ import (
 	"istio.io/istio/cni/pkg/scopes"
 	dep "istio.io/istio/tools/istio-iptables/pkg/dependencies"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane/netns/netnstest"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/netns/netnstest"
 )
 
 // newNS creates a fresh network namespace with lo up, held only by the returned NS's file, so

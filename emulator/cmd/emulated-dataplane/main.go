@@ -3,7 +3,7 @@
 // (`proxy ztunnel` from ztunnel's DaemonSet, `proxy waypoint ...` from the east-west gateway's
 // Deployment that istiod renders with its waypoint template), their environment, token and
 // mounted root. No ztunnel or
-// Envoy code runs: routing, HBONE and double HBONE are framework/dataplane's.
+// Envoy code runs: routing, HBONE and double HBONE are emulator/dataplane's.
 package main
 
 import (
@@ -24,11 +24,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/dataplane"
-	"github.com/ambientmc/ambientmc/framework/dataplane/identity"
-	"github.com/ambientmc/ambientmc/framework/dataplane/inpod"
-	"github.com/ambientmc/ambientmc/framework/dataplane/netns"
-	"github.com/ambientmc/ambientmc/framework/dataplane/podenv"
+	"github.com/ambientmc/ambientmc/emulator/dataplane"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/identity"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/inpod"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/netns"
+	"github.com/ambientmc/ambientmc/emulator/dataplane/podenv"
 	"github.com/ambientmc/ambientmc/framework/pki"
 )
 
