@@ -353,21 +353,26 @@ type ClientRestarter interface {
 // dial itself (the local provider's loopback plan); security tests skip elsewhere.
 type HopAccess interface {
 	// Hops returns the addresses and identities of the other network's side of the probe path
+	// and, where the provider reaches it, of the same network's peer
 	// (zero when the topology has no other network).
 	Hops() Hops
 }
 
-// Hops are the remote ztunnel and gateway of the probe path, as the test process reaches them.
+// Hops are the remote ztunnel and gateway of the probe path, and the peer's ztunnel on the
+// client's network, as the test process reaches them (each zero where the topology or the provider
+// has none).
 type Hops struct {
-	RemoteZtunnel  netip.AddrPort // echo-remote's ztunnel HBONE listener
-	RemoteGateway  netip.AddrPort // the remote east-west gateway's HBONE listener
-	EchoAuthority  string         // echo-remote's pod IP:port, the inner CONNECT authority at the ztunnel
-	RemoteHost     string         // echo-remote's service hostname:port, the authority at the gateway
-	GatewayID      string         // the gateway's SPIFFE identity
-	EchoID         string         // echo-remote's SPIFFE identity
-	ClientCA       CACerts
-	Roots          *x509.CertPool
-	ProbeNamespace string
+	PeerZtunnel       netip.AddrPort // echo-peer's ztunnel HBONE listener, on the client's network
+	PeerEchoAuthority string         // echo-peer's pod IP:port, the CONNECT authority at its ztunnel
+	RemoteZtunnel     netip.AddrPort // echo-remote's ztunnel HBONE listener
+	RemoteGateway     netip.AddrPort // the remote east-west gateway's HBONE listener
+	EchoAuthority     string         // echo-remote's pod IP:port, the inner CONNECT authority at the ztunnel
+	RemoteHost        string         // echo-remote's service hostname:port, the authority at the gateway
+	GatewayID         string         // the gateway's SPIFFE identity
+	EchoID            string         // echo-remote's SPIFFE identity
+	ClientCA          CACerts
+	Roots             *x509.CertPool
+	ProbeNamespace    string
 }
 
 // Listeners is offered by providers whose every process the framework starts on this host, so a

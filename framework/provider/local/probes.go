@@ -367,26 +367,33 @@ func (e *probeEnv) Path(context.Context) (cluster.PathCounters, error) {
 	return pc, nil
 }
 
-// Hops: on loopback, the test process can dial the remote ztunnel and gateway itself (the
-// ztunnel at the loopback twin of the pod address it serves).
+// Hops: on loopback, the test process can dial the remote ztunnel and gateway and the peer's
+// ztunnel itself (a ztunnel at the loopback twin of the pod address it serves).
 func (e *probeEnv) Hops() cluster.Hops {
-	if e.setup.Remote == nil {
-		return cluster.Hops{} // no other network: no gateway on the probe path
-	}
-	echo, _ := e.probes.Server(cluster.EchoRemote, e.setup.Remote.Name)
-	gw, _ := topology.GatewayIP(e.setup.Remote.Index)
-	sock, _ := addrmap.Socket(echo.IP)
-	return cluster.Hops{
-		RemoteZtunnel:  netip.AddrPortFrom(sock, dataplane.HBONEPort),
-		RemoteGateway:  netip.AddrPortFrom(gw, dataplane.HBONEPort),
-		EchoAuthority:  net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort)),
-		RemoteHost:     net.JoinHostPort(workload.ProbeHost(cluster.EchoRemote), strconv.Itoa(workload.ProbePort)),
-		GatewayID:      dataplane.GatewayIdentity,
+	h := cluster.Hops{
 		EchoID:         "spiffe://cluster.local/ns/" + workload.ProbeNamespace + "/sa/echo",
 		ClientCA:       e.setup.CAs[e.setup.Local.Name],
 		Roots:          e.setup.Roots,
 		ProbeNamespace: workload.ProbeNamespace,
 	}
+	if e.setup.Peer != nil {
+		echo, _ := e.probes.Server(cluster.EchoPeer, e.setup.Peer.Name)
+		sock, _ := addrmap.Socket(echo.IP)
+		h.PeerZtunnel = netip.AddrPortFrom(sock, dataplane.HBONEPort)
+		h.PeerEchoAuthority = net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort))
+	}
+	if e.setup.Remote == nil {
+		return h // no other network: no gateway on the probe path
+	}
+	echo, _ := e.probes.Server(cluster.EchoRemote, e.setup.Remote.Name)
+	gw, _ := topology.GatewayIP(e.setup.Remote.Index)
+	sock, _ := addrmap.Socket(echo.IP)
+	h.RemoteZtunnel = netip.AddrPortFrom(sock, dataplane.HBONEPort)
+	h.RemoteGateway = netip.AddrPortFrom(gw, dataplane.HBONEPort)
+	h.EchoAuthority = net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort))
+	h.RemoteHost = net.JoinHostPort(workload.ProbeHost(cluster.EchoRemote), strconv.Itoa(workload.ProbePort))
+	h.GatewayID = dataplane.GatewayIdentity
+	return h
 }
 
 // Close stops the emulators and echo servers.
