@@ -35,6 +35,7 @@ func echoService(lb *workloadapi.LoadBalancing) *workloadapi.Address {
 
 type pod struct {
 	name, network, node, region, zone string
+	subzone                           string
 	cluster                           string
 	addr                              netip.Addr
 	healthy                           bool
@@ -49,7 +50,7 @@ func (p pod) address() *workloadapi.Address {
 	}
 	w := &workloadapi.Workload{Uid: "c//Pod/probe/" + p.name, Name: p.name, Namespace: "probe", ServiceAccount: p.name,
 		Network: p.network, Node: p.node, ClusterId: p.cluster, Status: st, Addresses: [][]byte{p.addr.AsSlice()},
-		Locality: &workloadapi.Locality{Region: p.region, Zone: p.zone}}
+		Locality: &workloadapi.Locality{Region: p.region, Zone: p.zone, Subzone: p.subzone}}
 	if p.capacity > 0 {
 		w.Capacity = wrapperspb.UInt32(p.capacity)
 	}
@@ -112,6 +113,72 @@ func TestPickFailoverWalksThePreferenceTiers(t *testing.T) {
 	assert.Equal(t, map[string]int{"network": 200}, picks(t, view(lb, client, zone, region, network, far), 200))
 	network.healthy = false
 	assert.Equal(t, map[string]int{"far": 200}, picks(t, view(lb, client, zone, region, network, far), 200))
+}
+
+// With NETWORK first, ztunnel skips a network that differs and ranks the endpoint by the rest of
+// the preferences, and the same network outranks them all (src/state.rs load_balance): of two
+// endpoints on another network, the one in the client's region is chosen.
+func TestPickFailoverRanksOtherNetworksByTheRestOfThePreferences(t *testing.T) {
+	lb := &workloadapi.LoadBalancing{Mode: workloadapi.LoadBalancing_FAILOVER, RoutingPreference: []workloadapi.LoadBalancing_Scope{
+		workloadapi.LoadBalancing_NETWORK, workloadapi.LoadBalancing_REGION}}
+	near := pod{name: "near", network: "network-2", region: "r1", addr: netip.MustParseAddr("127.12.0.2"), healthy: true, service: true}
+	far := pod{name: "far", network: "network-3", region: "r9", addr: netip.MustParseAddr("127.13.0.3"), healthy: true, service: true}
+	assert.Equal(t, map[string]int{"near": 200}, picks(t, view(lb, client, near, far), 200))
+	home := pod{name: "home", network: "network-1", region: "r9", addr: netip.MustParseAddr("127.11.0.4"), healthy: true, service: true}
+	assert.Equal(t, map[string]int{"home": 200}, picks(t, view(lb, client, near, far, home), 200), "the same network, in another region, outranks the rest")
+	strict := &workloadapi.LoadBalancing{Mode: workloadapi.LoadBalancing_STRICT, RoutingPreference: lb.RoutingPreference}
+	v := view(strict, client, near, far)
+	_, err := v.Pick(v.ServiceByHostname("echo.probe.svc.cluster.local"), v.WorkloadByAddr(client.addr), 80, rand.New(rand.NewPCG(1, 1)))
+	assert.ErrorContains(t, err, "strict", "STRICT needs every preference, the network too")
+}
+
+// SUBZONE is a preference of its own, not a match for every endpoint.
+func TestPickFailoverRanksBySubzone(t *testing.T) {
+	lb := &workloadapi.LoadBalancing{Mode: workloadapi.LoadBalancing_FAILOVER, RoutingPreference: []workloadapi.LoadBalancing_Scope{
+		workloadapi.LoadBalancing_REGION, workloadapi.LoadBalancing_ZONE, workloadapi.LoadBalancing_SUBZONE}}
+	src := client
+	src.subzone = "s1"
+	same := pod{name: "same", network: "network-1", region: "r1", zone: "z1", subzone: "s1", addr: netip.MustParseAddr("127.11.0.2"), healthy: true, service: true}
+	other := pod{name: "other", network: "network-1", region: "r1", zone: "z1", subzone: "s2", addr: netip.MustParseAddr("127.11.0.3"), healthy: true, service: true}
+	v := view(lb, src, same, other)
+	svc := v.ServiceByHostname("echo.probe.svc.cluster.local")
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 100 {
+		ep, err := v.Pick(svc, v.WorkloadByAddr(src.addr), 80, r)
+		require.NoError(t, err)
+		assert.Equal(t, "same", ep.Name)
+	}
+}
+
+// A service whose policy allows every endpoint keeps the unhealthy ones (src/state/service.rs
+// should_include_endpoint).
+func TestPickAllowAllKeepsUnhealthyEndpoints(t *testing.T) {
+	down := pod{name: "down", network: "network-1", addr: netip.MustParseAddr("127.11.0.3"), service: true}
+	lb := &workloadapi.LoadBalancing{HealthPolicy: workloadapi.LoadBalancing_ALLOW_ALL}
+	assert.Equal(t, map[string]int{"down": 50}, picks(t, view(lb, client, down), 50))
+}
+
+// A port the service does not have is refused, and an endpoint that serves no target port for the
+// service's port is left out (src/state.rs load_balance's port filter).
+func TestPickFiltersByPort(t *testing.T) {
+	mapped := pod{name: "mapped", network: "network-1", addr: netip.MustParseAddr("127.11.0.2"), healthy: true, service: true}
+	unmapped := pod{name: "unmapped", network: "network-1", addr: netip.MustParseAddr("127.11.0.3"), healthy: true}
+	addrs := map[string]*workloadapi.Address{echoKey: echoService(nil), "c//Pod/probe/mapped": mapped.address(), "c//Pod/probe/unmapped": unmapped.address(),
+		"c//Pod/probe/client": client.address()}
+	// unmapped is in the service with no port of its own, and the service names no target port.
+	w := addrs["c//Pod/probe/unmapped"].GetWorkload()
+	w.Services = map[string]*workloadapi.PortList{echoKey: {}}
+	addrs[echoKey].GetService().Ports = []*workloadapi.Port{{ServicePort: 80}}
+	v := BuildView(addrs)
+	svc := v.ServiceByHostname("echo.probe.svc.cluster.local")
+	r := rand.New(rand.NewPCG(9, 9))
+	for range 100 {
+		ep, err := v.Pick(svc, v.WorkloadByAddr(client.addr), 80, r)
+		require.NoError(t, err)
+		assert.Equal(t, "mapped", ep.Name)
+	}
+	_, err := v.Pick(svc, v.WorkloadByAddr(client.addr), 81, r)
+	assert.ErrorContains(t, err, "has no port 81")
 }
 
 func TestPickWeighsByCapacity(t *testing.T) {

@@ -44,6 +44,7 @@ type Endpoint struct {
 	Cluster     string
 	Region      string
 	Zone        string
+	Subzone     string
 	Healthy     bool
 	Capacity    uint32
 	Ports       map[uint32]uint32 // service port -> target port for this workload
@@ -101,7 +102,7 @@ func BuildPolicyView(addrs map[string]*workloadapi.Address, policies map[string]
 		ep := &Endpoint{UID: w.GetUid(), Name: w.GetName(), Namespace: w.GetNamespace(), Workload: w.GetWorkloadName(),
 			Network: w.GetNetwork(), Node: w.GetNode(), Cluster: w.GetClusterId(),
 			Identity: identity(w), Healthy: w.GetStatus() == workloadapi.WorkloadStatus_HEALTHY, Capacity: 1,
-			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), InServices: len(w.GetServices()),
+			Region: w.GetLocality().GetRegion(), Zone: w.GetLocality().GetZone(), Subzone: w.GetLocality().GetSubzone(), InServices: len(w.GetServices()),
 			Policies: w.GetAuthorizationPolicies()}
 		v.workloads = append(v.workloads, ep)
 		if ep.Name != "" {
@@ -196,17 +197,33 @@ func (s *Service) TargetPort(ep *Endpoint, port uint32) uint32 {
 	return port
 }
 
-// Pick chooses an endpoint for a connection from src to s as ztunnel does: only healthy
-// endpoints; with a load-balancing policy, endpoints are ranked by how many of the routing
-// preferences they share with the source (FAILOVER takes the best rank present, STRICT only
-// endpoints matching all); within the chosen set the choice is random, weighted by capacity (a
-// split-horizon workload stands for `capacity` endpoints behind its gateway).
+// Pick chooses an endpoint for a connection from src to port of s as ztunnel does (istio/ztunnel
+// 62d8265 src/state.rs load_balance, src/state/service.rs should_include_endpoint): healthy
+// endpoints, or every one where the service's policy allows all; none without an address unless
+// it is reachable through its network's gateway from another network; none that serves no target
+// port for port; with a load-balancing mode, endpoints are ranked by the routing preferences they
+// share with the source in order (a leading NETWORK preference that does not match is skipped, and
+// one that matches outranks every other match), FAILOVER keeping the best rank present and STRICT
+// only endpoints matching all; within the chosen set the choice is random, weighted by capacity
+// (a split-horizon workload stands for `capacity` endpoints behind its gateway).
 func (v *View) Pick(s *Service, src *Endpoint, port uint32, r *rand.Rand) (*Endpoint, error) {
+	target, ok := s.Ports[port]
+	if !ok {
+		return nil, fmt.Errorf("service %s has no port %d", s.Hostname, port)
+	}
+	allowAll := s.LB != nil && s.LB.GetHealthPolicy() == workloadapi.LoadBalancing_ALLOW_ALL
 	var candidates []*Endpoint
 	for _, ep := range v.endpoints[s.Key] {
-		if ep.Healthy && (ep.Addr.IsValid() || ep.Gateway.IsValid()) {
-			candidates = append(candidates, ep)
+		if !ep.Healthy && !allowAll {
+			continue
 		}
+		if !ep.Addr.IsValid() && (!ep.Gateway.IsValid() || (src != nil && src.Network == ep.Network)) {
+			continue // only its network's gateway reaches it, and never from inside that network
+		}
+		if _, mapped := ep.Ports[port]; target == 0 && !mapped {
+			continue // it serves no target port for this service port
+		}
+		candidates = append(candidates, ep)
 	}
 	if len(candidates) == 0 {
 		return nil, fmt.Errorf("service %s has no healthy endpoints", s.Hostname)
@@ -216,8 +233,8 @@ func (v *View) Pick(s *Service, src *Endpoint, port uint32, r *rand.Rand) (*Endp
 		best := -1
 		var ranked []*Endpoint
 		for _, ep := range candidates {
-			rank := matching(prefs, src, ep)
-			if s.LB.GetMode() == workloadapi.LoadBalancing_STRICT && rank < len(prefs) {
+			rank, all := matching(prefs, src, ep)
+			if s.LB.GetMode() == workloadapi.LoadBalancing_STRICT && !all {
 				continue
 			}
 			switch {
@@ -247,31 +264,43 @@ func (v *View) Pick(s *Service, src *Endpoint, port uint32, r *rand.Rand) (*Endp
 	return candidates[len(candidates)-1], nil
 }
 
-// matching counts the leading routing preferences on which ep agrees with src.
-func matching(prefs []workloadapi.LoadBalancing_Scope, src, ep *Endpoint) int {
-	n := 0
+// matching is ep's rank for src under the routing preferences prefs, as ztunnel's load_balance
+// ranks it: one per leading preference on which they agree; where NETWORK comes first, a network
+// that differs is skipped over and the same network adds the rank of every other preference. all
+// says every preference matched (STRICT's test).
+func matching(prefs []workloadapi.LoadBalancing_Scope, src, ep *Endpoint) (rank int, all bool) {
+	networkFirst := len(prefs) > 0 && prefs[0] == workloadapi.LoadBalancing_NETWORK
+	adjust := 0
 	for _, p := range prefs {
 		var same bool
 		switch p {
-		case workloadapi.LoadBalancing_NETWORK:
-			same = src.Network == ep.Network
 		case workloadapi.LoadBalancing_REGION:
 			same = src.Region == ep.Region
 		case workloadapi.LoadBalancing_ZONE:
 			same = src.Zone == ep.Zone
+		case workloadapi.LoadBalancing_SUBZONE:
+			same = src.Subzone == ep.Subzone
 		case workloadapi.LoadBalancing_NODE:
 			same = src.Node == ep.Node
 		case workloadapi.LoadBalancing_CLUSTER:
 			same = src.Cluster == ep.Cluster
+		case workloadapi.LoadBalancing_NETWORK:
+			same = src.Network == ep.Network
+			if networkFirst {
+				if !same {
+					continue // try the other scopes
+				}
+				adjust = len(prefs) - 1
+			}
 		default:
-			same = true
+			same = false // a scope this build does not know matches nothing
 		}
 		if !same {
 			break
 		}
-		n++
+		rank++
 	}
-	return n
+	return rank + adjust, rank == len(prefs)
 }
 
 // Authorize decides a connection to dst as ztunnel does on its inbound side (rbac): nil allows,
