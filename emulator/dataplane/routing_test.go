@@ -73,8 +73,14 @@ var client = pod{name: "client", network: "network-1", node: "n0", region: "r1",
 // picks counts which pod each of n picks from client went to.
 func picks(t *testing.T, v *View, n int) map[string]int {
 	t.Helper()
+	return picksFrom(t, v, client, n)
+}
+
+// picksFrom counts which pod each of n picks from pod from went to.
+func picksFrom(t *testing.T, v *View, from pod, n int) map[string]int {
+	t.Helper()
 	svc := v.ServiceByHostname("echo.probe.svc.cluster.local")
-	src := v.WorkloadByAddr(client.addr)
+	src := v.WorkloadByAddr(from.addr)
 	r := rand.New(rand.NewPCG(7, 7))
 	out := map[string]int{}
 	for range n {
@@ -140,14 +146,7 @@ func TestPickFailoverRanksBySubzone(t *testing.T) {
 	src.subzone = "s1"
 	same := pod{name: "same", network: "network-1", region: "r1", zone: "z1", subzone: "s1", addr: netip.MustParseAddr("127.11.0.2"), healthy: true, service: true}
 	other := pod{name: "other", network: "network-1", region: "r1", zone: "z1", subzone: "s2", addr: netip.MustParseAddr("127.11.0.3"), healthy: true, service: true}
-	v := view(lb, src, same, other)
-	svc := v.ServiceByHostname("echo.probe.svc.cluster.local")
-	r := rand.New(rand.NewPCG(5, 5))
-	for range 100 {
-		ep, err := v.Pick(svc, v.WorkloadByAddr(src.addr), 80, r)
-		require.NoError(t, err)
-		assert.Equal(t, "same", ep.Name)
-	}
+	assert.Equal(t, map[string]int{"same": 100}, picksFrom(t, view(lb, src, same, other), src, 100))
 }
 
 // A service whose policy allows every endpoint keeps the unhealthy ones (src/state/service.rs
@@ -170,14 +169,8 @@ func TestPickFiltersByPort(t *testing.T) {
 	w.Services = map[string]*workloadapi.PortList{echoKey: {}}
 	addrs[echoKey].GetService().Ports = []*workloadapi.Port{{ServicePort: 80}}
 	v := BuildView(addrs)
-	svc := v.ServiceByHostname("echo.probe.svc.cluster.local")
-	r := rand.New(rand.NewPCG(9, 9))
-	for range 100 {
-		ep, err := v.Pick(svc, v.WorkloadByAddr(client.addr), 80, r)
-		require.NoError(t, err)
-		assert.Equal(t, "mapped", ep.Name)
-	}
-	_, err := v.Pick(svc, v.WorkloadByAddr(client.addr), 81, r)
+	assert.Equal(t, map[string]int{"mapped": 100}, picks(t, v, 100))
+	_, err := v.Pick(v.ServiceByHostname("echo.probe.svc.cluster.local"), v.WorkloadByAddr(client.addr), 81, rand.New(rand.NewPCG(9, 9)))
 	assert.ErrorContains(t, err, "has no port 81")
 }
 

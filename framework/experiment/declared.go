@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// DeclaredTests checks the suite in the current directory as the catalog wants it, and returns its
+// DeclaredTests checks the suite in the current directory, and returns its
 // top-level tests: every one declares its plan item in its own file, beside itself
 // (var _ = planned.Add("TestX", ...)), or it would run unplanned, and starts with mc.Begin(t),
 // which skips it where its declared needs are unmet; the TestPlan tests, which check the plan

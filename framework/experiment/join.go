@@ -21,7 +21,7 @@ import (
 
 // The join method (framework/join) on the run's mesh.
 
-// Expect is what a ztunnel-like client of one of the suite mesh's istiods holds.
+// Expect is what a ztunnel-like client of one of the run mesh's istiods holds.
 func (r *Run) Expect() join.Expect {
 	return join.Expect{Scale: r.Scale, Clusters: r.Clusters, Members: r.Mesh.Joined, Gateway: r.Mesh.GatewayAddress}
 }

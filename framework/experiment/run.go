@@ -1,9 +1,10 @@
 // Package experiment is the ambient multicluster experiment as a library, for any suite to script:
 // the mesh set up in an environment (Steps: the mesh, the scale workloads, istiod per primary with
 // its gateways' Envoy clients, the scale pods' certificates), the mesh's membership and the
-// measured istiod's state (NeedMembers, IstiodFor), the join sequence (JoinSequence), and the
-// data-plane probes with their latency runs (DataPlane, Latency). A suite holds one Run for its
-// package, declares each test once in a plan.Catalog, and starts every test with Begin.
+// measured istiod's state (NeedMembers, IstiodFor), the join sequence (MeasureJoins), churn
+// (StartChurn), the istiod checks' run (Checks), and the data-plane probes with their latency runs
+// (DataPlane, Fortio). A suite holds one Run for its package, declares each test once in a
+// plan.Catalog, and starts every test with Begin.
 package experiment
 
 import (
