@@ -58,8 +58,8 @@ type Endpoint struct {
 type View struct {
 	services  map[string]*Service // by key
 	byHost    map[string]*Service
-	byVIP     map[netip.Addr]*Service
-	endpoints map[string][]*Endpoint // by service key
+	byVIP     map[networkAddr][]*Service // a VIP is a network's: clusters on two networks can share one
+	endpoints map[string][]*Endpoint     // by service key
 	byAddr    map[netip.Addr]*Endpoint
 	gateways  map[netip.Addr]*Endpoint // network gateway workloads by address
 	workloads []*Endpoint              // every workload, for failure messages
@@ -75,7 +75,7 @@ func BuildView(addrs map[string]*workloadapi.Address) *View { return BuildPolicy
 
 // BuildPolicyView indexes the Address and Authorization resources a watcher holds.
 func BuildPolicyView(addrs map[string]*workloadapi.Address, policies map[string]*security.Authorization) *View {
-	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[netip.Addr]*Service{}, endpoints: map[string][]*Endpoint{},
+	v := &View{services: map[string]*Service{}, byHost: map[string]*Service{}, byVIP: map[networkAddr][]*Service{}, endpoints: map[string][]*Endpoint{},
 		byAddr: map[netip.Addr]*Endpoint{}, gateways: map[netip.Addr]*Endpoint{}, pods: map[podKey]*Endpoint{}, policies: rbac.NewStore(policies)}
 	for _, a := range addrs {
 		if s := a.GetService(); s != nil {
@@ -84,7 +84,8 @@ func BuildPolicyView(addrs map[string]*workloadapi.Address, policies map[string]
 			for _, na := range s.GetAddresses() {
 				if ip, ok := netip.AddrFromSlice(na.GetAddress()); ok {
 					svc.VIPs[na.GetNetwork()] = append(svc.VIPs[na.GetNetwork()], ip)
-					v.byVIP[ip] = svc
+					k := networkAddr{na.GetNetwork(), ip}
+					v.byVIP[k] = append(v.byVIP[k], svc)
 				}
 			}
 			for _, p := range s.GetPorts() {
@@ -144,8 +145,29 @@ func identity(w *workloadapi.Workload) string {
 	return fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", td, w.GetNamespace(), w.GetServiceAccount())
 }
 
-// ServiceByVIP returns the service a ClusterIP belongs to.
-func (v *View) ServiceByVIP(ip netip.Addr) *Service { return v.byVIP[ip] }
+// networkAddr is an address on one network, as ztunnel keys services and workloads.
+type networkAddr struct {
+	network string
+	ip      netip.Addr
+}
+
+// ServiceByVIP returns the service at ip on network, as ztunnel's get_best_by_vip picks it
+// (istio/ztunnel 62d8265 src/state/service.rs): of several services sharing the address, one in
+// the client's namespace ns first, else the first by hostname. ztunnel's visibility filter
+// (exportTo) and CIDR VIPs are not followed.
+func (v *View) ServiceByVIP(network string, ip netip.Addr, ns string) *Service {
+	svcs := v.byVIP[networkAddr{network, ip}]
+	var best *Service
+	for _, s := range svcs {
+		switch {
+		case best == nil,
+			s.Namespace == ns && best.Namespace != ns,
+			(s.Namespace == ns) == (best.Namespace == ns) && s.Hostname < best.Hostname:
+			best = s
+		}
+	}
+	return best
+}
 
 // ServiceByHostname returns the service whose hostname is host.
 func (v *View) ServiceByHostname(host string) *Service { return v.byHost[host] }

@@ -50,7 +50,7 @@ func addresses(lb *workloadapi.LoadBalancing, localHealthy bool) map[string]*wor
 // share picks many times and returns the fraction that went to the local pod.
 func share(t *testing.T, v *View) float64 {
 	t.Helper()
-	svc := v.ServiceByVIP(netip.MustParseAddr("127.101.0.10"))
+	svc := v.ServiceByVIP("network-1", netip.MustParseAddr("127.101.0.10"), "probe")
 	require.NotNil(t, svc)
 	src := v.WorkloadByAddr(netip.MustParseAddr("127.11.0.1"))
 	require.NotNil(t, src)
@@ -120,4 +120,23 @@ func TestViewPod(t *testing.T) {
 	assert.Nil(t, v.Pod("c2", "probe", "client"), "another cluster's pod of the same name")
 	assert.Nil(t, v.Pod("c1", "other", "client"))
 	assert.Nil(t, v.Pod("", "", ""), "split-horizon workloads have no pod name")
+}
+
+// A VIP is one network's: a service at the same address on another network is another service,
+// and of two at one address on the client's network, the one in its namespace wins (ztunnel's
+// get_best_by_vip).
+func TestServiceByVIPIsNetworkAndAddress(t *testing.T) {
+	svc := func(ns, network string) *workloadapi.Address {
+		return &workloadapi.Address{Type: &workloadapi.Address_Service{Service: &workloadapi.Service{
+			Name: "s", Namespace: ns, Hostname: "s." + ns + ".svc.cluster.local",
+			Addresses: []*workloadapi.NetworkAddress{{Network: network, Address: []byte{10, 96, 0, 10}}},
+			Ports:     []*workloadapi.Port{{ServicePort: 80, TargetPort: 8080}},
+		}}}
+	}
+	v := BuildView(map[string]*workloadapi.Address{"a/s": svc("a", "network-1"), "b/s": svc("b", "network-1"), "c/s": svc("c", "network-2")})
+	vip := netip.MustParseAddr("10.96.0.10")
+	assert.Equal(t, "s.c.svc.cluster.local", v.ServiceByVIP("network-2", vip, "a").Hostname, "the other network's service at that address")
+	assert.Equal(t, "s.b.svc.cluster.local", v.ServiceByVIP("network-1", vip, "b").Hostname, "the client's namespace first")
+	assert.Equal(t, "s.a.svc.cluster.local", v.ServiceByVIP("network-1", vip, "z").Hostname, "else the first by hostname")
+	assert.Nil(t, v.ServiceByVIP("network-3", vip, "a"), "no service at that address on a third network")
 }

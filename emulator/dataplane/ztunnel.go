@@ -257,8 +257,11 @@ func (z *Ztunnel) proxyOutbound(conn net.Conn) error {
 	if err != nil {
 		return err
 	}
-	svc := v.ServiceByVIP(dst.Addr())
 	src := v.WorkloadByAddr(z.source)
+	var svc *Service
+	if src != nil {
+		svc = v.ServiceByVIP(src.Network, dst.Addr(), src.Namespace)
+	}
 	if svc == nil || src == nil {
 		return fmt.Errorf("no service at %s or no source workload %s", dst, z.source)
 	}

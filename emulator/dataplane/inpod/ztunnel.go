@@ -368,7 +368,7 @@ func (p *pod) outbound(c net.Conn) error {
 		return p.fail("outbound: original destination: %v", err)
 	}
 	v := p.z.cfg.View()
-	svc := v.ServiceByVIP(dst.Addr())
+	svc := v.ServiceByVIP(p.z.cfg.Network, dst.Addr(), p.info.GetNamespace())
 	if svc == nil {
 		up, err := p.ns.Dialer(true)(context.Background(), "tcp", dst.String())
 		if err != nil {

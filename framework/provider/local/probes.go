@@ -207,7 +207,7 @@ func (e *probeEnv) viewOf(app string) string {
 	if v == nil {
 		return "no view yet (no answer from istiod)"
 	}
-	svc := v.ServiceByVIP(e.vips[app])
+	svc := v.ServiceByVIP(e.setup.Local.Network, e.vips[app], workload.ProbeNamespace)
 	if svc == nil {
 		return fmt.Sprintf("no service at %s among %d services", e.vips[app], len(v.Services()))
 	}
@@ -258,7 +258,7 @@ func (e *probeEnv) holds(app string, c *cluster.Cluster) bool {
 	if v == nil {
 		return false
 	}
-	svc := v.ServiceByVIP(e.vips[app])
+	svc := v.ServiceByVIP(e.setup.Local.Network, e.vips[app], workload.ProbeNamespace)
 	if svc == nil {
 		return false
 	}
