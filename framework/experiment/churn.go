@@ -73,7 +73,7 @@ func (r *Run) StartChurn(t *testing.T, ctx context.Context) *Churn {
 	}
 	r.Report.Churn = ch.Report
 
-	otherNetwork := ch.pods(t, ctx, obs)
+	otherNetwork := ch.readyPods(t, ctx, obs)
 	// Registered after the watchers, so it runs before they close.
 	t.Cleanup(func() {
 		n, err := churn.RestorePods(ctx, ch.Watcher, slices.Collect(maps.Values(ch.Pods)), ch.Limit)
@@ -93,9 +93,9 @@ func (r *Run) StartChurn(t *testing.T, ctx context.Context) *Churn {
 	return ch
 }
 
-// pods readies every churned cluster's pods, and returns the first remote cluster on another
+// readyPods readies every churned cluster's pods, and returns the first remote cluster on another
 // network than obs (the finding is about its split-horizon capacity), or nil.
-func (ch *Churn) pods(t *testing.T, ctx context.Context, obs *cluster.Cluster) (otherNetwork *cluster.Cluster) {
+func (ch *Churn) readyPods(t *testing.T, ctx context.Context, obs *cluster.Cluster) (otherNetwork *cluster.Cluster) {
 	t.Helper()
 	var err error
 	ch.Pods[obs.Name], err = churn.NewPods(ctx, obs, ch.r.Scale, nil, ch.Limit)

@@ -41,7 +41,6 @@ func TestLatency(t *testing.T) {
 	paths := p.LatencyPaths()
 	lat := &report.Latency{RateSearch: mc.LatencyRate(t, ctx, p, paths[len(paths)-1])}
 	rate := lat.RateSearch.QPS
-	tunnels, reached := mc.Tunnels, mc.Reached
 
 	for _, conns := range []string{report.ConnNew, report.ConnReused} {
 		t.Run("direct/"+conns, func(t *testing.T) {
@@ -56,21 +55,21 @@ func TestLatency(t *testing.T) {
 				after := p.Counters(t, ctx)
 				require.Positive(t, run.Requests)
 				assert.Zero(t, run.Errors, "every request succeeds")
-				assert.Equal(t, reached(after, conns, run.Requests), experiment.Served(after, path.At, path.App)-experiment.Served(before, path.At, path.App),
+				assert.Equal(t, mc.Reached(after, conns, run.Requests), experiment.Served(after, path.At, path.App)-experiment.Served(before, path.At, path.App),
 					"every request (and fortio's warm-up call per connection) reached %s", experiment.Describe(path.At, path.App))
 				if path.Name == report.PathCrossCluster {
 					viaGW := after.GatewayTunnels[path.At.Name] - before.GatewayTunnels[path.At.Name]
-					assert.Equal(t, tunnels(conns, run.Requests), viaGW, "every client connection is one tunnel through the remote gateway")
+					assert.Equal(t, mc.Tunnels(conns, run.Requests), viaGW, "every client connection is one tunnel through the remote gateway")
 					assert.Equal(t, viaGW, after.InboundViaGateway[path.At.Name]-before.InboundViaGateway[path.At.Name],
 						"every tunnel the gateway forwarded arrived at the remote ztunnel with a hostname authority")
 					assert.Equal(t, before.GatewayTunnels[p.Local.Name], after.GatewayTunnels[p.Local.Name], "the local gateway carries nothing outbound")
-					assert.Equal(t, tunnels(conns, run.Requests), after.ClientDoubleHBONE-before.ClientDoubleHBONE, "the client ztunnel opened one double-HBONE tunnel per connection")
+					assert.Equal(t, mc.Tunnels(conns, run.Requests), after.ClientDoubleHBONE-before.ClientDoubleHBONE, "the client ztunnel opened one double-HBONE tunnel per connection")
 					assert.Equal(t, before.ClientHBONE, after.ClientHBONE, "and no single-HBONE tunnel")
 				} else {
 					assert.Equal(t, experiment.SumOver(before.GatewayTunnels), experiment.SumOver(after.GatewayTunnels), "traffic on the client's network never touches a gateway")
-					assert.Equal(t, tunnels(conns, run.Requests), after.Inbound[path.At.Name]-before.Inbound[path.At.Name], "every tunnel arrived at the destination node's ztunnel")
+					assert.Equal(t, mc.Tunnels(conns, run.Requests), after.Inbound[path.At.Name]-before.Inbound[path.At.Name], "every tunnel arrived at the destination node's ztunnel")
 					assert.Equal(t, before.InboundViaGateway[path.At.Name], after.InboundViaGateway[path.At.Name], "straight from the client, not through a gateway")
-					assert.Equal(t, tunnels(conns, run.Requests), after.ClientHBONE-before.ClientHBONE, "the client ztunnel opened one HBONE tunnel per connection")
+					assert.Equal(t, mc.Tunnels(conns, run.Requests), after.ClientHBONE-before.ClientHBONE, "the client ztunnel opened one HBONE tunnel per connection")
 					assert.Equal(t, before.ClientDoubleHBONE, after.ClientDoubleHBONE, "and no double-HBONE tunnel")
 				}
 				lat.Runs = append(lat.Runs, run)
