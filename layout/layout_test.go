@@ -160,3 +160,50 @@ func TestOneIstiodType(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"framework/cluster", "framework/mesh"}, declared, "packages declaring a type Istiod")
 }
+
+// The contract is narrow: at most 12 interfaces in framework/cluster (what only describes a run is
+// cluster.Facts, the probes' vocabulary is framework/probe's), and provider/kind builds on
+// framework/incluster, not on another provider.
+func TestNarrowSeam(t *testing.T) {
+	interfaces := contractInterfaces(t)
+	assert.LessOrEqual(t, len(interfaces), 12, "the contract's interfaces: %v", interfaces)
+	assert.Contains(t, interfaces, "Provider", "the walk found the contract")
+	all := imports(t)
+	for pkg, deps := range all {
+		for _, dep := range deps {
+			if isProvider(pkg) && isProvider(dep) && !under(pkg, "framework/provider/wrapped") && providerOf(pkg) != providerOf(dep) {
+				t.Errorf("the provider %s imports the provider %s: shared work above the nodes belongs in a package of its own (framework/incluster)", pkg, dep)
+			}
+		}
+	}
+}
+
+// contractInterfaces are the interface types framework/cluster declares.
+func contractInterfaces(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../framework/cluster/*.go")
+	require.NoError(t, err)
+	var out []string
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.TYPE {
+				for _, spec := range g.Specs {
+					if _, ok := spec.(*ast.TypeSpec).Type.(*ast.InterfaceType); ok {
+						out = append(out, spec.(*ast.TypeSpec).Name.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// providerOf is the provider folder pkg is in (framework/provider/<name>).
+func providerOf(pkg string) string {
+	return strings.Join(strings.SplitN(pkg, "/", 4)[:3], "/")
+}

@@ -50,10 +50,8 @@ type Cluster struct {
 type Provider interface {
 	// Name is the provider's -provider value.
 	Name() string
-	// DataPlane says what carries traffic, one of the report's DataPlane* values: "emulated" (the
-	// framework's emulation), "ztunnel" (Istio's) or "none"; the provider offers Probes exactly
-	// when it is not "none".
-	DataPlane() string
+	// Facts describe the run (facts.go).
+	Facts() Facts
 	// Preflight checks the host before anything starts (binaries, memory, limits).
 	Preflight(ctx context.Context, t *topology.Topology) error
 	// Create brings up every cluster of t in parallel; on error it has already stopped what it started.

@@ -2,14 +2,10 @@ package cluster
 
 import (
 	"context"
-	"crypto/x509"
-	"net/netip"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/ambientmc/ambientmc/topology"
 )
 
 // The interfaces below are what differs between providers after Create. framework/mesh and the
@@ -111,171 +107,17 @@ type GatewayPod struct {
 	MeshID string
 }
 
-// Probes is offered by providers that run a data plane (Provider.DataPlane is not "none"): it
-// deploys the probe workloads that carry the data-plane suites' traffic.
-type Probes interface {
-	// DeployProbes creates the probe services in every cluster, the client and echo-local in
-	// s.Local, echo-remote in s.Remote, echo-peer in s.Peer and echo-failover in s.Local and
-	// s.Failover(), and starts whatever carries their traffic.
-	DeployProbes(ctx context.Context, s ProbeSetup) (ProbeEnv, error)
-}
-
-// ProbeSetup is what a provider needs to deploy the probes.
-type ProbeSetup struct {
-	Clusters []*Cluster
-	// Local is the client's cluster. Remote is a cluster on another network (nil when every
-	// cluster shares the client's), reached through its east-west gateway; Peer another cluster
-	// on the client's own network (nil when it has none), reached directly.
-	Local, Remote, Peer *Cluster
-	Istiods             map[string]Istiod // by cluster
-	CAs                 map[string]CACerts
-	Roots               *x509.CertPool
-	Dir                 string
-	Logf                func(format string, args ...any)
-}
-
-// ChooseServers sets Remote and Peer: the first primary of Clusters on another network, and the
-// first on the client's own, of those running an istiod.
-func (s *ProbeSetup) ChooseServers(runsIstiod func(*Cluster) bool) {
-	for _, c := range s.Clusters {
-		if c.Name == s.Local.Name || !c.IsPrimary() || !runsIstiod(c) {
-			continue
-		}
-		switch topology.RelationOf(s.Local.Cluster, c.Cluster) {
-		case topology.OtherNetwork:
-			if s.Remote == nil {
-				s.Remote = c
-			}
-		case topology.SameNetwork:
-			if s.Peer == nil {
-				s.Peer = c
-			}
-		}
-	}
-}
-
-// Failover is where echo-failover's second endpoint runs: the other network's cluster, else the
-// same network's.
-func (s ProbeSetup) Failover() *Cluster {
-	if s.Remote != nil {
-		return s.Remote
-	}
-	return s.Peer
-}
-
-// Servers are the clusters that run echo servers: Local, and Remote and Peer where set.
-func (s ProbeSetup) Servers() []*Cluster {
-	out := []*Cluster{s.Local}
-	for _, c := range []*Cluster{s.Remote, s.Peer} {
-		if c != nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// AppsOf are the probe apps with an endpoint in c.
-func (s ProbeSetup) AppsOf(c *Cluster) []string {
-	var apps []string
-	switch c {
-	case s.Local:
-		apps = []string{EchoLocal}
-	case s.Remote:
-		apps = []string{EchoRemote}
-	case s.Peer:
-		apps = []string{EchoPeer}
-	}
-	if c == s.Local || c == s.Failover() {
-		apps = append(apps, EchoFailover)
-	}
-	return apps
-}
-
-// Probe applications.
-const (
-	EchoLocal    = "echo-local"    // endpoints in the client's cluster only
-	EchoRemote   = "echo-remote"   // endpoints in the other network's cluster only
-	EchoPeer     = "echo-peer"     // endpoints in the same network's other cluster only
-	EchoFailover = "echo-failover" // endpoints in the client's cluster and in Failover(), PreferClose
-)
-
-// ProbeApps are every probe app, each a global service in every cluster.
-var ProbeApps = []string{EchoLocal, EchoRemote, EchoPeer, EchoFailover}
-
-// ProbeEnv drives traffic from the probe client and reports the path it took.
-type ProbeEnv interface {
-	// Ready waits until every deployed probe app answers through the mesh and the client's data
-	// plane holds a healthy endpoint of echo-remote, echo-peer and echo-failover in the clusters
-	// that serve them.
-	Ready(ctx context.Context, timeout time.Duration) error
-	// Load runs fortio from the probe client.
-	Load(ctx context.Context, l Load) (*LoadResult, error)
-	// Request sends one request to app through the mesh on a new connection and returns the
-	// cluster whose endpoint served it.
-	Request(ctx context.Context, app string) (servedBy string, err error)
-	// SetReady makes app's endpoint in cluster ready or unready (a status write where the
-	// provider owns pod status; a failing readiness probe or scale to zero elsewhere).
-	SetReady(ctx context.Context, app, cluster string, ready bool) error
-	// Path reads the counters that show which hops carried traffic.
-	Path(ctx context.Context) (PathCounters, error)
-	// Close stops what DeployProbes started.
-	Close() error
-}
-
-// Load is one fortio run.
-type Load struct {
-	App string // a probe app; "" with Direct
-	// Direct sends straight to echo-local's server, bypassing the mesh: the harness floor.
-	Direct         bool
-	NewConnections bool
-	QPS            float64
-	Duration       time.Duration
-	Connections    int
-	Payload        int
-}
-
-// LoadResult is what fortio measured.
-type LoadResult struct {
-	QPS             float64
-	DurationSeconds float64
-	Requests        int64
-	OK              int64 // requests answered 200
-	AvgSeconds      float64
-	// Percentiles maps 50, 90, 99 to seconds.
-	Percentiles map[float64]float64
-	// Warmups is how many calls fortio made before the run (one per connection) that still
-	// reached the server.
-	Warmups int64
-	// HostCPUBusy is the share of host CPU in use during the run, where the provider can read
-	// it (absent: -1).
-	HostCPUBusy float64
-}
-
-// PathCounters count what each hop carried; only differences between two reads mean anything.
-type PathCounters struct {
-	// Served counts what each endpoint served, by "cluster/app": requests, or connections where
-	// ServedConnections says so (ztunnel's metrics count connections).
-	Served            map[string]int64
-	ServedConnections bool
-	// GatewayTunnels counts tunnels each cluster's east-west gateway forwarded, by cluster.
-	GatewayTunnels map[string]int64
-	// Inbound counts connections the destination ztunnels accepted, by cluster; InboundViaGateway
-	// those that came through a gateway.
-	Inbound, InboundViaGateway map[string]int64
-	// ClientHBONE and ClientDoubleHBONE count the client ztunnel's outbound tunnels.
-	ClientHBONE, ClientDoubleHBONE int64
-}
-
 // FakeNodeLabel marks the framework's fake nodes in every provider.
 const FakeNodeLabel = "ambientmc.io/fake-node"
 
 // Optional capabilities. A provider, or where said a value it returns, offers each of these by
 // implementing it, and only where it can (a provider whose capability depends on its flags returns
 // a value that implements it, or one that does not); callers type-assert them and do without when
-// absent (or skip, for tests that need one). This file is the whole list, and it is the one way a
-// provider says what it can do once built: nothing outside it asks a provider for a method of its
-// own, and no operation answers "unsupported". (Before a provider is built, the registry's
-// topology.Capabilities say which topologies it builds; what a cluster runs is its Cluster.Runs.)
+// absent (or skip, for tests that need one). Together with Facts (facts.go), which only describe a
+// run, this file is the whole list: nothing outside it asks a provider for a method of its own,
+// and no operation answers "unsupported". (Before a provider is built, the registry's
+// topology.Capabilities say which topologies it builds; what a cluster runs is its Cluster.Runs.
+// The data plane's probes are framework/probe's, not the contract's.)
 
 // ExtraIstiods is offered by control planes (ControlPlane values) that can run a second istiod for
 // a cluster beside its own, for tests that must not disturb the suite's: the local provider's, and
@@ -284,23 +126,6 @@ const FakeNodeLabel = "ambientmc.io/fake-node"
 type ExtraIstiods interface {
 	// StartExtraIstiod starts istiod o.Name (not "") for c and waits until it is ready.
 	StartExtraIstiod(ctx context.Context, c *Cluster, o IstiodOptions) (Istiod, error)
-}
-
-// IstiodBinary is offered by providers that run istiod as a pilot-discovery process on this host:
-// -istiod.version or -istiod.binary choose it, the environment builds it into the binary cache
-// (framework/bins) and StartIstiod gets it as IstiodOptions.Binary. The others run istiod images.
-type IstiodBinary interface {
-	// ClusterBinaries name what the clusters run besides pilot-discovery, from the same cache
-	// (framework/bins names them).
-	ClusterBinaries() []string
-}
-
-// IstiodImageBuild is offered by providers that run istiod images this machine built from a known
-// istio.io/istio version (make images): the environment resolves that pilot-discovery build as
-// for -istiod.version, so the report and the known-issue table name the istiod under test.
-type IstiodImageBuild interface {
-	// IstiodImageVersion is the module version, "" for images of unknown build.
-	IstiodImageVersion() string
 }
 
 // IstiodRestarter is offered by istiods that can be restarted in place: stopped and started again
@@ -342,79 +167,11 @@ type NodeCertCounts struct {
 	Issued, Renewed, Failed   int64
 }
 
-// ClientRestarter is offered by probe environments (ProbeEnv) whose client can be given a fresh
-// xDS stream.
-type ClientRestarter interface {
-	// RestartClient gives the probe client a fresh xDS stream and connection pool.
-	RestartClient(ctx context.Context) error
-}
-
-// HopAccess is offered by probe environments (ProbeEnv) whose data plane hops the test process can
-// dial itself (the local provider's loopback plan); security tests skip elsewhere.
-type HopAccess interface {
-	// Hops returns the addresses and identities of the other network's side of the probe path
-	// and, where the provider reaches it, of the same network's peer
-	// (zero when the topology has no other network).
-	Hops() Hops
-}
-
-// Hops are the remote ztunnel and gateway of the probe path, and the peer's ztunnel on the
-// client's network, as the test process reaches them (each zero where the topology or the provider
-// has none).
-type Hops struct {
-	PeerZtunnel       netip.AddrPort // echo-peer's ztunnel HBONE listener, on the client's network
-	PeerEchoAuthority string         // echo-peer's pod IP:port, the CONNECT authority at its ztunnel
-	RemoteZtunnel     netip.AddrPort // echo-remote's ztunnel HBONE listener
-	RemoteGateway     netip.AddrPort // the remote east-west gateway's HBONE listener
-	EchoAuthority     string         // echo-remote's pod IP:port, the inner CONNECT authority at the ztunnel
-	RemoteHost        string         // echo-remote's service hostname:port, the authority at the gateway
-	GatewayID         string         // the gateway's SPIFFE identity
-	EchoID            string         // echo-remote's SPIFFE identity
-	ClientCA          CACerts
-	Roots             *x509.CertPool
-	ProbeNamespace    string
-}
-
-// Listeners is offered by providers whose every process the framework starts on this host, so a
-// test can check that all of them listen on loopback only.
-type Listeners interface {
-	// Listening returns every listening socket of the run's processes and the test process.
-	Listening() ([]netip.AddrPort, error)
-}
-
-// ImageLister is offered by providers that run Istio from images: what each component's pods
-// actually run, as the cluster resolved it.
-type ImageLister interface {
-	// Images reads the image of every Istio component's pods in every cluster.
-	Images(ctx context.Context) ([]Image, error)
-}
-
-// Image is one container image of an Istio component in one cluster.
-type Image struct {
-	Cluster   string
-	Component string // e.g. istiod, ztunnel, istio-cni-node, istio-eastwestgateway
-	Image     string // as the pod spec names it
-	ImageID   string // the digest the node resolved (container status imageID)
-}
-
-// SetupPlanner is offered by providers that can say, before anything starts, how long Create and
-// the CRDs will take for a topology, for the run's time plan (items named after the setup steps
-// "clusters" and "crds", so the report can set what they took beside them).
-type SetupPlanner interface {
-	// PlanSetup estimates Create and the CRDs for t with podsPerCluster pods in each cluster.
-	PlanSetup(t *topology.Topology, podsPerCluster int) []SetupEstimate
-}
-
-// SetupEstimate is how long one setup step is expected to take, and what the figure is made of.
-type SetupEstimate struct {
-	Step     string
-	Expected time.Duration
-	Detail   string
-}
-
-// CRDPreloader is offered by providers that can start clusters with the CRDs already stored (the
-// local provider, from a seed an earlier run of the same build captured).
-type CRDPreloader interface {
+// Snapshots is offered by providers that can start clusters holding what an earlier run of the
+// same inputs stored (the local provider keeps it as stored in etcd): the CRDs, from a seed an
+// earlier run of the same build captured, and the scale workloads, so a large scale is written
+// through the API once, not on every run.
+type Snapshots interface {
 	// PreloadCRDs returns the CRDs to apply: the provider may store a lighter form of the same.
 	PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
 	// SeededCRDs says the CRDs were stored before the API servers started.
@@ -422,12 +179,7 @@ type CRDPreloader interface {
 	// SaveCRDSeed captures c's established CRDs for later runs of clusters like c; a no-op
 	// where this run stored them from a seed.
 	SaveCRDSeed(ctx context.Context, c *Cluster) error
-}
 
-// WorkloadRestorer is offered by providers that can start clusters holding the scale workloads
-// an earlier run of the same inputs wrote (the local provider keeps them as stored in etcd), so a
-// large scale is written through the API once, not on every run.
-type WorkloadRestorer interface {
 	// PreloadWorkloads is told before Create what every cluster gets; clusters with a snapshot of
 	// exactly that start holding it.
 	PreloadWorkloads(w WorkloadSet) error
@@ -437,8 +189,8 @@ type WorkloadRestorer interface {
 	SaveWorkloads(ctx context.Context, c *Cluster) error
 }
 
-// WorkloadSet is what a WorkloadRestorer needs of the scale workloads: a key over everything that
-// shapes them but the cluster, and the names of what they consist of.
+// WorkloadSet is what Snapshots needs of the scale workloads: a key over everything that shapes
+// them but the cluster, and the names of what they consist of.
 type WorkloadSet struct {
 	Key        string
 	Pods       int
@@ -446,18 +198,14 @@ type WorkloadSet struct {
 	Namespaces []string // every namespaced object of the workloads lives in one of these
 }
 
-// LogCollector is offered by providers whose clusters keep their logs outside the run directory
-// (kind's node containers).
-type LogCollector interface {
+// Keeper is offered by providers whose clusters live outside the test process and the run
+// directory (kind's containers): their logs are copied in for failure messages, and with -keep
+// the framework asks, before waiting for Ctrl-C, what a user needs to reach the kept clusters and
+// to remove them later; Destroy then leaves them.
+type Keeper interface {
 	// CollectLogs copies every cluster's logs into the run directory and returns where ("" when
 	// there is no cluster).
 	CollectLogs() string
-}
-
-// Keeper is offered by providers whose clusters outlive the test process (kind's containers). With
-// -keep the framework asks it, before waiting for Ctrl-C, what a user needs to reach the kept
-// clusters and to remove them later; its Destroy then leaves them.
-type Keeper interface {
 	// Keep puts the clusters' kubeconfigs (0600) where the run directory's removal does not reach
 	// and says how to remove everything the run made. It is idempotent; an empty Kept.Dir means
 	// nothing was made to keep.
@@ -480,70 +228,30 @@ type KeptCluster struct {
 	Name, Kubeconfig string
 }
 
-// NodeImager is offered by providers whose clusters run on a node image (kind), for the report.
-type NodeImager interface {
-	// NodeImage is the image every cluster's node runs.
-	NodeImage() string
-}
-
-// Platformer is offered by providers that install Istio with platform settings (kube), for the
-// report.
-type Platformer interface {
-	// Platform is the Istio platform cluster is installed with and what chose it ("" when none).
-	Platform(cluster string) (platform, from string)
-}
-
-// ProcessLister is offered by providers that run cluster components as processes on this host,
+// HostProcesses is offered by providers that run cluster components as processes on this host,
 // for the report's RSS and CPU figures.
-type ProcessLister interface {
-	// Processes are the running processes of each cluster, by cluster name.
-	Processes() map[string][]Process
+type HostProcesses interface {
+	// SampleProcesses reads every running process of each cluster, and those every cluster shares
+	// (the local provider's one etcd: the report lists each once and gives every cluster its
+	// share).
+	SampleProcesses(ctx context.Context) ProcessSamples
 }
 
-// Process is one running process of a cluster on this host, as the report reads it.
-type Process interface {
-	Name() string
-	Pid() int
-	RSSBytes() (uint64, error)
+// ProcessSamples are the host's cluster processes as read at one moment.
+type ProcessSamples struct {
+	// ByCluster are each cluster's own processes, by cluster name.
+	ByCluster map[string][]ProcessSample
+	// Shared serve every cluster.
+	Shared []ProcessSample
+}
+
+// ProcessSample is one process as read: a figure that could not be read is absent (nil).
+type ProcessSample struct {
+	Name     string
+	RSSBytes *uint64
 	// RSSFileBytes is the part of RSS that is file pages (the binary's, shared between processes).
-	RSSFileBytes() (uint64, error)
-	CPUSeconds() (float64, error)
-}
-
-// SharedProcessLister is offered by providers that run processes serving every cluster (the local
-// provider's one etcd): the report lists each once and gives every cluster its share.
-type SharedProcessLister interface {
-	// SharedProcesses are the running processes every cluster shares.
-	SharedProcesses() []Process
-	// DatabaseBytes is the shared etcd's database size.
-	DatabaseBytes(ctx context.Context) (int64, error)
-}
-
-// WaveLister is offered by providers that start clusters in groups (local), for the report.
-type WaveLister interface {
-	// StartWaves are the groups of the last Create, in order.
-	StartWaves() []StartWave
-}
-
-// ReadyNotifier is offered by providers that make clusters ready a few at a time (local), so the
-// work a setup step does in each cluster can start on the first while later ones start.
-type ReadyNotifier interface {
-	// OnReady sets, before Create, what Create calls with each cluster as soon as it is ready. It
-	// is called from Create's goroutines and must return at once.
-	OnReady(fn func(*Cluster))
-}
-
-// StartWave is one group of clusters that started together: when it began and when its last
-// cluster was ready, counted from the start of Create's first wave.
-type StartWave struct {
-	Clusters       []string
-	Start, Ready   time.Duration
-	ClusterSeconds []float64 // each cluster's own start-to-ready seconds, in Clusters order
-}
-
-// WatchedOnlyCutter is a provider that builds the clusters an istiod only watches lighter
-// (provider.Env.IstiodClusters).
-type WatchedOnlyCutter interface {
-	// WatchedOnlyCuts lists what it leaves out of them, for the report's setup section.
-	WatchedOnlyCuts() []string
+	RSSFileBytes *uint64
+	CPUSeconds   *float64
+	// DatabaseBytes is a shared etcd's database size.
+	DatabaseBytes *int64
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
@@ -62,6 +63,8 @@ type Env struct {
 	setupTimes struct{ created, apiServersReady, crdsEstablished time.Time }
 	// parts runs the steps' per-cluster parts (Step.Each).
 	parts *clusterParts
+	// onReady is what clusterReady hands each ready cluster to (set before Create).
+	onReady atomic.Pointer[func(*cluster.Cluster)]
 	// ext is the suite's optional part of the lifecycle (CI's), nil without one.
 	ext Extension
 	// kept is what -keep left, once recorded (keep.go).

@@ -43,7 +43,7 @@ func (f IstiodFlags) validateFor(p cluster.Provider) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if _, ok := p.(cluster.IstiodBinary); !ok && (f.Version != "" || f.Binary != "") {
+	if !p.Facts().IstiodProcess && (f.Version != "" || f.Binary != "") {
 		return fmt.Errorf("-istiod.version/-istiod.binary with -provider=%s: they choose the pilot-discovery of providers that run istiod as a process, and %s runs istiod images; drop them", p.Name(), p.Name())
 	}
 	return nil
@@ -104,13 +104,12 @@ func ResolveIstiod(ctx context.Context, f IstiodFlags) (*bins.IstiodBuild, error
 // that version's own) and records it in the report.
 func resolveIstiod(ctx context.Context, e *Env) error {
 	flags := e.Flags.Istiod
-	if _, ok := e.Provider.(cluster.IstiodBinary); !ok {
-		ib, ok := e.Provider.(cluster.IstiodImageBuild)
-		if !ok || ib.IstiodImageVersion() == "" {
+	if f := e.Provider.Facts(); !f.IstiodProcess {
+		if f.IstiodImageVersion == "" {
 			return nil // istiod images of unknown build
 		}
 		// The images make images built: their pilot-discovery is this version's build.
-		flags = IstiodFlags{Version: ib.IstiodImageVersion()}
+		flags = IstiodFlags{Version: f.IstiodImageVersion}
 	}
 	b, err := ResolveIstiod(ctx, flags)
 	if err != nil {

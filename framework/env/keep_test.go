@@ -21,7 +21,8 @@ type namedProvider struct {
 	name string
 }
 
-func (p namedProvider) Name() string { return p.name }
+func (p namedProvider) Name() string         { return p.name }
+func (p namedProvider) Facts() cluster.Facts { return cluster.Facts{} }
 
 // keeperProvider is one whose clusters outlive it (kind's containers).
 type keeperProvider struct {
@@ -31,6 +32,7 @@ type keeperProvider struct {
 }
 
 func (p *keeperProvider) Keep() (cluster.Kept, error) { p.calls++; return p.kept, nil }
+func (p *keeperProvider) CollectLogs() string         { return "" }
 
 func keptEnv(t *testing.T, p cluster.Provider) (*Env, *bytes.Buffer) {
 	t.Helper()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/proc"
 )
 
@@ -18,7 +17,7 @@ const loopbackPoll = 250 * time.Millisecond
 
 // watchLoopback starts the watch when the provider runs every process on this host.
 func (e *Env) watchLoopback() {
-	if _, local := e.Provider.(cluster.Listeners); local {
+	if e.Provider.Facts().OnLoopback {
 		e.connWatch = proc.WatchConnections(loopbackPoll)
 	}
 }

@@ -46,19 +46,19 @@ func newClusterParts(ctx context.Context, steps []Step) *clusterParts {
 // startEarly has the provider hand over each cluster as it is ready, where it can. Create runs on
 // the context it returns, so a failed part stops it.
 func (p *clusterParts) startEarly(e *Env) context.Context {
-	n, ok := e.Provider.(cluster.ReadyNotifier)
-	if !ok || len(p.steps) == 0 {
+	if !e.Provider.Facts().ReadyEarly || len(p.steps) == 0 {
 		return p.ctx
 	}
 	p.early = true
 	for _, s := range p.steps {
 		e.Statusf("%s: starting in each cluster as soon as it is ready", s.Name)
 	}
-	n.OnReady(func(c *cluster.Cluster) {
+	start := func(c *cluster.Cluster) {
 		for _, s := range p.steps {
 			p.start(e, s, c)
 		}
-	})
+	}
+	e.onReady.Store(&start)
 	return p.ctx
 }
 

@@ -16,16 +16,16 @@ import (
 )
 
 // wavesProvider is a fake at the provider seam: the test plays its Create, handing over clusters
-// one by one as the local provider's waves do (cluster.ReadyNotifier). Nothing else is called.
-type wavesProvider struct {
-	cluster.Provider
-	ready func(*cluster.Cluster)
-}
+// one by one as the local provider's waves do (Facts.ReadyEarly, through the Env's OnReady). Nothing
+// else is called.
+type wavesProvider struct{ cluster.Provider }
 
-func (p *wavesProvider) OnReady(fn func(*cluster.Cluster)) { p.ready = fn }
+func (p *wavesProvider) Facts() cluster.Facts { return cluster.Facts{ReadyEarly: true} }
 
 // onceProvider hands over nothing early: every cluster at once, as kind and kube do.
 type onceProvider struct{ cluster.Provider }
+
+func (onceProvider) Facts() cluster.Facts { return cluster.Facts{} }
 
 func testClusters(n int) []*cluster.Cluster {
 	var cs []*cluster.Cluster
@@ -81,13 +81,13 @@ func TestClusterPartsStartAsEachClusterIsReady(t *testing.T) {
 	e.parts = newClusterParts(context.Background(), []Step{{Name: "mesh"}, s})
 	defer e.parts.stop()
 	ctx := e.parts.startEarly(e)
-	require.NotNil(t, p.ready, "the provider was asked to hand clusters over")
+	require.NotNil(t, e.onReady.Load(), "clusters handed over start the parts")
 
 	cs := testClusters(2)
-	p.ready(cs[0]) // Create is still starting cluster-2
+	e.clusterReady(cs[0]) // Create is still starting cluster-2
 	require.Eventually(t, func() bool { return len(rec.clusters()) == 1 }, 5*time.Second, 10*time.Millisecond,
 		"cluster-1's part ran before Create returned")
-	p.ready(cs[1])
+	e.clusterReady(cs[1])
 	require.NoError(t, ctx.Err())
 	e.Clusters = cs
 
@@ -121,8 +121,8 @@ func TestAFailedClusterPartStopsCreateAndTheOtherParts(t *testing.T) {
 	defer e.parts.stop()
 	ctx := e.parts.startEarly(e)
 	cs := testClusters(3)
-	p.ready(cs[0]) // held until the fault stops it
-	p.ready(cs[1])
+	e.clusterReady(cs[0]) // held until the fault stops it
+	e.clusterReady(cs[1])
 	select {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
@@ -25,7 +24,7 @@ func (e *Env) planRun(s Suite) error {
 	}
 	p.Setup = append(e.binariesItems(), plan.Scale(e.clusterItems(), e.Flags.PlanFactor)...)
 	if s.Plan != nil {
-		steps, tests := s.Plan(PlanInput{Topology: e.Topology, Scale: e.Scale, Flags: e.Flags, Provider: e.Provider.Name(), DataPlane: e.Provider.DataPlane(), Istiods: e.istiodCount()})
+		steps, tests := s.Plan(PlanInput{Topology: e.Topology, Scale: e.Scale, Flags: e.Flags, Provider: e.Provider.Name(), DataPlane: e.Provider.Facts().DataPlane, Istiods: e.istiodCount()})
 		p.Setup = append(p.Setup, plan.Scale(steps, e.Flags.PlanFactor)...)
 		for _, it := range plan.Scale(tests, e.Flags.PlanFactor) {
 			if sel.Runs(it.Name) {
@@ -60,8 +59,8 @@ func (e *Env) istiodCount() int {
 // binariesItems plans the cold build of whatever a provider that runs pilot-discovery as a process
 // still lacks.
 func (e *Env) binariesItems() []plan.Item {
-	ib, ok := e.Provider.(cluster.IstiodBinary)
-	if !ok {
+	f := e.Provider.Facts()
+	if !f.IstiodProcess {
 		return nil
 	}
 	cache, err := bins.Default()
@@ -69,7 +68,7 @@ func (e *Env) binariesItems() []plan.Item {
 		return nil // preflight says so
 	}
 	var need []bins.Binary
-	for _, name := range ib.ClusterBinaries() {
+	for _, name := range f.ClusterBinaries {
 		need = append(need, bins.Binary(name))
 	}
 	missing, err := cache.Missing(need...)
@@ -92,9 +91,9 @@ func (e *Env) binariesItems() []plan.Item {
 
 // clusterItems plans Create and the CRDs: the provider's own estimate where it offers one.
 func (e *Env) clusterItems() []plan.Item {
-	if sp, ok := e.Provider.(cluster.SetupPlanner); ok {
+	if est := e.Provider.Facts().SetupEstimates; est != nil {
 		var items []plan.Item
-		for _, s := range sp.PlanSetup(e.Topology, e.Scale.Pods) {
+		for _, s := range est {
 			items = append(items, plan.Item{Name: s.Step, Expected: s.Expected, Detail: s.Detail})
 		}
 		return items

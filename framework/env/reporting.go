@@ -21,7 +21,7 @@ import (
 // the provider declares among it.
 func newReport(p cluster.Provider, t *topology.Topology) *report.Report {
 	r := report.New(p.Name())
-	r.DataPlane = p.DataPlane()
+	r.DataPlane = p.Facts().DataPlane
 	r.Istio = moduleVersion("istio.io/istio")
 	r.Host = report.Host{CPUs: runtime.NumCPU(), MemoryBytes: totalMemory()}
 	for _, c := range t.Clusters {
@@ -33,13 +33,10 @@ func newReport(p cluster.Provider, t *topology.Topology) *report.Report {
 // recordPlatforms puts each cluster's Istio platform, as the provider's preflight chose it, into
 // the report's topology.
 func recordPlatforms(e *Env) {
-	pl, ok := e.Provider.(cluster.Platformer)
-	if !ok {
-		return
-	}
+	pls := e.Provider.Facts().Platforms
 	for i := range e.Report.Topology.Clusters {
 		tc := &e.Report.Topology.Clusters[i]
-		tc.Platform, tc.PlatformFrom = pl.Platform(tc.Name)
+		tc.Platform, tc.PlatformFrom = pls[tc.Name].Name, pls[tc.Name].From
 	}
 }
 
@@ -64,20 +61,19 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 	if !t.created.IsZero() && !t.crdsEstablished.IsZero() {
 		s.CRDsEstablishedSeconds = report.F(t.crdsEstablished.Sub(t.created).Seconds())
 	}
-	var procs map[string][]cluster.Process
-	if pl, ok := e.Provider.(cluster.ProcessLister); ok {
-		procs = pl.Processes()
+	var samples cluster.ProcessSamples
+	if hp, ok := e.Provider.(cluster.HostProcesses); ok {
+		samples = hp.SampleProcesses(ctx)
 	}
 	shares := map[string]float64{}
-	if sl, ok := e.Provider.(cluster.SharedProcessLister); ok && len(e.Clusters) > 0 {
-		for _, p := range sl.SharedProcesses() {
-			rss, err := p.RSSBytes()
-			if err != nil {
+	if len(e.Clusters) > 0 {
+		for _, p := range samples.Shared {
+			if p.RSSBytes == nil {
 				continue
 			}
-			sp := report.SharedProcess{Name: componentOf(p.Name()), RSSBytes: float64(rss), Clusters: len(e.Clusters)}
-			if db, err := sl.DatabaseBytes(ctx); err == nil && sp.Name == "etcd" {
-				sp.DatabaseBytes = report.F(float64(db))
+			sp := report.SharedProcess{Name: componentOf(p.Name), RSSBytes: float64(*p.RSSBytes), Clusters: len(e.Clusters)}
+			if p.DatabaseBytes != nil && sp.Name == "etcd" {
+				sp.DatabaseBytes = report.F(float64(*p.DatabaseBytes))
 			}
 			s.Shared = append(s.Shared, sp)
 			shares[sp.Name+"-share"] = sp.RSSBytes / float64(len(e.Clusters))
@@ -97,24 +93,24 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 			cs.RSSBytes[k] = v
 			sum += v
 		}
-		for _, p := range procs[c.Name] {
-			rss, err := p.RSSBytes()
-			if err != nil {
+		for _, p := range samples.ByCluster[c.Name] {
+			if p.RSSBytes == nil {
 				continue
 			}
-			add(componentOf(p.Name()), float64(rss))
-			if cpu, err := p.CPUSeconds(); err == nil {
+			rss, name := *p.RSSBytes, componentOf(p.Name)
+			add(name, float64(rss))
+			if p.CPUSeconds != nil {
 				if cs.CPUSeconds == nil {
 					cs.CPUSeconds = map[string]float64{}
 				}
-				cs.CPUSeconds[componentOf(p.Name())] = cpu
+				cs.CPUSeconds[name] = *p.CPUSeconds
 			}
-			file, err := p.RSSFileBytes()
-			if err != nil {
-				file = 0
+			var file uint64
+			if p.RSSFileBytes != nil {
+				file = *p.RSSFileBytes
 			}
 			unique += float64(rss - min(file, rss))
-			fileMax[componentOf(p.Name())] = max(fileMax[componentOf(p.Name())], float64(file))
+			fileMax[name] = max(fileMax[name], float64(file))
 		}
 		for k, v := range shares {
 			add(k, v)
@@ -122,10 +118,8 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 		s.Clusters = append(s.Clusters, cs)
 	}
 	s.WatchedOnly = watchedOnlySetup(e)
-	if wl, ok := e.Provider.(cluster.WaveLister); ok {
-		for _, w := range wl.StartWaves() {
-			s.StartWaves = append(s.StartWaves, report.StartWave{Clusters: w.Clusters, StartSeconds: w.Start.Seconds(), ReadySeconds: w.Ready.Seconds()})
-		}
+	for _, w := range e.Provider.Facts().StartWaves {
+		s.StartWaves = append(s.StartWaves, report.StartWave{Clusters: w.Clusters, StartSeconds: w.Start.Seconds(), ReadySeconds: w.Ready.Seconds()})
 	}
 	if len(e.Clusters) > 0 && sum > 0 {
 		s.PerClusterRSSBytes = report.F(sum / float64(len(e.Clusters)))
@@ -141,15 +135,15 @@ func setupReport(ctx context.Context, e *Env, total time.Duration) *report.Setup
 }
 
 // watchedOnlySetup lists the cuts made in clusters the run's only istiod merely watches, where
-// the provider builds them lighter (cluster.WatchedOnlyCutter): their CRDs (crdsFor) and what the
+// the provider builds them lighter (Facts.WatchedOnlyCuts): their CRDs (crdsFor) and what the
 // provider leaves out. Nil where there are none.
 func watchedOnlySetup(e *Env) *report.WatchedOnlySetup {
-	cut, ok := e.Provider.(cluster.WatchedOnlyCutter)
-	if !ok {
+	cuts := e.Provider.Facts().WatchedOnlyCuts
+	if cuts == nil {
 		return nil
 	}
 	w := &report.WatchedOnlySetup{Cuts: append([]string{"CRDs: every one present, only " + strings.Join(crds.ServedWhereNoIstiod(), ", ") +
-		" served; the others with the smallest schema"}, cut.WatchedOnlyCuts()...)}
+		" served; the others with the smallest schema"}, cuts...)}
 	for _, c := range e.Clusters {
 		if e.WatchedOnly(c.Name) {
 			w.Clusters++

@@ -11,21 +11,18 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// stubProvider answers Name and DataPlane, and Platform where chosen is set; nothing else is called.
+// stubProvider answers Name and Facts (the data plane, and the platforms where set); nothing else
+// is called.
 type stubProvider struct {
 	cluster.Provider
 	name, dataPlane string
+	platforms       map[string]cluster.Platform
 }
 
-func (p stubProvider) Name() string      { return p.name }
-func (p stubProvider) DataPlane() string { return p.dataPlane }
-
-type platformProvider struct {
-	stubProvider
-	chosen map[string][2]string
+func (p stubProvider) Name() string { return p.name }
+func (p stubProvider) Facts() cluster.Facts {
+	return cluster.Facts{DataPlane: p.dataPlane, Platforms: p.platforms}
 }
-
-func (p platformProvider) Platform(c string) (string, string) { return p.chosen[c][0], p.chosen[c][1] }
 
 // The report carries the provider's name and the data plane it declares, whatever the name, and
 // validates.
@@ -42,8 +39,8 @@ func TestReportRecordsTheDeclaredDataPlane(t *testing.T) {
 func TestReportRecordsThePlatform(t *testing.T) {
 	topo, err := topology.Generate(2)
 	require.NoError(t, err)
-	p := platformProvider{stubProvider: stubProvider{name: "kube", dataPlane: "ztunnel"}, chosen: map[string][2]string{
-		"cluster-1": {"gke", "server version v1.33.5-gke.1201000"},
+	p := stubProvider{name: "kube", dataPlane: "ztunnel", platforms: map[string]cluster.Platform{
+		"cluster-1": {Name: "gke", From: "server version v1.33.5-gke.1201000"},
 	}}
 	e := &Env{Report: newReport(p, topo), Provider: p}
 	recordPlatforms(e)

@@ -196,7 +196,7 @@ func (e *Env) removeRunDir() error {
 // keepLogs keeps the run directory after a failure if anything wrote logs into it.
 func (e *Env) keepLogs() {
 	// Providers whose clusters keep their logs elsewhere (kind's node containers) copy them in.
-	if lc, ok := e.Provider.(cluster.LogCollector); ok {
+	if lc, ok := e.Provider.(cluster.Keeper); ok {
 		lc.CollectLogs()
 	}
 	if entries, err := os.ReadDir(e.RunDir); err == nil && len(entries) > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -66,7 +67,15 @@ func (e *Env) providerEnv(runDir string) provider.Env {
 		}
 	}
 	return provider.Env{RunDir: runDir, Log: e.Log, Istiods: istiods, IstiodClusters: istiodClusters,
-		PodsPerCluster: e.Scale.Pods, Keep: e.Flags.Keep, Deadline: providerDeadline()}
+		PodsPerCluster: e.Scale.Pods, Keep: e.Flags.Keep, Deadline: providerDeadline(), Topology: e.Topology, OnReady: e.clusterReady}
+}
+
+// clusterReady is what a provider whose Facts say ReadyEarly calls with each cluster as soon as it
+// is ready: the setup steps' parts start there (parts.go) once they are set.
+func (e *Env) clusterReady(c *cluster.Cluster) {
+	if fn := e.onReady.Load(); fn != nil {
+		(*fn)(c)
+	}
 }
 
 func (e *Env) setup(ctx context.Context, suite Suite) error {
@@ -110,9 +119,7 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 			return err
 		}
 	}
-	if ni, ok := e.Provider.(cluster.NodeImager); ok {
-		e.Report.NodeImage = ni.NodeImage()
-	}
+	e.Report.NodeImage = e.Provider.Facts().NodeImage
 	all := append([]Step{
 		{Name: "preflight", Run: func(ctx context.Context, e *Env) error { return e.Provider.Preflight(ctx, e.Topology) }},
 		{Name: "istiod-binary", Run: resolveIstiod},
@@ -131,8 +138,8 @@ func (e *Env) setup(ctx context.Context, suite Suite) error {
 		}
 		e.Statusf("%s: done in %s", s.Name, time.Since(start).Round(10*time.Millisecond))
 	}
-	if il, ok := e.Provider.(cluster.ImageLister); ok {
-		imgs, err := il.Images(ctx)
+	if e.Provider.Facts().IstioImages {
+		imgs, err := mesh.Images(ctx, e.Clusters)
 		if err != nil {
 			e.Logf("reading the Istio images the clusters run: %v", err)
 		}

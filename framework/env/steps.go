@@ -28,12 +28,12 @@ func createClusters(ctx context.Context, e *Env) error {
 	if e.crds, err = crds.LoadFrom(ctx, root, istioSrc); err != nil {
 		return err
 	}
-	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
+	if pl, ok := e.Provider.(cluster.Snapshots); ok {
 		if e.crds, err = pl.PreloadCRDs(e.crds); err != nil {
 			return err
 		}
 	}
-	if wr, ok := e.Provider.(cluster.WorkloadRestorer); ok && e.Scale.Pods > 0 {
+	if wr, ok := e.Provider.(cluster.Snapshots); ok && e.Scale.Pods > 0 {
 		set, err := workload.SnapshotSet(e.Scale, root)
 		if err != nil {
 			return err
@@ -90,7 +90,7 @@ func installCRDs(ctx context.Context, e *Env) error {
 	}
 	e.setupTimes.crdsEstablished = time.Now()
 	how := "created through the API"
-	if pl, ok := e.Provider.(cluster.CRDPreloader); ok {
+	if pl, ok := e.Provider.(cluster.Snapshots); ok {
 		if pl.SeededCRDs() {
 			how = "stored from the seed before the API servers started"
 		}
@@ -110,11 +110,11 @@ func installCRDs(ctx context.Context, e *Env) error {
 }
 
 // crdsFor is the CRDs cluster name gets: in a cluster the run's only istiod merely watches
-// (WatchedOnly) and the provider builds lighter (cluster.WatchedOnlyCutter), served only those an
+// (WatchedOnly) and the provider builds lighter (Facts.WatchedOnlyCuts), served only those an
 // istiod reads from a cluster it does not run in; elsewhere all served (never changing a CRD an
 // existing cluster serves).
 func (e *Env) crdsFor(name string) crds.Set {
-	if _, cuts := e.Provider.(cluster.WatchedOnlyCutter); cuts && e.WatchedOnly(name) {
+	if e.Provider.Facts().WatchedOnlyCuts != nil && e.WatchedOnly(name) {
 		return e.crds.WhereNoIstiod()
 	}
 	return e.crds
@@ -132,7 +132,7 @@ func (e *Env) WatchedOnly(name string) bool {
 // had etcd time out a request ("etcdserver: request timed out") after 224 s. Checking CRDs a
 // seed stored is reads only.
 func crdParallelism(p cluster.Provider) int {
-	if pl, ok := p.(cluster.CRDPreloader); ok && pl.SeededCRDs() {
+	if pl, ok := p.(cluster.Snapshots); ok && pl.SeededCRDs() {
 		return 16
 	}
 	return max(2, runtime.NumCPU())

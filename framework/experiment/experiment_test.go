@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -29,9 +29,9 @@ func TestTunnelsAndReached(t *testing.T) {
 	r := New(&options.Options{Latency: options.Latency{Connections: 16}}, nil)
 	assert.EqualValues(t, 116, r.Tunnels(report.ConnNew, 100))
 	assert.EqualValues(t, 16, r.Tunnels(report.ConnReused, 100))
-	assert.EqualValues(t, 116, r.Reached(cluster.PathCounters{}, report.ConnReused, 100))
-	assert.EqualValues(t, 16, r.Reached(cluster.PathCounters{ServedConnections: true}, report.ConnReused, 100))
-	assert.EqualValues(t, 116, r.Reached(cluster.PathCounters{ServedConnections: true}, report.ConnNew, 100))
+	assert.EqualValues(t, 116, r.Reached(probe.PathCounters{}, report.ConnReused, 100))
+	assert.EqualValues(t, 16, r.Reached(probe.PathCounters{ServedConnections: true}, report.ConnReused, 100))
+	assert.EqualValues(t, 116, r.Reached(probe.PathCounters{ServedConnections: true}, report.ConnNew, 100))
 }
 
 // errors records what an assertion reports instead of failing the test.

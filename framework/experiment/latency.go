@@ -13,6 +13,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/latency"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
@@ -36,7 +37,7 @@ func (r *Run) LatencyRate(t testing.TB, ctx context.Context, p *Probes, hardest 
 }
 
 // Fortio drives fortio through the provider's probe client and turns its result into a report row.
-func (r *Run) Fortio(t testing.TB, ctx context.Context, p *Probes, rate float64, l cluster.Load, path, conns string) report.LatencyRun {
+func (r *Run) Fortio(t testing.TB, ctx context.Context, p *Probes, rate float64, l probe.Load, path, conns string) report.LatencyRun {
 	t.Helper()
 	run, err := latency.Run(ctx, p, rate, l, path, conns, r.LatencyOptions())
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func (r *Run) Tunnels(conns string, n int64) int64 {
 // Reached is what the destination's counter must grow by in a run of n requests: every request
 // and fortio's warm-up call per connection, or, where the provider counts connections (pc), the
 // client's tunnels.
-func (r *Run) Reached(pc cluster.PathCounters, conns string, n int64) int64 {
+func (r *Run) Reached(pc probe.PathCounters, conns string, n int64) int64 {
 	if pc.ServedConnections {
 		return r.Tunnels(conns, n)
 	}
@@ -87,12 +88,12 @@ type LatencyPath struct {
 // LatencyPaths are local, same network (when the topology has a peer) and another network (when it
 // has a remote), the last the most demanding.
 func (p *Probes) LatencyPaths() []LatencyPath {
-	paths := []LatencyPath{{report.PathLocal, cluster.EchoLocal, p.Local}}
+	paths := []LatencyPath{{report.PathLocal, probe.EchoLocal, p.Local}}
 	if p.Peer != nil {
-		paths = append(paths, LatencyPath{report.PathSameNetwork, cluster.EchoPeer, p.Peer})
+		paths = append(paths, LatencyPath{report.PathSameNetwork, probe.EchoPeer, p.Peer})
 	}
 	if p.Remote != nil {
-		paths = append(paths, LatencyPath{report.PathCrossCluster, cluster.EchoRemote, p.Remote})
+		paths = append(paths, LatencyPath{report.PathCrossCluster, probe.EchoRemote, p.Remote})
 	}
 	return paths
 }

@@ -13,14 +13,15 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probe"
 )
 
 // Probes are the provider's data plane with its probe workloads: a client in the observed
 // cluster (Local), echo servers there, in a primary on another network (Remote) and in one on the
 // same network (Peer), where the topology has them.
 type Probes struct {
-	cluster.ProbeEnv
-	Setup               cluster.ProbeSetup
+	probe.Env
+	Setup               probe.Setup
 	Local, Remote, Peer *cluster.Cluster
 }
 
@@ -52,11 +53,11 @@ func (r *Run) DataPlane(t testing.TB, ctx context.Context) *Probes {
 		members = append(members, c.Name)
 	}
 	r.NeedMembers(t, ctx, members...)
-	if r, ok := p.ProbeEnv.(cluster.ClientRestarter); ok {
+	if r, ok := p.Env.(probe.ClientRestarter); ok {
 		require.NoError(t, r.RestartClient(ctx), "a fresh xDS stream for the probe client")
 	}
 	require.NoError(t, p.Ready(ctx, readyTimeout))
-	r.Report.DataPlane = r.Provider.DataPlane()
+	r.Report.DataPlane = r.Provider.Facts().DataPlane
 	return p
 }
 
@@ -75,13 +76,13 @@ func (r *Run) ProbesInPlace(t testing.TB) {
 }
 
 func (r *Run) startDataPlane(ctx context.Context) (*Probes, error) {
-	probes, ok := r.Provider.(cluster.Probes)
+	probes, ok := r.Provider.(probe.Deployer)
 	if !ok {
 		// options.NeedDataPlane said it does: the provider's DataPlane and its Probes disagree.
-		return nil, fmt.Errorf("provider %s declares data plane %s but offers no probes (cluster.Probes)", r.Provider.Name(), r.Provider.DataPlane())
+		return nil, fmt.Errorf("provider %s declares data plane %s but offers no probes (probe.Deployer)", r.Provider.Name(), r.Provider.Facts().DataPlane)
 	}
 	local := r.ObservedCluster()
-	s := cluster.ProbeSetup{Clusters: r.Clusters, Local: local,
+	s := probe.Setup{Clusters: r.Clusters, Local: local,
 		Istiods: r.Mesh.Handles(), CAs: r.Mesh.CAs(), Roots: r.Mesh.Root.Pool(),
 		Dir: filepath.Join(r.RunDir, "dataplane"), Logf: r.Logf}
 	s.ChooseServers(func(c *cluster.Cluster) bool { return r.Mesh.Istiods[c.Name] != nil })
@@ -94,7 +95,7 @@ func (r *Run) startDataPlane(ctx context.Context) (*Probes, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Probes{ProbeEnv: pe, Setup: s, Local: local, Remote: s.Remote, Peer: s.Peer}
+	p := &Probes{Env: pe, Setup: s, Local: local, Remote: s.Remote, Peer: s.Peer}
 	r.Cleanup("stop the data plane", p.Close)
 	r.Logf("dataplane: deployed")
 	return p, nil
@@ -104,9 +105,9 @@ func (r *Run) startDataPlane(ctx context.Context) (*Probes, error) {
 // (echo-remote) where the topology has one, else the peer on the client's network (echo-peer).
 func (p *Probes) Other() (*cluster.Cluster, string) {
 	if p.Remote != nil {
-		return p.Remote, cluster.EchoRemote
+		return p.Remote, probe.EchoRemote
 	}
-	return p.Peer, cluster.EchoPeer
+	return p.Peer, probe.EchoPeer
 }
 
 // nameOr is c's name, or none when c is nil.
@@ -118,7 +119,7 @@ func nameOr(c *cluster.Cluster, none string) string {
 }
 
 // Counters reads the provider's path counters or fails the test.
-func (p *Probes) Counters(t testing.TB, ctx context.Context) cluster.PathCounters {
+func (p *Probes) Counters(t testing.TB, ctx context.Context) probe.PathCounters {
 	t.Helper()
 	pc, err := p.Path(ctx)
 	require.NoError(t, err, "reading the data plane's counters")
@@ -126,7 +127,7 @@ func (p *Probes) Counters(t testing.TB, ctx context.Context) cluster.PathCounter
 }
 
 // Served is how many requests app's endpoint in c served, by the counters pc.
-func Served(pc cluster.PathCounters, c *cluster.Cluster, app string) int64 {
+func Served(pc probe.PathCounters, c *cluster.Cluster, app string) int64 {
 	return pc.Served[c.Name+"/"+app]
 }
 

@@ -37,7 +37,7 @@ func (r *Run) installMesh(ctx context.Context, e *env.Env) error {
 type workloads struct {
 	once     sync.Once
 	slots    chan struct{} // one per cluster loading at once (workloadClustersAtOnce)
-	restorer cluster.WorkloadRestorer
+	restorer cluster.Snapshots
 	written  atomic.Int64
 
 	mu         sync.Mutex
@@ -52,7 +52,7 @@ func (w *workloads) begin(e *env.Env) {
 	w.once.Do(func() {
 		at := workloadClustersAtOnce(len(e.Topology.Clusters))
 		w.slots = make(chan struct{}, at)
-		w.restorer, _ = e.Provider.(cluster.WorkloadRestorer)
+		w.restorer, _ = e.Provider.(cluster.Snapshots)
 		w.clusters, w.lastLine = map[string]report.ClusterSetup{}, map[string]time.Time{}
 		w.cpuBefore, w.start = processCPU(), time.Now()
 		e.Logf("workloads: %d clusters at a time, %d API requests in flight in each", at, workload.DefaultInFlight)
@@ -152,7 +152,7 @@ func (w *workloads) report(_ context.Context, e *env.Env) error {
 
 // loadWorkloads gives c its scale workloads: checked where the provider restored them before the
 // API server started, else written through the API.
-func loadWorkloads(ctx context.Context, e *env.Env, c *cluster.Cluster, restorer cluster.WorkloadRestorer, progress workload.Progress, inFlight int) (report.ClusterSetup, bool, error) {
+func loadWorkloads(ctx context.Context, e *env.Env, c *cluster.Cluster, restorer cluster.Snapshots, progress workload.Progress, inFlight int) (report.ClusterSetup, bool, error) {
 	if restorer != nil {
 		if from, ok := restorer.RestoredWorkloads(c.Name); ok {
 			d, err := workload.CheckRestored(ctx, c, e.Scale)
@@ -216,7 +216,7 @@ func (r *Run) startIstiods(ctx context.Context, e *env.Env) error {
 // Istio's own proxies (images with Envoy: dataPlane ztunnel) those are the clients, and the
 // framework connects none of its own.
 func (r *Run) startProxies(ctx context.Context, e *env.Env) error {
-	connect := e.Provider.DataPlane() != report.DataPlaneZtunnel
+	connect := e.Provider.Facts().DataPlane != report.DataPlaneZtunnel
 	r.Proxies = proxies.New(r.Mesh, e.Provider.Gateways(), filepath.Join(e.RunDir, "proxies"))
 	e.Cleanup("stop the gateways' and waypoints' proxy clients", func() error { r.Proxies.Close(); return nil })
 	start := time.Now()

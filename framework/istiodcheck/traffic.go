@@ -13,6 +13,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
@@ -22,7 +23,7 @@ import (
 // DataPath is what the traffic checks drive: the probes, the client's cluster and its istiod (the
 // suite's own), and the other cluster whose app they send to.
 type DataPath struct {
-	Probes cluster.ProbeEnv
+	Probes probe.Env
 	Local  *cluster.Cluster
 	Istiod *mesh.Istiod
 	Target *cluster.Cluster

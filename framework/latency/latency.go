@@ -8,14 +8,14 @@ import (
 	"math"
 	"time"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
-// Loader runs fortio from the probe client (cluster.ProbeEnv).
+// Loader runs fortio from the probe client (probe.Env).
 type Loader interface {
-	Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error)
+	Load(ctx context.Context, l probe.Load) (*probe.LoadResult, error)
 }
 
 // Options are the latency flags a run reads.
@@ -63,7 +63,7 @@ func Search(ctx context.Context, l Loader, app, path string, o Options, logf fun
 	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections, rising from %g QPS (falling to %g where that is not carried); accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
 		probeStep, path, Rates[0], Below[len(Below)-1], 100*carriedCPU, 100*carriedShare)}
 	step := func(rate float64) (bool, error) {
-		res, err := l.Load(ctx, cluster.Load{App: app, NewConnections: true, QPS: rate, Duration: probeStep, Connections: o.Connections, Payload: o.Payload})
+		res, err := l.Load(ctx, probe.Load{App: app, NewConnections: true, QPS: rate, Duration: probeStep, Connections: o.Connections, Payload: o.Payload})
 		if err != nil {
 			return false, fmt.Errorf("rate probe at %g QPS: %w", rate, err)
 		}
@@ -112,7 +112,7 @@ func Search(ctx context.Context, l Loader, app, path string, o Options, logf fun
 
 // Run drives one fortio run of load at rate (new connections when conns says so) and turns its
 // result into a report row for path.
-func Run(ctx context.Context, l Loader, rate float64, load cluster.Load, path, conns string, o Options) (report.LatencyRun, error) {
+func Run(ctx context.Context, l Loader, rate float64, load probe.Load, path, conns string, o Options) (report.LatencyRun, error) {
 	load.Duration, load.Connections, load.Payload = o.Duration, o.Connections, o.Payload
 	if load.Direct {
 		load.Duration = o.FloorDuration

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -19,21 +19,21 @@ func TestCarriedAccountsForFortiosSchedule(t *testing.T) {
 	assert.Zero(t, Carried(5, 5, time.Second, 16), "fewer calls than connections: nothing to judge")
 }
 
-// host stands in for the probes' data plane (cluster.ProbeEnv needs a mesh): it carries every
+// host stands in for the probes' data plane (probe.Env needs a mesh): it carries every
 // rate up to limit in full, and above it only half, with its CPU busier at each rate.
 type host struct {
 	limit float64
-	loads []cluster.Load
+	loads []probe.Load
 }
 
-func (h *host) Load(_ context.Context, l cluster.Load) (*cluster.LoadResult, error) {
+func (h *host) Load(_ context.Context, l probe.Load) (*probe.LoadResult, error) {
 	h.loads = append(h.loads, l)
 	got := l.QPS * 0.99 // fortio's own schedule: about 99% at these rates over 2 s
 	if l.QPS > h.limit {
 		got = l.QPS / 2
 	}
 	n := int64(got * l.Duration.Seconds())
-	return &cluster.LoadResult{QPS: got, Requests: n, OK: n, HostCPUBusy: l.QPS / 2000, DurationSeconds: l.Duration.Seconds(),
+	return &probe.LoadResult{QPS: got, Requests: n, OK: n, HostCPUBusy: l.QPS / 2000, DurationSeconds: l.Duration.Seconds(),
 		Percentiles: map[float64]float64{50: 0.001, 90: 0.002, 99: 0.003}, AvgSeconds: 0.0015}, nil
 }
 
@@ -71,12 +71,12 @@ func TestSearchFallsBelowTheFirstRate(t *testing.T) {
 func TestRunTurnsFortioIntoARow(t *testing.T) {
 	h := &host{limit: 1000}
 	o := Options{Duration: 3 * time.Second, FloorDuration: time.Second, Connections: 16, Payload: 1024}
-	row, err := Run(context.Background(), h, 100, cluster.Load{App: "echo-local"}, report.PathLocal, report.ConnReused, o)
+	row, err := Run(context.Background(), h, 100, probe.Load{App: "echo-local"}, report.PathLocal, report.ConnReused, o)
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, row.P50Ms)
 	assert.False(t, h.loads[0].NewConnections)
 	assert.Equal(t, 3*time.Second, h.loads[0].Duration)
-	_, err = Run(context.Background(), h, 100, cluster.Load{Direct: true}, "floor", report.ConnNew, o)
+	_, err = Run(context.Background(), h, 100, probe.Load{Direct: true}, "floor", report.ConnNew, o)
 	require.NoError(t, err)
 	assert.Equal(t, time.Second, h.loads[1].Duration, "the harness floor runs for its own duration")
 	assert.True(t, h.loads[1].NewConnections)

@@ -3,13 +3,12 @@ package probeapp
 import (
 	"fortio.org/fortio/fhttp"
 	"fortio.org/fortio/periodic"
-
-	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 )
 
 // FortioOptions turns a load into fortio's runner options against url. Every provider drives
 // fortio with these, in process or through a client pod's REST API.
-func FortioOptions(url string, l cluster.Load) *fhttp.HTTPRunnerOptions {
+func FortioOptions(url string, l probe.Load) *fhttp.HTTPRunnerOptions {
 	o := &fhttp.HTTPRunnerOptions{}
 	o.QPS = l.QPS
 	o.Duration = l.Duration
@@ -30,9 +29,9 @@ func FortioOptions(url string, l cluster.Load) *fhttp.HTTPRunnerOptions {
 }
 
 // FortioResult turns fortio's results into the framework's.
-func FortioResult(res *fhttp.HTTPRunnerResults, connections int) *cluster.LoadResult {
+func FortioResult(res *fhttp.HTTPRunnerResults, connections int) *probe.LoadResult {
 	h := res.DurationHistogram
-	r := &cluster.LoadResult{
+	r := &probe.LoadResult{
 		QPS: res.ActualQPS, DurationSeconds: res.ActualDuration.Seconds(),
 		Requests: h.Count, OK: res.RetCodes[200], AvgSeconds: h.Avg,
 		Percentiles: map[float64]float64{}, Warmups: int64(connections), HostCPUBusy: -1,

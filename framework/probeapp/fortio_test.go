@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"fortio.org/fortio/fhttp"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ambientmc/ambientmc/framework/cluster"
 )
 
 // A fortio run must leave the process's SIGINT handling as it found it: fortio's own catching
@@ -26,7 +25,7 @@ func TestFortioRunLeavesSignalHandlingAlone(t *testing.T) {
 	defer signal.Stop(ch)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	defer srv.Close()
-	o := FortioOptions(srv.URL, cluster.Load{QPS: 50, Duration: 300 * time.Millisecond, Connections: 1})
+	o := FortioOptions(srv.URL, probe.Load{QPS: 50, Duration: 300 * time.Millisecond, Connections: 1})
 	o.Out = io.Discard
 	res, err := fhttp.RunHTTPTest(o)
 	require.NoError(t, err)

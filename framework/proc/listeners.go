@@ -74,3 +74,13 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	addr, _ := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
+
+// RunListening returns every listening socket of the processes this run started (Start) and of
+// the test process itself.
+func RunListening() ([]netip.AddrPort, error) {
+	pids := []int{os.Getpid()}
+	for _, pr := range Running() {
+		pids = append(pids, pr.Pid())
+	}
+	return Listening(pids...)
+}

@@ -32,6 +32,12 @@ type Env struct {
 	Keep bool
 	// Deadline is when the clusters must be gone for go test's -timeout (zero: no timeout).
 	Deadline time.Time
+	// Topology is the run's, for providers that estimate their setup (cluster.Facts); nil when the
+	// provider is built only to check the input.
+	Topology *topology.Topology
+	// OnReady, where the provider's Facts say ReadyEarly, is called from Create's goroutines with
+	// each cluster as soon as it is ready, while later ones start; it returns at once.
+	OnReady func(*cluster.Cluster)
 }
 
 // Spec is a provider as it registers itself.

@@ -13,7 +13,7 @@ import (
 )
 
 // Requester sends one request to app on a new connection and says which cluster served it
-// (cluster.ProbeEnv).
+// (probe.Env).
 type Requester interface {
 	Request(ctx context.Context, app string) (servedBy string, err error)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// switching stands in for the probes' data plane (the seam cluster.ProbeEnv, which needs a mesh):
+// switching stands in for the probes' data plane (the seam probe.Env, which needs a mesh):
 // it answers from "a", fails, then answers from "b", as a failover looks from the client.
 type switching struct{ calls atomic.Int64 }
 

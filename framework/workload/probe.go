@@ -10,11 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
 // Probe workloads carry the latency suites' real traffic. Every cluster defines the same global
-// services; only some clusters run their pods (cluster.ProbeSetup names them):
+// services; only some clusters run their pods (probe.Setup names them):
 //
 //	echo-local     endpoints in the client's cluster only
 //	echo-remote    endpoints in the other network's cluster only
@@ -24,10 +25,10 @@ const (
 	ProbeNamespace  = "probe"
 	ProbeClientNode = "probe-client"
 	ProbeServerNode = "probe-server"
-	EchoLocal       = cluster.EchoLocal
-	EchoRemote      = cluster.EchoRemote
-	EchoPeer        = cluster.EchoPeer
-	EchoFailover    = cluster.EchoFailover
+	EchoLocal       = probe.EchoLocal
+	EchoRemote      = probe.EchoRemote
+	EchoPeer        = probe.EchoPeer
+	EchoFailover    = probe.EchoFailover
 	ProbePort       = 80
 	EchoPort        = 8080
 )
@@ -92,8 +93,8 @@ func ProbeNodeIP(c *cluster.Cluster, node string) (netip.Addr, error) {
 }
 
 // DeployProbes creates the probe services in every cluster, the client in s.Local, and each echo
-// app's pod where s places it (cluster.ProbeSetup.AppsOf).
-func DeployProbes(ctx context.Context, s cluster.ProbeSetup) (*Probes, error) {
+// app's pod where s places it (probe.Setup.AppsOf).
+func DeployProbes(ctx context.Context, s probe.Setup) (*Probes, error) {
 	p := &Probes{}
 	for _, c := range s.Clusters {
 		if err := probeBase(ctx, c); err != nil {
@@ -149,7 +150,7 @@ func probeBase(ctx context.Context, c *cluster.Cluster) error {
 			return err
 		}
 	}
-	for _, app := range cluster.ProbeApps {
+	for _, app := range probe.Apps {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ProbeNamespace, Labels: map[string]string{GlobalLabel: "true"}},
 			Spec: corev1.ServiceSpec{

@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/traffic"
 	"github.com/ambientmc/ambientmc/topology"
@@ -31,7 +31,7 @@ func TestFailover(t *testing.T) {
 	target := p.Setup.Failover()
 	relation := topology.RelationOf(p.Local.Cluster, target.Cluster)
 	const interval = 10 * time.Millisecond
-	loop := traffic.Start(ctx, p, cluster.EchoFailover, interval)
+	loop := traffic.Start(ctx, p, probe.EchoFailover, interval)
 	defer loop.Stop()
 
 	// Steady state: everything stays in the client's cluster.
@@ -43,7 +43,7 @@ func TestFailover(t *testing.T) {
 	assert.Equal(t, gwBefore, p.Counters(t, ctx).GatewayTunnels[target.Name], "and nothing goes through the gateway")
 
 	unready := time.Now()
-	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.Local.Name, false))
+	require.NoError(t, p.SetReady(ctx, probe.EchoFailover, p.Local.Name, false))
 	failover, err := loop.FirstServedBy(ctx, target.Name, unready, 30*time.Second)
 	require.NoError(t, err)
 	// Once moved, nothing reaches the unready local endpoint any more.
@@ -59,7 +59,7 @@ func TestFailover(t *testing.T) {
 	}
 
 	ready := time.Now()
-	require.NoError(t, p.SetReady(ctx, cluster.EchoFailover, p.Local.Name, true))
+	require.NoError(t, p.SetReady(ctx, probe.EchoFailover, p.Local.Name, true))
 	failback, err := loop.FirstServedBy(ctx, p.Local.Name, ready, 30*time.Second)
 	require.NoError(t, err)
 	back := time.Now()
@@ -77,7 +77,7 @@ func TestFailover(t *testing.T) {
 	// Bounded, not zero: requests in flight while istiod pushes the change may fail.
 	assert.LessOrEqual(t, failed, sent/10+5, "failed requests during the switch stay bounded")
 	mc.Report.Failover = &report.Failover{
-		Service: cluster.EchoFailover, Target: target.Name, Relation: string(relation), FailoverSeconds: failover.Seconds(), FailbackSeconds: failback.Seconds(),
+		Service: probe.EchoFailover, Target: target.Name, Relation: string(relation), FailoverSeconds: failover.Seconds(), FailbackSeconds: failback.Seconds(),
 		Requests: sent, FailedRequests: failed, ResolutionSeconds: interval.Seconds(),
 	}
 }

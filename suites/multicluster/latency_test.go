@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -44,14 +44,14 @@ func TestLatency(t *testing.T) {
 
 	for _, conns := range []string{report.ConnNew, report.ConnReused} {
 		t.Run("direct/"+conns, func(t *testing.T) {
-			run := mc.Fortio(t, ctx, p, rate, cluster.Load{Direct: true}, report.PathDirect, conns)
+			run := mc.Fortio(t, ctx, p, rate, probe.Load{Direct: true}, report.PathDirect, conns)
 			assert.Zero(t, run.Errors)
 			lat.HarnessFloor = append(lat.HarnessFloor, run)
 		})
 		for _, path := range paths {
 			t.Run(path.Name+"/"+conns, func(t *testing.T) {
 				before := p.Counters(t, ctx)
-				run := mc.Fortio(t, ctx, p, rate, cluster.Load{App: path.App}, path.Name, conns)
+				run := mc.Fortio(t, ctx, p, rate, probe.Load{App: path.App}, path.Name, conns)
 				after := p.Counters(t, ctx)
 				require.Positive(t, run.Requests)
 				assert.Zero(t, run.Errors, "every request succeeds")

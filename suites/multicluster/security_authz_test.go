@@ -16,6 +16,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
@@ -38,7 +39,7 @@ const policyWait = 30 * time.Second
 func TestAuthorizationAcrossClusters(t *testing.T) {
 	ctx := mc.Begin(t)
 	p := mc.DataPlane(t, ctx)
-	ha, ok := p.ProbeEnv.(cluster.HopAccess)
+	ha, ok := p.Env.(probe.HopAccess)
 	if !ok {
 		t.Skipf("provider %s does not let the test process dial the data plane's hops", mc.Provider.Name())
 	}
@@ -47,10 +48,10 @@ func TestAuthorizationAcrossClusters(t *testing.T) {
 	require.NoError(t, err)
 	var paths []authzPath
 	if p.Peer != nil && hops.PeerZtunnel.IsValid() {
-		paths = append(paths, authzPath{"same network", p.Peer, cluster.EchoPeer, func(c *pki.Cert) error { return reachEchoPeer(ctx, hops, c) }})
+		paths = append(paths, authzPath{"same network", p.Peer, probe.EchoPeer, func(c *pki.Cert) error { return reachEchoPeer(ctx, hops, c) }})
 	}
 	if p.Remote != nil && hops.RemoteGateway.IsValid() {
-		paths = append(paths, authzPath{"other network", p.Remote, cluster.EchoRemote, func(c *pki.Cert) error { return reachEchoRemote(ctx, hops, c) }})
+		paths = append(paths, authzPath{"other network", p.Remote, probe.EchoRemote, func(c *pki.Cert) error { return reachEchoRemote(ctx, hops, c) }})
 	}
 	if len(paths) == 0 {
 		t.Skip("no path to another cluster the test process can dial")
@@ -98,7 +99,7 @@ func allowOneCaller(t *testing.T, ctx context.Context, ca *pki.Intermediate, ns 
 
 // reachEchoPeer opens an HBONE tunnel as cert straight to echo-peer's ztunnel, on the client's
 // network, and gets one answer from its app through it.
-func reachEchoPeer(ctx context.Context, hops cluster.Hops, cert *pki.Cert) error {
+func reachEchoPeer(ctx context.Context, hops probe.Hops, cert *pki.Cert) error {
 	c := hbone.NewClient()
 	defer c.Close()
 	conn, err := c.Dial(ctx, hbone.Target{Addr: hops.PeerZtunnel.String(), Authority: hops.PeerEchoAuthority, TLS: pki.ClientConfig(cert, hops.Roots, hops.EchoID)})
@@ -106,12 +107,12 @@ func reachEchoPeer(ctx context.Context, hops cluster.Hops, cert *pki.Cert) error
 		return err
 	}
 	defer conn.Close()
-	return probeapp.FetchOver(conn, workload.ProbeHost(cluster.EchoPeer))
+	return probeapp.FetchOver(conn, workload.ProbeHost(probe.EchoPeer))
 }
 
 // reachEchoRemote opens a double-HBONE tunnel as cert through the remote east-west gateway to
 // echo-remote and gets one answer from its app through it.
-func reachEchoRemote(ctx context.Context, hops cluster.Hops, cert *pki.Cert) error {
+func reachEchoRemote(ctx context.Context, hops probe.Hops, cert *pki.Cert) error {
 	c := hbone.NewClient()
 	defer c.Close()
 	conn, err := c.DialDouble(ctx,

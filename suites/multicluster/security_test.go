@@ -11,12 +11,13 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probe"
+	"github.com/ambientmc/ambientmc/framework/proc"
 )
 
 var _ = planned.Add("TestDataPlaneSecurity", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
@@ -29,7 +30,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(mc.Begin(t), time.Minute)
 	defer cancel()
 	p := mc.DataPlane(t, ctx)
-	ha, ok := p.ProbeEnv.(cluster.HopAccess)
+	ha, ok := p.Env.(probe.HopAccess)
 	if !ok {
 		t.Skipf("provider %s does not let the test process dial the data plane's hops", mc.Provider.Name())
 	}
@@ -117,7 +118,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 // nothingReachedPast checks that a refused dial carried nothing beyond the hops that refused it:
 // no destination ztunnel accepted a connection, no app served a request. (A gateway's own
 // counter may count the CONNECT it refused, as Envoy's downstream_rq does on kind.)
-func nothingReachedPast(t *testing.T, ctx context.Context, p *experiment.Probes, before cluster.PathCounters) {
+func nothingReachedPast(t *testing.T, ctx context.Context, p *experiment.Probes, before probe.PathCounters) {
 	t.Helper()
 	after := p.Counters(t, ctx)
 	assert.Equal(t, before.Inbound, after.Inbound, "connections the destination ztunnels accepted")
@@ -144,11 +145,10 @@ func refusedBeforeCONNECT(t *testing.T, err error, msg string) {
 
 // nothingListensOffLoopback checks every listening socket of the run's processes.
 func nothingListensOffLoopback(t *testing.T) {
-	l, ok := mc.Provider.(cluster.Listeners)
-	if !ok {
+	if !mc.Provider.Facts().OnLoopback {
 		t.Skipf("provider %s does not run its processes on this host", mc.Provider.Name())
 	}
-	addrs, err := l.Listening()
+	addrs, err := proc.RunListening()
 	require.NoError(t, err)
 	require.NotEmpty(t, addrs)
 	for _, a := range addrs {

@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/ci"
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -65,7 +65,7 @@ func TestLatency(t *testing.T) {
 		for _, path := range paths {
 			t.Run(path.Name+"/"+conns, func(t *testing.T) {
 				before := p.Counters(t, ctx)
-				run := mc.Fortio(t, ctx, p, lat.RateSearch.QPS, cluster.Load{App: path.App}, path.Name, conns)
+				run := mc.Fortio(t, ctx, p, lat.RateSearch.QPS, probe.Load{App: path.App}, path.Name, conns)
 				after := p.Counters(t, ctx)
 				require.Positive(t, run.Requests)
 				assert.Zero(t, run.Errors, "every request succeeds")

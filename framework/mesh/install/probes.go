@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -45,14 +46,14 @@ const (
 type ProbeOptions struct {
 	// Role is RoleClient (this cluster also runs fortio-client) or RoleServer.
 	Role string
-	// Apps are the echo services whose fortio server runs in this cluster (cluster.ProbeApps);
+	// Apps are the echo services whose fortio server runs in this cluster (probe.Apps);
 	// every probe Service exists in every cluster.
 	Apps []string
 	// Image defaults to DefaultProbeImage.
 	Image string
 }
 
-var echoApps = cluster.ProbeApps
+var echoApps = probe.Apps
 
 func (p ProbeOptions) validate(cluster string) error {
 	if p.Role != RoleClient && p.Role != RoleServer {
@@ -167,7 +168,7 @@ func fortio(ns, app, sa, image string, extra ...string) *appsv1.Deployment {
 }
 
 // ProbePlan places the probes as the local provider does (workload.DeployProbes,
-// cluster.ProbeSetup.AppsOf): every cluster gets every probe Service; client runs fortio-client,
+// probe.Setup.AppsOf): every cluster gets every probe Service; client runs fortio-client,
 // echo-local and echo-failover; remote (another network) runs echo-remote, peer (the client's
 // network) echo-peer, and the first of them echo-failover; the other clusters run no probe pods.
 // remote and peer may be "" (no such cluster).
@@ -183,7 +184,7 @@ func ProbePlan(t *topology.Topology, client, remote, peer string) (map[string]*P
 			return nil, fmt.Errorf("install: probe client and server are both %q: pick two clusters", client)
 		}
 	}
-	s := cluster.ProbeSetup{Local: &cluster.Cluster{Cluster: topology.Cluster{Name: client}}}
+	s := probe.Setup{Local: &cluster.Cluster{Cluster: topology.Cluster{Name: client}}}
 	if remote != "" {
 		s.Remote = &cluster.Cluster{Cluster: topology.Cluster{Name: remote}}
 	}

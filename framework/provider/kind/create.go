@@ -112,14 +112,14 @@ func (p *Provider) create(ctx context.Context, t *topology.Topology) ([]*cluster
 	return out, nil
 }
 
-// handOver gives the ready clusters to the kube provider's in-cluster parts, which check them as
+// handOver gives the ready clusters to the in-cluster part (framework/incluster), which check them as
 // they check any existing cluster and then keep their fake nodes Ready.
 func (p *Provider) handOver(ctx context.Context, t *topology.Topology, cs []*cluster.Cluster) error {
 	if p.opts.InCluster == nil {
 		return nil
 	}
 	kt := *t
-	// The kube provider refuses generated topologies (it needs existing clusters): these exist.
+	// The in-cluster part refuses generated topologies (it needs existing clusters): these exist.
 	kt.Source = "the kind clusters of this run"
 	kt.Clusters = make([]topology.Cluster, len(t.Clusters))
 	for i, c := range cs {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/ambientmc/ambientmc/framework/incluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/provider"
-	"github.com/ambientmc/ambientmc/framework/provider/kube"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -29,11 +29,11 @@ const Name = "kind"
 
 var flags flagValues
 
-// The Istio image flags are kube's (kube.IstioImageFlags): kind installs through its code.
+// The Istio image flags are incluster's: kind installs Istio through it.
 func init() {
 	provider.Register(provider.Spec{Name: Name, Summary: "kind clusters on Docker", Capabilities: capabilities,
-		Flags: flags.register, Reads: kube.ImageFlagNames, New: newFromFlags,
-		Check: func() error { return flags.validate(kube.IstioImageFlags()) }})
+		Flags: flags.register, Reads: incluster.ImageFlagNames, New: newFromFlags,
+		Check: func() error { return flags.validate(incluster.ImageFlags()) }})
 }
 
 func (f *flagValues) register(fs *flag.FlagSet) {
@@ -79,14 +79,14 @@ func (f *flagValues) validate(im install.Images) error {
 }
 
 // newFromFlags builds the provider from the flags. istiod, the gateways and the probes come from
-// the kube provider's in-cluster code, over the kind clusters.
+// framework/incluster, over the kind clusters.
 func newFromFlags(e provider.Env) (cluster.Provider, error) {
 	built, err := images.Default()
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: the images make images builds: %w", err)
 	}
-	im := install.OrBuilt(kube.IstioImageFlags(), built)
-	inCluster, err := kube.New(kube.Options{RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: im, SharedHost: true, OnThisHost: true})
+	im := install.OrBuilt(incluster.ImageFlags(), built)
+	inCluster, err := incluster.New(incluster.Options{Name: Name, RunDir: filepath.Join(e.RunDir, "kube"), Log: e.Log, Images: im, SharedHost: true, OnThisHost: true})
 	if err != nil {
 		return nil, fmt.Errorf("-provider=kind: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -35,6 +36,7 @@ func (f *fakeInCluster) Destroy(ctx context.Context) error {
 }
 func (f *fakeInCluster) ControlPlane() cluster.ControlPlane { return f }
 func (f *fakeInCluster) Gateways() cluster.Gateways         { return f }
+func (f *fakeInCluster) Facts() cluster.Facts               { return cluster.Facts{} }
 
 func TestHandOverUsesInternalKubeconfigsFakeDocker(t *testing.T) {
 	in := &fakeInCluster{}
@@ -57,7 +59,7 @@ func TestHandOverUsesInternalKubeconfigsFakeDocker(t *testing.T) {
 	if f.p.ControlPlane() != cluster.ControlPlane(in) {
 		t.Error("ControlPlane is not the in-cluster part's")
 	}
-	if _, ok := f.p.Offered().(cluster.Probes); ok {
+	if _, ok := f.p.Offered().(probe.Deployer); ok {
 		t.Error("probes offered although the in-cluster part deploys none")
 	}
 	if err := f.p.Destroy(context.Background()); err != nil {

@@ -1,6 +1,6 @@
 // Package kind is the kind provider: one single-node kind cluster per topology cluster, created
 // with sigs.k8s.io/kind as a library, with MetalLB LoadBalancers for the east-west gateways and
-// real istiod, ztunnel and gateways installed through the kube provider's in-cluster parts.
+// real istiod, ztunnel and gateways installed through framework/incluster.
 package kind
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -27,7 +28,7 @@ import (
 // time keeps a laptop responsive and 10 clusters within a few minutes.
 const DefaultParallel = 3
 
-// InCluster is what kind reuses from the kube provider (framework/provider/kube) once its clusters
+// InCluster is what kind composes above its nodes (framework/incluster) once its clusters
 // run: istiod installed in the cluster, east-west gateways with LoadBalancer addresses, fortio
 // probe pods, fake nodes kept Ready. Create hands it the clusters through their internal
 // kubeconfigs (the node container IP, reachable from the host on Linux, as in Istio's CI).
@@ -35,6 +36,7 @@ type InCluster interface {
 	Preflight(ctx context.Context, t *topology.Topology) error
 	Create(ctx context.Context, t *topology.Topology) ([]*cluster.Cluster, error)
 	Destroy(ctx context.Context) error
+	Facts() cluster.Facts
 	ControlPlane() cluster.ControlPlane
 	Gateways() cluster.Gateways
 }
@@ -87,16 +89,12 @@ type Options struct {
 	// empty means /sys/fs/cgroup/freezer.
 	FreezerRoot string
 	// InCluster supplies ControlPlane, Gateways and Probes; nil means those report that they
-	// need the kube provider.
+	// need framework/incluster.
 	InCluster InCluster
 }
 
 // The optional capabilities the kind provider offers (framework/cluster/seam.go).
-var (
-	_ cluster.ImageLister  = (*Provider)(nil)
-	_ cluster.NodeImager   = (*Provider)(nil)
-	_ cluster.LogCollector = (*Provider)(nil)
-)
+var _ cluster.Keeper = (*Provider)(nil)
 
 // Provider is the kind provider.
 type Provider struct {
@@ -164,23 +162,17 @@ func New(o Options) *Provider {
 
 func (p *Provider) Name() string { return Name }
 
-// DataPlane is what the Istio images run (install.Images.RunsDataPlane).
-func (p *Provider) DataPlane() string { return p.opts.Istio.RunsDataPlane() }
-func (p *Provider) LogDir() string    { return p.opts.RunDir }
+func (p *Provider) LogDir() string { return p.opts.RunDir }
 
-// IstiodImageVersion is the istio.io/istio version of the Istio images when make images built
-// them (cluster.IstiodImageBuild).
-func (p *Provider) IstiodImageVersion() string { return p.opts.Istio.Build }
-
-// NodeImage is the node image every cluster runs, for the report.
-func (p *Provider) NodeImage() string { return p.image() }
-
-// Images is what the in-cluster part reads from the Istio pods (cluster.ImageLister).
-func (p *Provider) Images(ctx context.Context) ([]cluster.Image, error) {
-	if il, ok := p.opts.InCluster.(cluster.ImageLister); ok {
-		return il.Images(ctx)
+// Facts are the in-cluster part's (Istio from images, its data plane, platforms) and the node
+// image every cluster runs.
+func (p *Provider) Facts() cluster.Facts {
+	f := cluster.Facts{DataPlane: p.opts.Istio.RunsDataPlane(), IstioImages: true, IstiodImageVersion: p.opts.Istio.Build}
+	if p.opts.InCluster != nil {
+		f = p.opts.InCluster.Facts()
 	}
-	return nil, nil
+	f.NodeImage = p.image()
+	return f
 }
 
 func (p *Provider) image() string {
@@ -193,7 +185,7 @@ func (p *Provider) image() string {
 // capabilities: the address plan has room for 50 primaries.
 var capabilities = topology.Capabilities{Provider: Name, MaxClusters: MaxClusters, MaxClustersReason: maxClustersReason}
 
-// ControlPlane, Gateways and Probes are the kube provider's, over the kind clusters.
+// ControlPlane, Gateways and Probes are the in-cluster part's, over the kind clusters.
 func (p *Provider) ControlPlane() cluster.ControlPlane {
 	if p.opts.InCluster != nil {
 		return p.opts.InCluster.ControlPlane()
@@ -209,27 +201,27 @@ func (p *Provider) Gateways() cluster.Gateways {
 }
 
 // WithDataPlane is the kind provider with Istio images that carry a data plane: it offers
-// cluster.Probes through the in-cluster part's. Offered chooses.
+// probe.Deployer through the in-cluster part's. Offered chooses.
 type WithDataPlane struct{ *Provider }
 
-// Offered is p as the contract sees it: offering cluster.Probes where its Istio images carry a data
+// Offered is p as the contract sees it: offering probe.Deployer where its Istio images carry a data
 // plane (the ones make images builds hold istiod only) and its in-cluster part deploys probes.
 func (p *Provider) Offered() cluster.Provider {
-	if _, ok := p.opts.InCluster.(cluster.Probes); !ok || p.DataPlane() == report.DataPlaneNone {
+	if _, ok := p.opts.InCluster.(probe.Deployer); !ok || p.opts.Istio.RunsDataPlane() == report.DataPlaneNone {
 		return p
 	}
 	return WithDataPlane{p}
 }
 
-// DeployProbes is the in-cluster part's (cluster.Probes).
-func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (cluster.ProbeEnv, error) {
-	return w.opts.InCluster.(cluster.Probes).DeployProbes(ctx, s)
+// DeployProbes is the in-cluster part's (probe.Deployer).
+func (w WithDataPlane) DeployProbes(ctx context.Context, s probe.Setup) (probe.Env, error) {
+	return w.opts.InCluster.(probe.Deployer).DeployProbes(ctx, s)
 }
 
-// missingInCluster stands in until the kube provider's in-cluster parts are wired in.
+// missingInCluster stands in until the in-cluster part is wired in.
 type missingInCluster struct{}
 
-var errNoInCluster = errors.New("kind: istiod, east-west gateways and probes on kind clusters come from the kube provider's in-cluster implementation, which this build does not include")
+var errNoInCluster = errors.New("kind: istiod, east-west gateways and probes on kind clusters come from framework/incluster, which this build does not include")
 
 func (missingInCluster) StartIstiod(context.Context, *cluster.Cluster, cluster.IstiodOptions) (cluster.Istiod, error) {
 	return nil, errNoInCluster

@@ -33,13 +33,13 @@ func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
 		tag += "-" + im.Variant
 	}
 	istio := []string{"pilot"}
-	if p.DataPlane() != report.DataPlaneNone {
+	if p.opts.Istio.RunsDataPlane() != report.DataPlaneNone {
 		istio = append(istio, "install-cni", "ztunnel", "proxyv2")
 	}
 	for _, n := range istio {
 		out = append(out, fmt.Sprintf("%s/%s:%s", im.Hub, n, tag))
 	}
-	if p.DataPlane() != report.DataPlaneNone {
+	if p.opts.Istio.RunsDataPlane() != report.DataPlaneNone {
 		out = append(out, install.DefaultProbeImage) // the probe pods
 	}
 	return out, nil

@@ -15,13 +15,20 @@ func TestKubeFlagsNameTheFlagAndTheFix(t *testing.T) {
 	f := &flagValues{}
 	f.register(flag.NewFlagSet("test", flag.ContinueOnError))
 	require.NoError(t, f.validate(), "the defaults are valid")
-	f.images.Hub, f.images.Tag = "registry.istio.io/testing", "1.31-dev"
+	setFlag := func(name, v string) {
+		old := flag.CommandLine.Lookup(name).Value.String()
+		require.NoError(t, flag.CommandLine.Set(name, v))
+		t.Cleanup(func() { _ = flag.CommandLine.Set(name, old) })
+	}
+	setFlag("istio.hub", "registry.istio.io/testing")
+	setFlag("istio.tag", "1.31-dev")
 	require.NoError(t, f.validate(), "a hub and a tag")
 	f.platform = "openshift"
 	require.NoError(t, f.validate())
 	f.platform = "eks"
 	assert.EqualError(t, f.validate(), "-istio.platform=eks: not one of Istio's platforms (gke, k3d, k3s, microk8s, minikube, openshift); leave it empty for clusters that need no platform settings")
 
-	f.platform, f.images.Tag = "", ""
+	f.platform = ""
+	setFlag("istio.tag", "")
 	assert.EqualError(t, f.validate(), "-provider=kube installs Istio from images: pass -istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA) too, or neither for the images make images builds")
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/bins/binstest"
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
@@ -37,7 +37,7 @@ func TestAuthorizationPoliciesDecideInboundTunnels(t *testing.T) {
 	c := cs[0]
 	require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
 	e, root, inter, _ := probesOn(t, ctx, p, c, pilot)
-	echo, ok := e.probes.Server(cluster.EchoLocal, c.Name)
+	echo, ok := e.probes.Server(probe.EchoLocal, c.Name)
 	require.True(t, ok)
 	sock, err := addrmap.Socket(echo.IP)
 	require.NoError(t, err)

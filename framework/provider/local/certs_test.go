@@ -20,6 +20,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
@@ -40,7 +41,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	e, root, inter, istiod := probesOn(t, ctx, p, c, pilot)
 
 	// What the echo pod's ztunnel presents, dialled on its HBONE port by a mesh client.
-	echo, ok := e.probes.Server(cluster.EchoLocal, c.Name)
+	echo, ok := e.probes.Server(probe.EchoLocal, c.Name)
 	require.True(t, ok)
 	sock, err := addrmap.Socket(echo.IP)
 	require.NoError(t, err)
@@ -61,7 +62,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	get := func(cl *http.Client) (reused bool) {
 		var got httptrace.GotConnInfo
 		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got = i }})
-		served, err := probeapp.FetchServedBy(tctx, cl, e.url(cluster.EchoLocal))
+		served, err := probeapp.FetchServedBy(tctx, cl, e.url(probe.EchoLocal))
 		require.NoError(t, err)
 		assert.Equal(t, c.Name, served)
 		return got.Reused
@@ -105,7 +106,7 @@ func probesOn(t *testing.T, ctx context.Context, p *Provider, c *cluster.Cluster
 	istiod, err := p.StartIstiod(ctx, c, cluster.IstiodOptions{CA: mesh.CACertsOf(inter), Binary: pilot, Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = istiod.Stop() })
-	s := cluster.ProbeSetup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
+	s := probe.Setup{Clusters: []*cluster.Cluster{c}, Local: c, Istiods: map[string]cluster.Istiod{c.Name: istiod},
 		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}, Roots: root.Pool(), Dir: t.TempDir(), Logf: t.Logf}
 	pe, err := p.DeployProbes(ctx, s)
 	require.NoError(t, err)

@@ -29,7 +29,8 @@ func init() {
 		Check:        flags.validate,
 		New: func(e provider.Env) (cluster.Provider, error) {
 			return New(Options{RunDir: e.RunDir, Log: e.Log, Istiods: e.Istiods, IstiodClusters: e.IstiodClusters, PodsPerCluster: e.PodsPerCluster,
-				NoControllers: !flags.controllers, Wave: flags.wave, NoWorkloadSnapshots: !flags.snapshots}), nil
+				NoControllers: !flags.controllers, Wave: flags.wave, NoWorkloadSnapshots: !flags.snapshots,
+				Topology: e.Topology, OnReady: e.OnReady}), nil
 		},
 	})
 }

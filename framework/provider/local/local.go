@@ -18,6 +18,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -59,6 +60,11 @@ type Options struct {
 	// default, 24 h); certificates are renewed at half their lifetime. Tests of the renewal set
 	// it short.
 	CertTTL time.Duration
+	// Topology is the run's, for the setup estimates in Facts (nil: none).
+	Topology *topology.Topology
+	// OnReady is called with each cluster as soon as it is ready, from Create's goroutines; it
+	// must return at once (Facts.ReadyEarly).
+	OnReady func(*cluster.Cluster)
 }
 
 // SmallClustersGOGC is the API servers' GOGC for clusters that hold a few objects, as tests'
@@ -68,22 +74,14 @@ const SmallClustersGOGC = 400
 
 // The optional capabilities the local provider offers (framework/cluster/seam.go).
 var (
-	_ cluster.IstiodBinary        = (*Provider)(nil)
-	_ cluster.Listeners           = (*Provider)(nil)
-	_ cluster.SetupPlanner        = (*Provider)(nil)
-	_ cluster.CRDPreloader        = (*Provider)(nil)
-	_ cluster.WorkloadRestorer    = (*Provider)(nil)
-	_ cluster.ProcessLister       = (*Provider)(nil)
-	_ cluster.SharedProcessLister = (*Provider)(nil)
-	_ cluster.WaveLister          = (*Provider)(nil)
-	_ cluster.ReadyNotifier       = (*Provider)(nil)
-	_ cluster.Probes              = (*Provider)(nil)
-	_ cluster.ExtraIstiods        = (*Provider)(nil)
-	_ cluster.WatchedOnlyCutter   = (*Provider)(nil)
-	_ cluster.FakeNodeProxies     = (*Provider)(nil)
-	_ cluster.IstiodRestarter     = (*hostistiod.Process)(nil)
-	_ cluster.HopAccess           = (*probeEnv)(nil)
-	_ cluster.ClientRestarter     = (*probeEnv)(nil)
+	_ cluster.Snapshots       = (*Provider)(nil)
+	_ cluster.HostProcesses   = (*Provider)(nil)
+	_ probe.Deployer          = (*Provider)(nil)
+	_ cluster.ExtraIstiods    = (*Provider)(nil)
+	_ cluster.FakeNodeProxies = (*Provider)(nil)
+	_ cluster.IstiodRestarter = (*hostistiod.Process)(nil)
+	_ probe.HopAccess         = (*probeEnv)(nil)
+	_ probe.ClientRestarter   = (*probeEnv)(nil)
 )
 
 // Provider is the local provider.
@@ -118,7 +116,7 @@ type Provider struct {
 	// waypoints counts each cluster's waypoint pods, which take reserved addresses in turn.
 	waypoints map[string]int
 	waves     []cluster.StartWave
-	onReady   func(*cluster.Cluster) // cluster.ReadyNotifier's
+	onReady   func(*cluster.Cluster) // Options.OnReady, or what a test set (OnReady)
 	egress    []*egressProxy
 	// startingHook, when a test sets it, is called as each cluster begins to start.
 	startingHook func(tc topology.Cluster)
@@ -141,7 +139,7 @@ func New(opts Options) *Provider {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 3 * time.Minute
 	}
-	return &Provider{opts: opts}
+	return &Provider{opts: opts, onReady: opts.OnReady}
 }
 
 // NewIfBuilt returns a provider on the default binary cache, or the binaries still missing from it
@@ -160,22 +158,27 @@ func NewIfBuilt(opts Options) (*Provider, []bins.Binary, error) {
 	return New(opts), nil, nil
 }
 
-func (p *Provider) Name() string      { return Name }
-func (p *Provider) DataPlane() string { return report.DataPlaneEmulated }
-func (p *Provider) LogDir() string    { return p.opts.RunDir }
+func (p *Provider) Name() string   { return Name }
+func (p *Provider) LogDir() string { return p.opts.RunDir }
 
 // capabilities: the loopback address plan has room for topology.MaxClusters clusters, and only
 // primaries are built.
 var capabilities = topology.Capabilities{Provider: Name, MaxClusters: topology.MaxClusters,
 	MaxClustersReason: fmt.Sprintf("its loopback address plan has room for %d", topology.MaxClusters)}
 
-// ClusterBinaries: the local provider runs pilot-discovery as a process (cluster.IstiodBinary).
-func (p *Provider) ClusterBinaries() []string {
+// Facts: every process on this host, on loopback; istiod a pilot-discovery process; clusters
+// handed over as each is ready, in waves.
+func (p *Provider) Facts() cluster.Facts {
 	var names []string
 	for _, b := range bins.ClusterBinaries {
 		names = append(names, string(b))
 	}
-	return names
+	f := cluster.Facts{DataPlane: report.DataPlaneEmulated, IstiodProcess: true, ClusterBinaries: names,
+		OnLoopback: true, ReadyEarly: true, StartWaves: p.StartWaves(), WatchedOnlyCuts: p.watchedOnlyCuts()}
+	if p.opts.Topology != nil {
+		f.SetupEstimates = p.planSetup(p.opts.Topology)
+	}
+	return f
 }
 
 // Preflight validates the topology for this provider, checks host resources and makes sure the
@@ -337,10 +340,10 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 
 // Processes lists the running processes per cluster name (for RSS and CPU sampling); the shared
 // etcd is in SharedProcesses.
-func (p *Provider) Processes() map[string][]cluster.Process {
+func (p *Provider) Processes() map[string][]*proc.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string][]cluster.Process{}
+	out := map[string][]*proc.Process{}
 	for _, m := range p.members {
 		m.mu.Lock()
 		for _, pr := range []*proc.Process{m.apiserver, m.kcm} {
@@ -354,14 +357,48 @@ func (p *Provider) Processes() map[string][]cluster.Process {
 }
 
 // SharedProcesses lists the processes every cluster shares: the etcd.
-func (p *Provider) SharedProcesses() []cluster.Process {
+func (p *Provider) SharedProcesses() []*proc.Process {
 	p.mu.Lock()
 	e := p.etcd
 	p.mu.Unlock()
 	if e == nil || e.process() == nil {
 		return nil
 	}
-	return []cluster.Process{e.process()}
+	return []*proc.Process{e.process()}
+}
+
+// SampleProcesses reads each cluster's API server and controller-manager, and the shared etcd
+// with its database size (cluster.HostProcesses).
+func (p *Provider) SampleProcesses(ctx context.Context) cluster.ProcessSamples {
+	out := cluster.ProcessSamples{ByCluster: map[string][]cluster.ProcessSample{}}
+	for name, procs := range p.Processes() {
+		for _, pr := range procs {
+			out.ByCluster[name] = append(out.ByCluster[name], sample(pr))
+		}
+	}
+	for _, pr := range p.SharedProcesses() {
+		s := sample(pr)
+		if db, err := p.DatabaseBytes(ctx); err == nil {
+			s.DatabaseBytes = &db
+		}
+		out.Shared = append(out.Shared, s)
+	}
+	return out
+}
+
+// sample reads pr's figures; one it cannot read stays absent.
+func sample(pr *proc.Process) cluster.ProcessSample {
+	s := cluster.ProcessSample{Name: pr.Name()}
+	if v, err := pr.RSSBytes(); err == nil {
+		s.RSSBytes = &v
+	}
+	if v, err := pr.RSSFileBytes(); err == nil {
+		s.RSSFileBytes = &v
+	}
+	if v, err := pr.CPUSeconds(); err == nil {
+		s.CPUSeconds = &v
+	}
+	return s
 }
 
 // Destroy stops every process. The run directory is left for the caller to keep or remove.

@@ -8,13 +8,13 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// PlanSetup estimates Create (every API server and controller-manager ready) and the CRDs
+// planSetup estimates Create (every API server and controller-manager ready) and the CRDs
 // (Established and served) for the run's time plan. Clusters start in waves; a wave of k is
 // CPU-bound on 2 cores and slows with the clusters already running (their controller-managers
 // and node keepers keep working). Without controller-managers a wave is shorter, and watched-only
 // clusters' waves start shorter but slow more as hundreds of idle processes share the cores (the
 // waves the coefficients were fitted on: docs/suites.md#what-the-plan-is-calibrated-on).
-func (p *Provider) PlanSetup(t *topology.Topology, _ int) []cluster.SetupEstimate {
+func (p *Provider) planSetup(t *topology.Topology) []cluster.SetupEstimate {
 	n := len(t.Clusters)
 	size := p.waveSize()
 	perCluster, fixed, slowing := 2.0, 4.0, 0.025

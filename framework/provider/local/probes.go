@@ -26,8 +26,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
-	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -36,7 +36,7 @@ import (
 // echo servers (in the test process, on their pod IPs) in the local and the remote cluster, the
 // ztunnels of their nodes and the clusters' east-west gateways.
 type probeEnv struct {
-	setup    cluster.ProbeSetup
+	setup    probe.Setup
 	certTTL  time.Duration // asked of istiod for the emulator's certificates (0: ztunnel's default)
 	rootFile string        // the mesh root, as a pod mounts it, which istiod's serving certificate chains to
 	probes   *workload.Probes
@@ -50,14 +50,13 @@ type probeEnv struct {
 }
 
 var (
-	_ cluster.ProbeEnv  = (*probeEnv)(nil)
-	_ cluster.HopAccess = (*probeEnv)(nil)
-	_ cluster.Listeners = (*Provider)(nil)
+	_ probe.Env       = (*probeEnv)(nil)
+	_ probe.HopAccess = (*probeEnv)(nil)
 )
 
 // DeployProbes creates the probe pods (status written by the framework) and starts the emulated
 // ztunnels, gateways and echo servers that carry their traffic.
-func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
+func (p *Provider) DeployProbes(ctx context.Context, s probe.Setup) (_ probe.Env, err error) {
 	for _, c := range s.Servers() {
 		if s.Istiods[c.Name] == nil {
 			return nil, fmt.Errorf("the emulated data plane of %s needs its istiod", c.Name)
@@ -83,7 +82,7 @@ func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cl
 		}
 		e.echoes[srv.Cluster.Name+"/"+srv.App] = echo
 	}
-	for _, app := range cluster.ProbeApps {
+	for _, app := range probe.Apps {
 		svc, err := s.Local.Client.CoreV1().Services(workload.ProbeNamespace).Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -271,10 +270,10 @@ func (e *probeEnv) holds(app string, c *cluster.Cluster) bool {
 }
 
 // Load runs fortio in the test process, through the client ztunnel (or straight at echo-local).
-func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
+func (e *probeEnv) Load(ctx context.Context, l probe.Load) (*probe.LoadResult, error) {
 	url := e.url(l.App)
 	if l.Direct {
-		srv, ok := e.probes.Server(cluster.EchoLocal, e.setup.Local.Name)
+		srv, ok := e.probes.Server(probe.EchoLocal, e.setup.Local.Name)
 		if !ok {
 			return nil, errors.New("no echo-local server")
 		}
@@ -349,8 +348,8 @@ func (e *probeEnv) SetReady(ctx context.Context, app, clusterName string, ready 
 }
 
 // Path reads the emulators' counters.
-func (e *probeEnv) Path(context.Context) (cluster.PathCounters, error) {
-	pc := cluster.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
+func (e *probeEnv) Path(context.Context) (probe.PathCounters, error) {
+	pc := probe.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
 	for k, echo := range e.echoes {
 		pc.Served[k] = echo.Requests.Load()
@@ -369,15 +368,15 @@ func (e *probeEnv) Path(context.Context) (cluster.PathCounters, error) {
 
 // Hops: on loopback, the test process can dial the remote ztunnel and gateway and the peer's
 // ztunnel itself (a ztunnel at the loopback twin of the pod address it serves).
-func (e *probeEnv) Hops() cluster.Hops {
-	h := cluster.Hops{
+func (e *probeEnv) Hops() probe.Hops {
+	h := probe.Hops{
 		EchoID:         "spiffe://cluster.local/ns/" + workload.ProbeNamespace + "/sa/echo",
 		ClientCA:       e.setup.CAs[e.setup.Local.Name],
 		Roots:          e.setup.Roots,
 		ProbeNamespace: workload.ProbeNamespace,
 	}
 	if e.setup.Peer != nil {
-		echo, _ := e.probes.Server(cluster.EchoPeer, e.setup.Peer.Name)
+		echo, _ := e.probes.Server(probe.EchoPeer, e.setup.Peer.Name)
 		sock, _ := addrmap.Socket(echo.IP)
 		h.PeerZtunnel = netip.AddrPortFrom(sock, dataplane.HBONEPort)
 		h.PeerEchoAuthority = net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort))
@@ -385,13 +384,13 @@ func (e *probeEnv) Hops() cluster.Hops {
 	if e.setup.Remote == nil {
 		return h // no other network: no gateway on the probe path
 	}
-	echo, _ := e.probes.Server(cluster.EchoRemote, e.setup.Remote.Name)
+	echo, _ := e.probes.Server(probe.EchoRemote, e.setup.Remote.Name)
 	gw, _ := topology.GatewayIP(e.setup.Remote.Index)
 	sock, _ := addrmap.Socket(echo.IP)
 	h.RemoteZtunnel = netip.AddrPortFrom(sock, dataplane.HBONEPort)
 	h.RemoteGateway = netip.AddrPortFrom(gw, dataplane.HBONEPort)
 	h.EchoAuthority = net.JoinHostPort(echo.IP.String(), strconv.Itoa(workload.EchoPort))
-	h.RemoteHost = net.JoinHostPort(workload.ProbeHost(cluster.EchoRemote), strconv.Itoa(workload.ProbePort))
+	h.RemoteHost = net.JoinHostPort(workload.ProbeHost(probe.EchoRemote), strconv.Itoa(workload.ProbePort))
 	h.GatewayID = dataplane.GatewayIdentity
 	return h
 }
@@ -411,15 +410,6 @@ func (e *probeEnv) Close() error {
 		_ = echo.Close()
 	}
 	return nil
-}
-
-// Listening returns every listening socket of this run's processes and of the test process.
-func (p *Provider) Listening() ([]netip.AddrPort, error) {
-	pids := []int{os.Getpid()}
-	for _, pr := range proc.Running() {
-		pids = append(pids, pr.Pid())
-	}
-	return proc.Listening(pids...)
 }
 
 // ServeFakeNodes stands in for the ztunnel of each of c's fake nodes: a certificate client per

@@ -99,9 +99,9 @@ func needsLeaseRenewal(controllers []string) bool {
 	return slices.Contains(controllers, "node-lifecycle-controller")
 }
 
-// WatchedOnlyCuts lists what watched-only clusters leave out (cluster.WatchedOnlyCutter); the
+// watchedOnlyCuts lists what watched-only clusters leave out (Facts.WatchedOnlyCuts); the
 // framework lists their CRDs.
-func (p *Provider) WatchedOnlyCuts() []string {
+func (p *Provider) watchedOnlyCuts() []string {
 	return []string{
 		"API groups off: " + strings.Join(watchedOnlyGroups, ", "),
 		"resources off: " + strings.Join(watchedOnlyResources, ", "),

@@ -1,14 +1,18 @@
 // Package wrapped is a provider for tests of the seam: the local provider under another name,
-// built from nothing but the registry (framework/provider) and the seam (framework/cluster). Only
-// tests import it (one blank import in suites/multicluster/providers_test.go); the join suite
-// passing through it shows that a new provider is its folder and one import line.
+// built from nothing but the registry (framework/provider), the contract (framework/cluster) and
+// the probes' vocabulary (framework/probe). Only tests import it (one blank import in
+// suites/multicluster/providers_test.go); the join suite passing through it shows that a new
+// provider is its folder and one import line.
 package wrapped
 
 import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	_ "github.com/ambientmc/ambientmc/framework/provider/local" // registers the provider it wraps
 )
@@ -34,44 +38,63 @@ func init() {
 	})
 }
 
-// Provider is the wrapped provider. Of the optional capabilities it offers the one the inner
-// control plane cannot do without (istiod runs as a pilot-discovery process, so the environment
-// must resolve one) and the data plane its DataPlane names; its ControlPlane is the inner one's,
-// with what that offers.
+// Provider is the wrapped provider. It forwards every optional capability the inner provider
+// offers, and only those (TestWrappedOffersWhatItWraps); its ControlPlane and Gateways are the
+// inner ones, with what their values offer.
 type Provider struct {
 	cluster.Provider
-	binaries cluster.IstiodBinary
-	probes   cluster.Probes
+	inner innerProvider
 }
 
-var (
-	_ cluster.IstiodBinary = (*Provider)(nil)
-	_ cluster.Probes       = (*Provider)(nil)
-)
+// innerProvider is what the local provider offers.
+type innerProvider interface {
+	cluster.Provider
+	cluster.Snapshots
+	cluster.HostProcesses
+	cluster.FakeNodeProxies
+	probe.Deployer
+}
+
+var _ innerProvider = (*Provider)(nil)
 
 func newProvider(e provider.Env) (cluster.Provider, error) {
 	p, err := provider.New(inner, e)
 	if err != nil {
 		return nil, err
 	}
-	ib, ok := p.(cluster.IstiodBinary)
+	in, ok := p.(innerProvider)
 	if !ok {
-		return nil, fmt.Errorf("-provider=%s: the %s provider it wraps no longer runs istiod as a process", Name, inner)
+		return nil, fmt.Errorf("-provider=%s: the %s provider it wraps no longer offers what it forwards (wrapped.innerProvider)", Name, inner)
 	}
-	probes, ok := p.(cluster.Probes)
-	if !ok {
-		return nil, fmt.Errorf("-provider=%s: the %s provider it wraps no longer runs a data plane", Name, inner)
-	}
-	return &Provider{Provider: p, binaries: ib, probes: probes}, nil
+	return &Provider{Provider: p, inner: in}, nil
 }
 
 // Name is the registered name, not the inner provider's.
 func (p *Provider) Name() string { return Name }
 
-// DeployProbes is the inner provider's (cluster.Probes).
-func (p *Provider) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (cluster.ProbeEnv, error) {
-	return p.probes.DeployProbes(ctx, s)
+func (p *Provider) DeployProbes(ctx context.Context, s probe.Setup) (probe.Env, error) {
+	return p.inner.DeployProbes(ctx, s)
 }
 
-// ClusterBinaries are the inner provider's (cluster.IstiodBinary).
-func (p *Provider) ClusterBinaries() []string { return p.binaries.ClusterBinaries() }
+func (p *Provider) ServeFakeNodes(ctx context.Context, c *cluster.Cluster, i cluster.Istiod, ca cluster.CACerts, nodes []string) (cluster.NodeCertificates, error) {
+	return p.inner.ServeFakeNodes(ctx, c, i, ca, nodes)
+}
+
+func (p *Provider) SampleProcesses(ctx context.Context) cluster.ProcessSamples {
+	return p.inner.SampleProcesses(ctx)
+}
+
+func (p *Provider) PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	return p.inner.PreloadCRDs(objs)
+}
+func (p *Provider) SeededCRDs() bool { return p.inner.SeededCRDs() }
+func (p *Provider) SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error {
+	return p.inner.SaveCRDSeed(ctx, c)
+}
+func (p *Provider) PreloadWorkloads(w cluster.WorkloadSet) error { return p.inner.PreloadWorkloads(w) }
+func (p *Provider) RestoredWorkloads(name string) (string, bool) {
+	return p.inner.RestoredWorkloads(name)
+}
+func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error {
+	return p.inner.SaveWorkloads(ctx, c)
+}

@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"context"
@@ -23,12 +23,13 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
 var (
-	probeApps = []string{cluster.EchoRemote, cluster.EchoFailover}
+	probeApps = []string{probe.EchoRemote, probe.EchoFailover}
 	cluster2  = topologyRef{name: "cluster-2", network: "network-2"}
 )
 
@@ -62,7 +63,7 @@ func beforeFailoverConverged(t *testing.T) []byte {
 	return edited(t, converged(t), func(_, services []any) {
 		for _, s := range services {
 			svc := s.(map[string]any)
-			if svc["name"] != cluster.EchoFailover {
+			if svc["name"] != probe.EchoFailover {
 				continue
 			}
 			eps := svc["endpoints"].(map[string]any)
@@ -78,9 +79,9 @@ func beforeFailoverConverged(t *testing.T) []byte {
 func TestReadZtunnelDumpFindsRemoteEndpoints(t *testing.T) {
 	held, err := readZtunnelDump(converged(t), workload.ProbeNamespace, probeApps, cluster2)
 	require.NoError(t, err)
-	assert.Equal(t, 1, held[cluster.EchoRemote].remoteHealthy)
-	assert.Equal(t, uint32(2), held[cluster.EchoRemote].remoteCapacity, "the split-horizon workload stands for cluster-2's 2 pods")
-	assert.Equal(t, 1, held[cluster.EchoFailover].remoteHealthy, "the split-horizon workload, not the local pod")
+	assert.Equal(t, 1, held[probe.EchoRemote].remoteHealthy)
+	assert.Equal(t, uint32(2), held[probe.EchoRemote].remoteCapacity, "the split-horizon workload stands for cluster-2's 2 pods")
+	assert.Equal(t, 1, held[probe.EchoFailover].remoteHealthy, "the split-horizon workload, not the local pod")
 	assert.Empty(t, missingRemote(held, probeApps, cluster2))
 
 	t.Run("LocalEndpointOnlyIsMissing", func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestReadyWaitsForTheClientZtunnel_FakeClientset(t *testing.T) {
 			return
 		}
 		by := "cluster-1"
-		if strings.Contains(r.URL.Path, cluster.EchoRemote+".") {
+		if strings.Contains(r.URL.Path, probe.EchoRemote+".") {
 			by = "cluster-2"
 		}
 		w.Header().Set(install.ServedByHeader, by)
@@ -250,7 +251,7 @@ func TestReadyWaitsForTheClientZtunnel_FakeClientset(t *testing.T) {
 		var mu sync.Mutex
 		var opened []string
 		p := newProvider(t, false)
-		e := &probeEnv{p: p, api: answers, setup: cluster.ProbeSetup{Local: local, Remote: remote, Clusters: []*cluster.Cluster{local, remote}}}
+		e := &probeEnv{p: p, api: answers, setup: probe.Setup{Local: local, Remote: remote, Clusters: []*cluster.Cluster{local, remote}}}
 		e.adminDump = func(_ context.Context, c *cluster.Cluster, ns, pod string) (func(context.Context) ([]byte, error), func(), error) {
 			mu.Lock()
 			opened = append(opened, c.Name+" "+ns+"/"+pod)

@@ -1,39 +1,39 @@
-package kube
+package mesh
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/mesh"
-	"github.com/ambientmc/ambientmc/framework/mesh/install"
 )
 
 // istioComponents are the Istio workloads whose images the report records, by pod label app.
-var istioComponents = []string{"istiod", "ztunnel", "istio-cni-node", mesh.EastWestGateway}
+var istioComponents = []string{"istiod", "ztunnel", "istio-cni-node", EastWestGateway}
 
-var _ cluster.ImageLister = (*Provider)(nil)
+// Image is one container image of an Istio component in one cluster.
+type Image struct {
+	Cluster   string
+	Component string // e.g. istiod, ztunnel, istio-cni-node, istio-eastwestgateway
+	Image     string // as the pod spec names it
+	ImageID   string // the digest the node resolved (container status imageID)
+}
+
+// istioNamespaces are where an install runs pods: istio-system, and kube-system where a platform
+// profile moves istio-cni or ztunnel there.
+var istioNamespaces = []string{SystemNamespace, "kube-system"}
 
 // Images reads, from each cluster's running Istio pods, the image every container runs and the
-// digest its node resolved, so a report says exactly which build was measured.
-func (p *Provider) Images(ctx context.Context) ([]cluster.Image, error) {
-	p.mu.Lock()
-	var cs []*cluster.Cluster
-	nss := map[string][]string{}
-	for _, m := range p.members {
-		cs = append(cs, m.c)
-		nss[m.c.Name] = istioNamespaces(m.manifests)
-	}
-	p.mu.Unlock()
-	var out []cluster.Image
+// digest its node resolved, so a report says exactly which build was measured (for providers
+// whose Facts say Istio runs from images).
+func Images(ctx context.Context, cs []*cluster.Cluster) ([]Image, error) {
+	var out []Image
 	for _, c := range cs {
 		var pods []corev1.Pod
-		for _, ns := range nss[c.Name] {
+		for _, ns := range istioNamespaces {
 			l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("cluster %s: listing Istio pods in %s: %w", c.Name, ns, err)
@@ -52,7 +52,7 @@ func (p *Provider) Images(ctx context.Context) ([]cluster.Image, error) {
 					continue // one row per image of a component, not per pod
 				}
 				seen[key] = true
-				out = append(out, cluster.Image{Cluster: c.Name, Component: comp, Image: st.Image, ImageID: st.ImageID})
+				out = append(out, Image{Cluster: c.Name, Component: comp, Image: st.Image, ImageID: st.ImageID})
 			}
 		}
 	}
@@ -63,23 +63,6 @@ func (p *Provider) Images(ctx context.Context) ([]cluster.Image, error) {
 		return out[i].Component < out[j].Component
 	})
 	return out, nil
-}
-
-// istioNamespaces are where the install runs pods: istio-system, and kube-system where a platform
-// profile moves istio-cni or ztunnel there.
-func istioNamespaces(mf *install.Manifests) []string {
-	out := []string{mesh.SystemNamespace}
-	if mf == nil {
-		return out
-	}
-	for _, comp := range mf.Components {
-		for _, o := range comp.Objects {
-			if k := o.GetKind(); (k == "DaemonSet" || k == "Deployment") && !slices.Contains(out, o.GetNamespace()) {
-				out = append(out, o.GetNamespace())
-			}
-		}
-	}
-	return out
 }
 
 // componentOf names the Istio component a pod belongs to ("" for anything else).

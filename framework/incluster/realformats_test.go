@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"strconv"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/realfmt"
 	"github.com/ambientmc/ambientmc/framework/realfmt/eastwest"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -41,9 +41,9 @@ func TestReadZtunnelDumpReadsZtunnelsFields(t *testing.T) {
 	held, err := readZtunnelDump(converged(t), workload.ProbeNamespace, probeApps, cluster2)
 	require.NoError(t, err)
 	assert.Equal(t, remoteHolding{found: true, remoteHealthy: 1, remoteCapacity: 2,
-		endpoints: []string{"network-2/cluster-2 Healthy"}}, held[cluster.EchoRemote])
+		endpoints: []string{"network-2/cluster-2 Healthy"}}, held[probe.EchoRemote])
 	assert.Equal(t, remoteHolding{found: true, remoteHealthy: 1, remoteCapacity: 1,
-		endpoints: []string{"network-1/cluster-1 Healthy", "network-2/cluster-2 Healthy"}}, held[cluster.EchoFailover])
+		endpoints: []string{"network-1/cluster-1 Healthy", "network-2/cluster-2 Healthy"}}, held[probe.EchoFailover])
 }
 
 // ztunnelSeries are the connections one ztunnel counted, labelled by ztunnel's own label names

@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"bytes"
@@ -60,7 +60,8 @@ func TestPreflightChoosesThePlatformOnRealAPIServer(t *testing.T) {
 	}
 
 	p, _ := preflight("")
-	name, from := p.Platform(c.Name)
+	pl := p.Facts().Platforms[c.Name]
+	name, from := pl.Name, pl.From
 	assert.Empty(t, name, "a plain API server shows no platform")
 	assert.Empty(t, from)
 
@@ -81,13 +82,15 @@ func TestPreflightChoosesThePlatformOnRealAPIServer(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond)
 
 	p, log := preflight("")
-	name, from = p.Platform(c.Name)
+	pl = p.Facts().Platforms[c.Name]
+	name, from = pl.Name, pl.From
 	assert.Equal(t, "openshift", name)
 	assert.Equal(t, "serves API group config.openshift.io", from)
 	assert.Contains(t, log, "cluster-1: Istio platform openshift (serves API group config.openshift.io)")
 
 	p, log = preflight("k3s")
-	name, from = p.Platform(c.Name)
+	pl = p.Facts().Platforms[c.Name]
+	name, from = pl.Name, pl.From
 	assert.Equal(t, "k3s", name, "the flag wins")
 	assert.Equal(t, "-istio.platform", from)
 	assert.Contains(t, log, "cluster-1: shows platform openshift (serves API group config.openshift.io), but -istio.platform=k3s is used as given")

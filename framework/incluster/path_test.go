@@ -1,13 +1,12 @@
-package kube
+package incluster
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ambientmc/ambientmc/framework/cluster"
 )
 
 // Series as ztunnel writes them (src/proxy/metrics.rs CommonTrafficLabels, label order kept;
@@ -50,8 +49,8 @@ const idleGatewayStats = `# TYPE envoy_http_connect_terminate_downstream_rq_tota
 envoy_http_connect_terminate_downstream_rq_total{} 0
 `
 
-func emptyPath() cluster.PathCounters {
-	return cluster.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
+func emptyPath() probe.PathCounters {
+	return probe.PathCounters{Served: map[string]int64{}, GatewayTunnels: map[string]int64{},
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
 }
 

@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -142,7 +143,7 @@ func TestStartIstiodFailureIsTornDown(t *testing.T) {
 	assert.NotEmpty(t, p.members[c.Name].installs[0].Created, "the install created objects")
 
 	// The probes too: every object accepted, nothing ever ready without a kubelet.
-	_, err = WithDataPlane{p}.DeployProbes(ctx, cluster.ProbeSetup{Clusters: kcs, Local: c, Remote: &cluster.Cluster{},
+	_, err = WithDataPlane{p}.DeployProbes(ctx, probe.Setup{Clusters: kcs, Local: c, Remote: &cluster.Cluster{},
 		CAs: map[string]cluster.CACerts{c.Name: mesh.CACertsOf(inter)}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "component probes not ready")

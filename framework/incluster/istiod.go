@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	}
 	m.manifests = mf
 	comps := controlPlaneComponents
-	if p.DataPlane() == report.DataPlaneNone {
+	if p.opts.Images.RunsDataPlane() == report.DataPlaneNone {
 		comps = controlPlaneOnly
 	}
 	if err := p.apply(ctx, m, comps...); err != nil {
@@ -81,7 +81,7 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	return i, nil
 }
 
-// hostIstiods is the kube provider's control plane with the Istio images make images builds: it
+// hostIstiods is the in-cluster control plane with the Istio images make images builds: it
 // offers cluster.ExtraIstiods, whose second istiod must be the build the cluster runs, and only
 // those images come with that build (the binary cache's pilot-discovery).
 type hostIstiods struct{ *Provider }

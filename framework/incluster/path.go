@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -40,7 +40,7 @@ const (
 // ztunnel it is) and the probe client workload. networkOf names a cluster's network: a connection
 // between two networks went through a gateway (double HBONE), one within a network did not, even
 // between clusters.
-func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, networkOf func(string) string, r io.Reader) error {
+func addZtunnel(pc *probe.PathCounters, self, clientWorkload string, networkOf func(string) string, r io.Reader) error {
 	families, err := parseMetrics(r)
 	if err != nil {
 		return fmt.Errorf("ztunnel metrics: %w", err)
@@ -84,7 +84,7 @@ func addZtunnel(pc *cluster.PathCounters, self, clientWorkload string, networkOf
 // addGateway adds the tunnels cluster self's east-west gateway terminated. A gateway whose stats
 // lack the counter is an error, not zero: Envoy writes a counter it created even at 0, so its
 // absence means the pod's Envoy never created it (see envoyStatsInclusionAnnotation).
-func addGateway(pc *cluster.PathCounters, self string, r io.Reader) error {
+func addGateway(pc *probe.PathCounters, self string, r io.Reader) error {
 	families, err := parseMetrics(r)
 	if err != nil {
 		return fmt.Errorf("east-west gateway stats: %w", err)

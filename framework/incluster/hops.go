@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/pki"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -21,13 +21,13 @@ import (
 // port-forward into its pod (where ztunnel listens in in-pod mode).
 type hopEnv struct {
 	*probeEnv
-	hops cluster.Hops
+	hops probe.Hops
 	fwd  *forward
 }
 
-var _ cluster.HopAccess = (*hopEnv)(nil)
+var _ probe.HopAccess = (*hopEnv)(nil)
 
-func (h *hopEnv) Hops() cluster.Hops { return h.hops }
+func (h *hopEnv) Hops() probe.Hops { return h.hops }
 
 func (h *hopEnv) Close() error {
 	if h.fwd != nil {
@@ -37,7 +37,7 @@ func (h *hopEnv) Close() error {
 }
 
 // withHops adds the hops of s.Remote's side of the probe path to e.
-func withHops(ctx context.Context, e *probeEnv, s cluster.ProbeSetup) (*hopEnv, error) {
+func withHops(ctx context.Context, e *probeEnv, s probe.Setup) (*hopEnv, error) {
 	r := s.Remote
 	gw, err := install.EastWestAddress(ctx, r, time.Minute)
 	if err != nil {
@@ -47,7 +47,7 @@ func withHops(ctx context.Context, e *probeEnv, s cluster.ProbeSetup) (*hopEnv, 
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: east-west gateway address %q: %w", r.Name, gw, err)
 	}
-	echo, err := readyPod(ctx, r, workload.ProbeNamespace, cluster.EchoRemote)
+	echo, err := readyPod(ctx, r, workload.ProbeNamespace, probe.EchoRemote)
 	if err != nil {
 		return nil, err
 	}
@@ -61,11 +61,11 @@ func withHops(ctx context.Context, e *probeEnv, s cluster.ProbeSetup) (*hopEnv, 
 		fwd.Close()
 		return nil, err
 	}
-	return &hopEnv{probeEnv: e, fwd: fwd, hops: cluster.Hops{
+	return &hopEnv{probeEnv: e, fwd: fwd, hops: probe.Hops{
 		RemoteZtunnel:  ztunnel,
 		RemoteGateway:  netip.AddrPortFrom(gwAddr, hbone.Port),
 		EchoAuthority:  net.JoinHostPort(echo.Status.PodIP, strconv.Itoa(workload.EchoPort)),
-		RemoteHost:     net.JoinHostPort(workload.ProbeHost(cluster.EchoRemote), strconv.Itoa(workload.ProbePort)),
+		RemoteHost:     net.JoinHostPort(workload.ProbeHost(probe.EchoRemote), strconv.Itoa(workload.ProbePort)),
 		GatewayID:      pki.SPIFFEID(mesh.SystemNamespace, mesh.EastWestGateway),
 		EchoID:         pki.SPIFFEID(workload.ProbeNamespace, install.EchoServiceAccount),
 		ClientCA:       s.CAs[s.Local.Name],

@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -36,15 +37,15 @@ const (
 	envoyStatsPort   = "15090" // the gateway's Envoy /stats/prometheus
 )
 
-// WithDataPlane is the kube provider with Istio images that carry a data plane (ztunnel, the
-// east-west gateway): the one that offers cluster.Probes. Offered chooses.
+// WithDataPlane is the in-cluster part with Istio images that carry a data plane (ztunnel, the
+// east-west gateway): the one that offers probe.Deployer. Offered chooses.
 type WithDataPlane struct{ *Provider }
 
-// Offered is p as the contract sees it: offering cluster.Probes where its images carry a data plane
+// Offered is p as the contract sees it: offering probe.Deployer where its images carry a data plane
 // (the ones make images builds hold istiod only: ztunnel is Rust and the gateway Envoy, and neither
 // builds here; -istio.hub and -istio.tag of real Istio images bring one).
 func (p *Provider) Offered() cluster.Provider {
-	if p.DataPlane() == report.DataPlaneNone {
+	if p.opts.Images.RunsDataPlane() == report.DataPlaneNone {
 		return p
 	}
 	return WithDataPlane{p}
@@ -53,7 +54,7 @@ func (p *Provider) Offered() cluster.Provider {
 // DeployProbes renders and applies the probe workloads in every cluster (fortio pods enrolled in
 // ambient), waits for their Deployments and reaches the client's fortio REST API through a
 // port-forward.
-func (w WithDataPlane) DeployProbes(ctx context.Context, s cluster.ProbeSetup) (_ cluster.ProbeEnv, err error) {
+func (w WithDataPlane) DeployProbes(ctx context.Context, s probe.Setup) (_ probe.Env, err error) {
 	p := w.Provider
 	e := &probeEnv{p: p, setup: s}
 	defer func() {
@@ -137,7 +138,7 @@ func readyPod(ctx context.Context, c *cluster.Cluster, ns, app string) (*corev1.
 // probeEnv drives the fortio client pod and reads ztunnel and gateway metrics.
 type probeEnv struct {
 	p     *Provider
-	setup cluster.ProbeSetup
+	setup probe.Setup
 	fwd   *forward
 	api   string // the client's fortio server, through the port-forward
 	// adminDump opens the client's ztunnel config dump; nil means a port-forward (forwardAdmin).
@@ -152,7 +153,7 @@ func (e *probeEnv) echoAPI(ctx context.Context) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.echoFwd == nil {
-		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, cluster.EchoLocal)
+		pod, err := readyPod(ctx, e.setup.Local, workload.ProbeNamespace, probe.EchoLocal)
 		if err != nil {
 			return "", err
 		}
@@ -164,7 +165,7 @@ func (e *probeEnv) echoAPI(ctx context.Context) (string, error) {
 	return "http://" + e.echoFwd.addr(workload.EchoPort), nil
 }
 
-var _ cluster.ProbeEnv = (*probeEnv)(nil)
+var _ probe.Env = (*probeEnv)(nil)
 
 // serviceURL is what the client calls for app: its Service, captured by the node's ztunnel. No
 // query string: the echo servers add their x-served-by header only to requests without one
@@ -187,7 +188,7 @@ func (e *probeEnv) Ready(ctx context.Context, timeout time.Duration) error {
 				switch {
 				case err != nil:
 					last = err
-				case app != cluster.EchoFailover && by != c.Name:
+				case app != probe.EchoFailover && by != c.Name:
 					last = fmt.Errorf("served by %q, want %s", by, c.Name)
 				default:
 					return true, nil
@@ -217,9 +218,9 @@ func (e *probeEnv) sourcesKept(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("probes: fortio-client's pod address %q: %w", client.Status.PodIP, err)
 	}
-	apps := []string{cluster.EchoLocal}
+	apps := []string{probe.EchoLocal}
 	if e.setup.Peer != nil {
-		apps = append(apps, cluster.EchoPeer)
+		apps = append(apps, probe.EchoPeer)
 	}
 	for _, app := range apps {
 		url := e.api + "/fortio/fetch/" + fmt.Sprintf("%s:%d/debug", workload.ProbeHost(app), workload.ProbePort)
@@ -332,7 +333,7 @@ func runREST(ctx context.Context, base string, o *fhttp.HTTPRunnerOptions) (*fht
 // Load runs fortio in the client pod through the mesh, or (Direct) in the echo-local pod against
 // itself.
 // Host CPU is measured only where the clusters run on this host (Options.OnThisHost).
-func (e *probeEnv) Load(ctx context.Context, l cluster.Load) (*cluster.LoadResult, error) {
+func (e *probeEnv) Load(ctx context.Context, l probe.Load) (*probe.LoadResult, error) {
 	url, api := serviceURL(l.App), e.api
 	if l.Direct {
 		// In ambient every outbound connection of a pod is captured, even to a pod IP, so the
@@ -432,8 +433,8 @@ func (e *probeEnv) SetReady(ctx context.Context, app, clusterName string, ready 
 
 // Path sums ztunnel and east-west gateway metrics of every probe cluster (see path.go for what
 // each field counts on real ztunnels).
-func (e *probeEnv) Path(ctx context.Context) (cluster.PathCounters, error) {
-	pc := cluster.PathCounters{Served: map[string]int64{}, ServedConnections: true, GatewayTunnels: map[string]int64{},
+func (e *probeEnv) Path(ctx context.Context) (probe.PathCounters, error) {
+	pc := probe.PathCounters{Served: map[string]int64{}, ServedConnections: true, GatewayTunnels: map[string]int64{},
 		Inbound: map[string]int64{}, InboundViaGateway: map[string]int64{}}
 	for _, c := range e.setup.Servers() {
 		zns := e.p.ztunnelNamespace(c.Name)

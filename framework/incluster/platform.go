@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"context"
@@ -10,23 +10,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/topology"
 )
 
-// platform is the Istio platform a cluster is installed with, and what chose it.
-type platform struct{ name, from string }
-
-// Platform returns the Istio platform (install.Platforms) cluster name is installed with and what
-// chose it: -istio.platform, or what the cluster showed at preflight. "" when none.
-func (p *Provider) Platform(name string) (platform, from string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pl := p.platforms[name]
-	return pl.name, pl.from
+// Capabilities are the topologies the in-cluster part serves for provider name: any number of
+// primaries, each with a kubeconfig. Remotes and external control planes would need istiod to
+// serve another cluster, which it does not install.
+func Capabilities(name string) topology.Capabilities {
+	return topology.Capabilities{Provider: name, NeedsKubeconfigs: true}
 }
 
+// platformOf is the Istio platform (install.Platforms) cluster name is installed with:
+// -istio.platform, or what the cluster showed at preflight. "" when none.
 func (p *Provider) platformOf(name string) string {
-	pl, _ := p.Platform(name)
-	return pl
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.platforms[name].Name
 }
 
 // choosePlatform records the platform cluster t is installed with: -istio.platform when given
@@ -48,17 +47,17 @@ func (p *Provider) choosePlatform(ctx context.Context, t *target, gitVersion str
 		}
 	}
 	detected, evidence := detectPlatform(gitVersion, names, nodes)
-	chosen := platform{name: p.opts.Platform, from: "-istio.platform"}
+	chosen := cluster.Platform{Name: p.opts.Platform, From: "-istio.platform"}
 	switch {
-	case chosen.name == "" && detected != "":
-		chosen = platform{name: detected, from: evidence}
-	case chosen.name != "" && detected != "" && detected != chosen.name:
-		fmt.Fprintf(p.opts.Log, "ambientmc: kube preflight: %s: shows platform %s (%s), but -istio.platform=%s is used as given\n", t.tc.Name, detected, evidence, chosen.name)
+	case chosen.Name == "" && detected != "":
+		chosen = cluster.Platform{Name: detected, From: evidence}
+	case chosen.Name != "" && detected != "" && detected != chosen.Name:
+		fmt.Fprintf(p.opts.Log, "ambientmc: kube preflight: %s: shows platform %s (%s), but -istio.platform=%s is used as given\n", t.tc.Name, detected, evidence, chosen.Name)
 	}
-	if chosen.name == "" {
-		chosen.from = ""
+	if chosen.Name == "" {
+		chosen.From = ""
 	} else {
-		fmt.Fprintf(p.opts.Log, "ambientmc: kube preflight: %s: Istio platform %s (%s)\n", t.tc.Name, chosen.name, chosen.from)
+		fmt.Fprintf(p.opts.Log, "ambientmc: kube preflight: %s: Istio platform %s (%s)\n", t.tc.Name, chosen.Name, chosen.From)
 	}
 	p.mu.Lock()
 	p.platforms[t.tc.Name] = chosen

@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/probeapp"
 )
 
@@ -85,7 +85,7 @@ func fakeRESTRun(w http.ResponseWriter, r *http.Request) {
 
 func TestRESTRunBodyIsWhatFortioReads(t *testing.T) {
 	o := probeapp.FortioOptions("http://echo-remote.probe.svc.cluster.local:80/echo?size=1024",
-		cluster.Load{QPS: 250, Duration: 3 * time.Second, Connections: 16, NewConnections: true})
+		probe.Load{QPS: 250, Duration: 3 * time.Second, Connections: 16, NewConnections: true})
 	body, err := restRunBody(o)
 	require.NoError(t, err)
 	var got map[string]any
@@ -104,7 +104,7 @@ func TestRunRESTRoundTripThroughFortio_FakeRESTHandler(t *testing.T) {
 	api := fortioPod(t)
 	ctx := context.Background()
 	for _, newConns := range []bool{true, false} {
-		l := cluster.Load{QPS: 100, Duration: 500 * time.Millisecond, Connections: 2, NewConnections: newConns}
+		l := probe.Load{QPS: 100, Duration: 500 * time.Millisecond, Connections: 2, NewConnections: newConns}
 		o := probeapp.FortioOptions(echo+"/echo?size=64", l)
 		res, err := runREST(ctx, api, o)
 		require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestRunRESTRoundTripThroughFortio_FakeRESTHandler(t *testing.T) {
 		assert.Equal(t, res.DurationHistogram.Count, r.Requests)
 		assert.Contains(t, r.Percentiles, 99.0)
 	}
-	_, err := runREST(ctx, api, probeapp.FortioOptions("", cluster.Load{QPS: 1, Duration: time.Second, Connections: 1}))
+	_, err := runREST(ctx, api, probeapp.FortioOptions("", probe.Load{QPS: 1, Duration: time.Second, Connections: 1}))
 	require.ErrorContains(t, err, "fortio REST run", "fortio's error reply is an error")
 }
 

@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"context"
@@ -57,9 +57,9 @@ const preflightTimeout = 15 * time.Second
 // It reads only. It returns one error that lists every cluster with all of its problems.
 func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	if t.Source == topology.SourceGenerated {
-		return fmt.Errorf("-provider=kube uses existing clusters: pass -topology=FILE whose clusters name their kubeconfigs (ambientmc YAML/JSON \"clusters: [{name, network, kubeconfig}]\" or Istio's prow JSON with meta.kubeconfig) instead of -clusters")
+		return fmt.Errorf("-provider=%s uses existing clusters: pass -topology=FILE whose clusters name their kubeconfigs (ambientmc YAML/JSON \"clusters: [{name, network, kubeconfig}]\" or Istio's prow JSON with meta.kubeconfig) instead of -clusters", p.opts.Name)
 	}
-	if err := t.Check(capabilities); err != nil {
+	if err := t.Check(Capabilities(p.opts.Name)); err != nil {
 		return err
 	}
 	problems := make([][]string, len(t.Clusters))
@@ -85,7 +85,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("kube provider: preflight refused %d of %d clusters of %s (nothing was created):%s", bad, len(t.Clusters), t.Source, b.String())
+		return fmt.Errorf("%s provider: preflight refused %d of %d clusters of %s (nothing was created):%s", p.opts.Name, bad, len(t.Clusters), t.Source, b.String())
 	}
 	p.mu.Lock()
 	p.checked = t

@@ -1,8 +1,9 @@
-// Package kube is the provider for existing clusters: a topology whose clusters carry kubeconfig
-// paths (ambientmc's format or Istio's prow JSON). It checks the clusters before touching them,
-// installs Istio ambient with framework/mesh/install, reaches istiod through port-forwards, runs
-// the probes as fortio pods and, at Destroy, removes exactly what the run created.
-package kube
+// Package incluster installs and drives Istio ambient in real Kubernetes clusters, for every
+// provider whose clusters are real (kube's existing ones, kind's containers): it checks the
+// clusters before touching them, installs Istio with framework/mesh/install, reaches istiod
+// through port-forwards, runs the probes as fortio pods and, at Destroy, removes exactly what the
+// run created. A provider composes it above its nodes; it is no provider of its own.
+package incluster
 
 import (
 	"context"
@@ -21,12 +22,15 @@ import (
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// Options configure the kube provider.
+// Options configure the in-cluster part.
 type Options struct {
+	// Name is the -provider value of the provider it serves, for its Name and messages.
+	Name string
 	// RunDir holds per-cluster logs (istiod's, port-forward errors).
 	RunDir string
 	// Log receives progress lines.
@@ -49,28 +53,26 @@ type Options struct {
 	SharedHost bool
 	// OnThisHost says the clusters run on this host (kind): the test host reaches the east-west
 	// gateways' LoadBalancer addresses (MetalLB's pool is on the run's Docker network), so the
-	// probes offer cluster.HopAccess, and the host's CPU is the load's, so latency runs measure it.
+	// probes offer probe.HopAccess, and the host's CPU is the load's, so latency runs measure it.
 	// Elsewhere a gateway's address is API data only and the load runs on a remote node.
 	OnThisHost bool
 }
 
-// The optional capabilities the kube provider offers (framework/cluster/seam.go).
+// The optional capabilities the in-cluster part offers (framework/cluster/seam.go).
 var (
-	_ cluster.ImageLister     = (*Provider)(nil)
-	_ cluster.Platformer      = (*Provider)(nil)
 	_ cluster.IstiodRestarter = (*IstiodPod)(nil)
-	_ cluster.Probes          = WithDataPlane{}
+	_ probe.Deployer          = WithDataPlane{}
 	_ cluster.ExtraIstiods    = hostIstiods{}
 )
 
-// Provider is the kube provider.
+// Provider is the in-cluster part as a cluster.Provider over clusters that exist.
 type Provider struct {
 	opts Options
 
 	mu        sync.Mutex
 	checked   *topology.Topology // the topology Preflight passed
 	members   map[string]*member
-	platforms map[string]platform // by cluster, chosen at preflight
+	platforms map[string]cluster.Platform // by cluster, chosen at preflight
 }
 
 // member is one existing cluster and what this run did to it.
@@ -89,9 +91,9 @@ type member struct {
 // keepReadyEvery is how often fake nodes' leases are renewed (the kubelet renews every 10 s).
 const keepReadyEvery = 10 * time.Second
 
-// New returns a kube provider, or an error naming the flag to fix.
+// New returns the in-cluster part, or an error naming the flag to fix.
 func New(opts Options) (*Provider, error) {
-	if err := install.RequireImages(Name, opts.Images); err != nil {
+	if err := install.RequireImages(opts.Name, opts.Images); err != nil {
 		return nil, err
 	}
 	if err := install.CheckPlatform(opts.Platform); err != nil {
@@ -103,22 +105,28 @@ func New(opts Options) (*Provider, error) {
 	if opts.InstallTimeout <= 0 {
 		opts.InstallTimeout = 5 * time.Minute
 	}
-	return &Provider{opts: opts, members: map[string]*member{}, platforms: map[string]platform{}}, nil
+	return &Provider{opts: opts, members: map[string]*member{}, platforms: map[string]cluster.Platform{}}, nil
 }
 
-func (p *Provider) Name() string { return Name }
+func (p *Provider) Name() string   { return p.opts.Name }
+func (p *Provider) LogDir() string { return p.opts.RunDir }
 
-// DataPlane is what the Istio images run (install.Images.RunsDataPlane).
-func (p *Provider) DataPlane() string { return p.opts.Images.RunsDataPlane() }
-func (p *Provider) LogDir() string    { return p.opts.RunDir }
-
-// capabilities: any number of primaries, each with a kubeconfig. Remotes and external control
-// planes would need istiod to serve another cluster, which this provider does not install.
-var capabilities = topology.Capabilities{Provider: Name, NeedsKubeconfigs: true}
-
-// IstiodImageVersion is the istio.io/istio version of the Istio images when make images built
-// them (cluster.IstiodImageBuild).
-func (p *Provider) IstiodImageVersion() string { return p.opts.Images.Build }
+// Facts: Istio from images (the version where make images built them), its platforms as chosen
+// at preflight.
+func (p *Provider) Facts() cluster.Facts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := cluster.Facts{DataPlane: p.opts.Images.RunsDataPlane(), IstioImages: true, IstiodImageVersion: p.opts.Images.Build}
+	for name, pl := range p.platforms {
+		if pl.Name != "" {
+			if f.Platforms == nil {
+				f.Platforms = map[string]cluster.Platform{}
+			}
+			f.Platforms[name] = pl
+		}
+	}
+	return f
+}
 
 func (p *Provider) Gateways() cluster.Gateways { return p }
 
@@ -140,7 +148,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	checked := p.checked == t
 	p.mu.Unlock()
 	if !checked {
-		return nil, errors.New("kube provider: Preflight must pass for this topology before Create")
+		return nil, fmt.Errorf("%s provider: Preflight must pass for this topology before Create", p.opts.Name)
 	}
 	if err := os.MkdirAll(p.opts.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
@@ -187,7 +195,7 @@ func (p *Provider) member(name string) (*member, error) {
 	defer p.mu.Unlock()
 	m := p.members[name]
 	if m == nil {
-		return nil, fmt.Errorf("kube provider: cluster %s was not created by this provider", name)
+		return nil, fmt.Errorf("%s provider: cluster %s was not created by this provider", p.opts.Name, name)
 	}
 	return m, nil
 }

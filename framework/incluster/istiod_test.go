@@ -1,4 +1,4 @@
-package kube
+package incluster
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
@@ -139,23 +140,23 @@ func TestCapabilitiesFollowTheImages(t *testing.T) {
 	assert.ErrorContains(t, err, "cluster.ExtraIstiods", "StartIstiod starts the cluster's own istiod only")
 	_, extra := real.ControlPlane().(cluster.ExtraIstiods)
 	assert.False(t, extra, "no second istiod beside real Istio images: this host has no pilot-discovery of their build")
-	_, probes := real.Offered().(cluster.Probes)
+	_, probes := real.Offered().(probe.Deployer)
 	assert.True(t, probes, "real Istio images carry ztunnel and the gateway")
-	assert.Equal(t, report.DataPlaneZtunnel, real.DataPlane())
+	assert.Equal(t, report.DataPlaneZtunnel, real.Facts().DataPlane)
 
 	built, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad"}})
 	require.NoError(t, err)
 	_, extra = built.ControlPlane().(cluster.ExtraIstiods)
 	assert.True(t, extra, "the images make images builds are the binary cache's build")
-	_, probes = built.Offered().(cluster.Probes)
+	_, probes = built.Offered().(probe.Deployer)
 	assert.True(t, probes, "the images make images builds carry the emulated data plane")
-	assert.Equal(t, report.DataPlaneEmulated, built.DataPlane())
+	assert.Equal(t, report.DataPlaneEmulated, built.Facts().DataPlane)
 
 	bare, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad", DataPlane: report.DataPlaneNone}})
 	require.NoError(t, err)
-	_, probes = bare.Offered().(cluster.Probes)
+	_, probes = bare.Offered().(probe.Deployer)
 	assert.False(t, probes, "-istio.dataplane=none: istiod only")
-	assert.Equal(t, report.DataPlaneNone, bare.DataPlane())
+	assert.Equal(t, report.DataPlaneNone, bare.Facts().DataPlane)
 }
 
 // Restart on a real API server, with the port-forward replaced (there is no kubelet to forward
