@@ -83,7 +83,7 @@ type Step struct {
 	Run func(ctx context.Context, e *Env) error
 	// Each, when set, is the step's work in one cluster, run in every cluster at once before Run
 	// (the step bounds itself). Where the provider makes clusters ready a few at a time
-	// (cluster.ReadyNotifier), each cluster's part starts as soon as that cluster is ready: while
+	// (cluster.Facts.ReadyEarly), each cluster's part starts as soon as that cluster is ready: while
 	// later clusters start and the steps before this one run. So it may use nothing of theirs, nor
 	// Env's Clusters. A failed part stops the others and the setup.
 	Each func(ctx context.Context, e *Env, c *cluster.Cluster) error

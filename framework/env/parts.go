@@ -10,7 +10,7 @@ import (
 )
 
 // clusterParts runs the setup steps' per-cluster parts (Step.Each). Where the provider makes
-// clusters ready a few at a time (cluster.ReadyNotifier), each part starts as soon as its cluster
+// clusters ready a few at a time (cluster.Facts.ReadyEarly), each part starts as soon as its cluster
 // is ready, while later clusters start: a hundred clusters start in waves for minutes, and their
 // workloads need nothing but their own cluster. Elsewhere each step's parts run in the step's turn.
 type clusterParts struct {

@@ -25,7 +25,7 @@ import (
 )
 
 // localClusters starts n real local-provider clusters (kube-apiserver + etcd, RBAC on) to point
-// the kube provider at, or skips when their binaries are not built (`make bins`).
+// the in-cluster part at, or skips when their binaries are not built (`make bins`).
 func localClusters(tb testing.TB, n int) []*cluster.Cluster {
 	tb.Helper()
 	_, cs := localtest.Clusters(tb, n)
@@ -77,7 +77,7 @@ func kubeTopology(t *testing.T, cs []*cluster.Cluster, kubeconfigs map[string]st
 
 func newProvider(t *testing.T, reuse bool) *Provider {
 	t.Helper()
-	p, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: "example.com/istio", Tag: "test"}, ReuseIstio: reuse})
+	p, err := New(Options{Name: "kube", RunDir: t.TempDir(), Images: install.Images{Hub: "example.com/istio", Tag: "test"}, ReuseIstio: reuse})
 	require.NoError(t, err)
 	return p
 }

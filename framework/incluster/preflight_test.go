@@ -194,7 +194,7 @@ func TestCheckInternalAddress(t *testing.T) {
 }
 
 func TestNewNeedsHubAndTag(t *testing.T) {
-	_, err := New(Options{})
+	_, err := New(Options{Name: "kube"})
 	require.Error(t, err)
 	assert.Equal(t, "-provider=kube installs Istio from images: pass -istio.hub (e.g. -istio.hub=registry.istio.io/testing) and -istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA) too, or neither for the images make images builds", err.Error())
 	_, err = New(Options{Images: install.Images{Hub: "h"}})

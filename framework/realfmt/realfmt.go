@@ -2,7 +2,7 @@
 // bootstrap) write in the outputs the framework reads from them when a user runs real images:
 // ztunnel's /config_dump and /metrics, and the east-west gateway's /stats/prometheus. Every name
 // here cites where its upstream source defines it, so that the tests of the readers (framework/
-// provider/kube) and of the emulator that stands in for them (emulator/dataplane/inpod,
+// incluster) and of the emulator that stands in for them (emulator/dataplane/inpod,
 // emulator/cmd/emulated-dataplane) take their fixtures from upstream, not from the emulator's own output.
 //
 // Sources:

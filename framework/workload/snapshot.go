@@ -22,7 +22,7 @@ import (
 // sources do not show.
 const snapshotFormat = "1"
 
-// SnapshotSet describes s for a provider that restores workloads (cluster.WorkloadRestorer): the
+// SnapshotSet describes s for a provider that restores workloads (cluster.Snapshots): the
 // key covers the scale and the sources that write it (this package, read from the checkout at
 // sourceRoot), so a change to either makes earlier snapshots stale; the provider adds what only
 // it knows (binaries, the cluster, its addresses).

@@ -130,7 +130,7 @@ func TestWorkloadSnapshot(t *testing.T) {
 // Restored workloads bring their fake nodes, whose leases node lifecycle reads from its first
 // pass: each cluster's leases are renewed from its own start, not after the last wave (100
 // clusters' waves took 9 minutes, and the first cluster's pods were NotReady by then). For the
-// same reason each cluster is handed over (cluster.ReadyNotifier) as soon as it is ready, so its
+// same reason each cluster is handed over (cluster.Facts.ReadyEarly) as soon as it is ready, so its
 // workloads are written while later waves start.
 func TestEachClusterIsKeptAndHandedOverFromItsOwnStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
