@@ -9,23 +9,25 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/metallb"
 	"github.com/ambientmc/ambientmc/framework/provider/kind"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
 // newDocker is the docker CLI; tests replace it.
-var newDocker = kind.NewDocker
+var newDocker = dockerhost.NewDocker
 
 // kindNetwork is the kind docker network the MetalLB pools are cut from, and how render knows it:
 // -kind.subnet; the live network (created first with -kind.create-network, as kind's first create
 // would: Docker then picks the subnet); or, with no network to read, Docker's usual first pool.
-func kindNetwork(o *options) (kind.Network, string, error) {
+func kindNetwork(o *options) (dockerhost.Network, string, error) {
 	if o.kindSubnetSet {
 		p, err := netip.ParsePrefix(o.kindSubnet)
 		if err != nil {
-			return kind.Network{}, "", fmt.Errorf("-kind.subnet=%s: %v (want a CIDR such as %s)", o.kindSubnet, err, kind.DefaultNetworkSubnet)
+			return dockerhost.Network{}, "", fmt.Errorf("-kind.subnet=%s: %v (want a CIDR such as %s)", o.kindSubnet, err, kind.DefaultNetworkSubnet)
 		}
-		return kind.Network{Subnet: p.Masked()}, "given by -kind.subnet", nil
+		return dockerhost.Network{Subnet: p.Masked()}, "given by -kind.subnet", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -33,7 +35,7 @@ func kindNetwork(o *options) (kind.Network, string, error) {
 	if o.createNetwork {
 		net, created, err := kind.EnsureNetwork(ctx, d)
 		if err != nil {
-			return kind.Network{}, "", fmt.Errorf("-kind.create-network: docker network %s: %w", name, err)
+			return dockerhost.Network{}, "", fmt.Errorf("-kind.create-network: docker network %s: %w", name, err)
 		}
 		if created {
 			return net, "docker network " + name + ", created now as kind would create it; Docker chose the subnet", nil
@@ -41,11 +43,11 @@ func kindNetwork(o *options) (kind.Network, string, error) {
 		return net, "docker network inspect " + name, nil
 	}
 	net, err := d.Network(ctx, name)
-	fallback := kind.Network{Subnet: netip.MustParsePrefix(kind.DefaultNetworkSubnet)}
+	fallback := dockerhost.Network{Subnet: netip.MustParsePrefix(kind.DefaultNetworkSubnet)}
 	switch {
 	case err == nil:
 		return net, "docker network inspect " + name, nil
-	case errors.Is(err, kind.ErrNoNetwork):
+	case errors.Is(err, dockerhost.ErrNoNetwork):
 		return fallback, "assumed, Docker's usual first address pool: no docker network " + name + " exists yet, and Docker may give it another subnet when it is created; pass -kind.create-network to create it now, or -kind.subnet", nil
 	default:
 		return fallback, fmt.Sprintf("assumed, Docker's usual first address pool: no Docker to ask (%v); the kind provider checks the real subnet in its preflight", err), nil
@@ -63,7 +65,7 @@ func writeKindConfig(c topology.Cluster, dir, image string, pool netip.Prefix) (
 	if err != nil {
 		return nil, err
 	}
-	lb, err := kind.MetalLBYAML(pool)
+	lb, err := metallb.YAML(pool)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +81,7 @@ func writeKindConfig(c topology.Cluster, dir, image string, pool netip.Prefix) (
 
 // kindPools cuts one pool per cluster index from net, as the kind provider does, refusing a
 // network without room for all of them or overlapping the clusters' own ranges.
-func kindPools(t *topology.Topology, net kind.Network) ([]netip.Prefix, error) {
+func kindPools(t *topology.Topology, net dockerhost.Network) ([]netip.Prefix, error) {
 	maxIndex := 0
 	for _, tc := range t.Clusters {
 		maxIndex = max(maxIndex, tc.Index)

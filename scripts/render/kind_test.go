@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/provider/kind"
 )
 
@@ -79,8 +80,8 @@ func TestRenderKindRefusesUnknownImageTag(t *testing.T) {
 // fakeDocker answers the network questions render asks, as the docker CLI would.
 type fakeDocker struct {
 	err     error // every call fails so (no daemon)
-	network kind.Network
-	ipam    kind.Network // what a created network gets
+	network dockerhost.Network
+	ipam    dockerhost.Network // what a created network gets
 	created []string
 }
 
@@ -89,16 +90,16 @@ func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { retur
 func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error) {
 	return "", d.err
 }
-func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error)             { return nil, d.err }
-func (d *fakeDocker) RemoveNetwork(context.Context, string) error                 { return d.err }
-func (d *fakeDocker) ClusterContainers(context.Context, string) ([]string, error) { return nil, d.err }
-func (d *fakeDocker) RemoveContainers(context.Context, []string) error            { return d.err }
-func (d *fakeDocker) Network(context.Context, string) (kind.Network, error) {
+func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error)              { return nil, d.err }
+func (d *fakeDocker) RemoveNetwork(context.Context, string) error                  { return d.err }
+func (d *fakeDocker) LabelledContainers(context.Context, string) ([]string, error) { return nil, d.err }
+func (d *fakeDocker) RemoveContainers(context.Context, []string) error             { return d.err }
+func (d *fakeDocker) Network(context.Context, string) (dockerhost.Network, error) {
 	if d.err != nil {
-		return kind.Network{}, d.err
+		return dockerhost.Network{}, d.err
 	}
 	if !d.network.Subnet.IsValid() {
-		return kind.Network{}, kind.ErrNoNetwork
+		return dockerhost.Network{}, dockerhost.ErrNoNetwork
 	}
 	return d.network, nil
 }
@@ -112,15 +113,17 @@ func (d *fakeDocker) CreateNetwork(_ context.Context, name string, _ netip.Prefi
 }
 
 // withDocker makes render ask d instead of the docker CLI.
-func withDocker(t *testing.T, d kind.Docker) {
+func withDocker(t *testing.T, d dockerhost.Docker) {
 	old := newDocker
-	newDocker = func() kind.Docker { return d }
+	newDocker = func() dockerhost.Docker { return d }
 	t.Cleanup(func() { newDocker = old })
 }
 
 func TestMain(m *testing.M) {
 	// No test asks this host's Docker: by default there is none to ask.
-	newDocker = func() kind.Docker { return &fakeDocker{err: errors.New("Cannot connect to the Docker daemon")} }
+	newDocker = func() dockerhost.Docker {
+		return &fakeDocker{err: errors.New("Cannot connect to the Docker daemon")}
+	}
 	os.Exit(m.Run())
 }
 
@@ -140,7 +143,7 @@ func kindPoolOf(t *testing.T, dir string) netip.Prefix {
 
 // Render says which kind network subnet it cut the pools from, and how it knows it.
 func TestRenderKindSaysWhichSubnetItUsed(t *testing.T) {
-	render := func(t *testing.T, d kind.Docker, extra ...string) (string, string, error) {
+	render := func(t *testing.T, d dockerhost.Docker, extra ...string) (string, string, error) {
 		withDocker(t, d)
 		out := filepath.Join(t.TempDir(), "out")
 		var stdout bytes.Buffer
@@ -165,13 +168,13 @@ func TestRenderKindSaysWhichSubnetItUsed(t *testing.T) {
 	})
 	t.Run("LiveNetwork", func(t *testing.T) {
 		// Two clusters here: the second pool is cut from the live subnet too.
-		out, stdout, err := render(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}}, "-clusters=2")
+		out, stdout, err := render(t, &fakeDocker{network: dockerhost.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}}, "-clusters=2")
 		require.NoError(t, err)
 		assert.Contains(t, stdout, "kind network: subnet 172.19.0.0/16 (docker network inspect kind)")
 		assert.True(t, netip.MustParsePrefix("172.19.0.0/16").Contains(kindPoolOf(t, filepath.Join(out, "cluster-2")).Addr()))
 	})
 	t.Run("CreateNetwork", func(t *testing.T) {
-		d := &fakeDocker{ipam: kind.Network{Subnet: netip.MustParsePrefix("172.21.0.0/16")}}
+		d := &fakeDocker{ipam: dockerhost.Network{Subnet: netip.MustParsePrefix("172.21.0.0/16")}}
 		out, stdout, err := render(t, d, "-kind.create-network")
 		require.NoError(t, err)
 		assert.Equal(t, []string{"kind"}, d.created)
@@ -179,12 +182,12 @@ func TestRenderKindSaysWhichSubnetItUsed(t *testing.T) {
 		assert.True(t, d.ipam.Subnet.Contains(kindPoolOf(t, filepath.Join(out, "cluster-1")).Addr()))
 	})
 	t.Run("GivenSubnet", func(t *testing.T) {
-		_, stdout, err := render(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}}, "-kind.subnet=10.200.0.0/16")
+		_, stdout, err := render(t, &fakeDocker{network: dockerhost.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}}, "-kind.subnet=10.200.0.0/16")
 		require.NoError(t, err)
 		assert.Contains(t, stdout, "kind network: subnet 10.200.0.0/16 (given by -kind.subnet)")
 	})
 	t.Run("NoRoomIsRefusedBeforeWriting", func(t *testing.T) {
-		withDocker(t, &fakeDocker{network: kind.Network{Subnet: netip.MustParsePrefix("172.18.5.0/24")}})
+		withDocker(t, &fakeDocker{network: dockerhost.Network{Subnet: netip.MustParsePrefix("172.18.5.0/24")}})
 		out := filepath.Join(t.TempDir(), "out")
 		err := run([]string{"-provider=kind", "-clusters=4", "-istio.hub=h", "-istio.tag=t", "-out", out}, io.Discard, io.Discard)
 		require.Error(t, err)

@@ -12,6 +12,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/metallb"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -25,7 +27,7 @@ func render(t *testing.T, n int, image string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	net := Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}
+	net := dockerhost.Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}
 	pools, err := Pools(net, n)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +43,7 @@ func render(t *testing.T, n int, image string) []byte {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "# %s: kind config\n%s", tc.Name, data)
-		objs, err := MetalLBYAML(pools[tc.Index-1])
+		objs, err := metallb.YAML(pools[tc.Index-1])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +194,7 @@ func TestUnknownImageTagIsOneClearError(t *testing.T) {
 
 func TestPoolsDistinctInsideSubnet(t *testing.T) {
 	for _, subnet := range []string{"172.18.0.0/16", "172.19.0.0/16", "192.168.64.0/20", "10.200.0.0/12"} {
-		net := Network{Subnet: netip.MustParsePrefix(subnet).Masked()}
+		net := dockerhost.Network{Subnet: netip.MustParsePrefix(subnet).Masked()}
 		pools, err := Pools(net, MaxClusters)
 		if err != nil {
 			t.Fatalf("%s: %v", subnet, err)
@@ -212,20 +214,20 @@ func TestPoolsDistinctInsideSubnet(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Pools(Network{Subnet: netip.MustParsePrefix("172.18.0.0/24")}, 10); err == nil || !strings.Contains(err.Error(), "docker network create kind --subnet") {
+	if _, err := Pools(dockerhost.Network{Subnet: netip.MustParsePrefix("172.18.0.0/24")}, 10); err == nil || !strings.Contains(err.Error(), "docker network create kind --subnet") {
 		t.Errorf("a /24 kind network held 10 pools, or the error gives no fix: %v", err)
 	}
-	_, err := Pools(Network{Subnet: netip.MustParsePrefix("172.18.0.0/16"), IPRange: netip.MustParsePrefix("172.18.192.0/20")}, 2)
+	_, err := Pools(dockerhost.Network{Subnet: netip.MustParsePrefix("172.18.0.0/16"), IPRange: netip.MustParsePrefix("172.18.192.0/20")}, 2)
 	if err == nil || !strings.Contains(err.Error(), "--ip-range") {
 		t.Errorf("a pool inside docker's --ip-range was accepted: %v", err)
 	}
 }
 
 func TestCheckPlanRefusesOverlappingNetwork(t *testing.T) {
-	if err := CheckPlan(Network{Subnet: netip.MustParsePrefix("10.0.0.0/8")}, 2); err == nil {
+	if err := CheckPlan(dockerhost.Network{Subnet: netip.MustParsePrefix("10.0.0.0/8")}, 2); err == nil {
 		t.Error("a kind network over 10.0.0.0/8 was accepted")
 	}
-	if err := CheckPlan(Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}, MaxClusters); err != nil {
+	if err := CheckPlan(dockerhost.Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}, MaxClusters); err != nil {
 		t.Error(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -29,7 +30,7 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	}
 	p.mu.Lock()
 	if p.kernel == nil {
-		p.kernel = recordKernel(cmp.Or(p.opts.HostRoot, "/"))
+		p.kernel = dockerhost.RecordKernel(cmp.Or(p.opts.HostRoot, "/"))
 		proc.OnKill(p.killNow)
 	}
 	if p.guard == nil && !p.opts.Deadline.IsZero() {
@@ -146,7 +147,7 @@ func (p *Provider) handOver(ctx context.Context, t *topology.Topology, cs []*clu
 func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int) (*cluster.Cluster, error) {
 	o := p.opts
 	p.mu.Lock()
-	o.Guarded, o.Subnet, o.CgroupV1 = p.guarded, p.net.Subnet, cgroupV1()
+	o.Guarded, o.Subnet, o.CgroupV1 = p.guarded, p.net.Subnet, dockerhost.CgroupV1()
 	p.mu.Unlock()
 	if o.Image == "" {
 		o.Image = p.image()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 )
 
 // CollectLogs writes kind's logs of every created cluster to RunDir/logs/<name> (after a failed
@@ -107,7 +109,7 @@ func (p *Provider) Destroy(context.Context) error {
 	p.mu.Lock()
 	k := p.kernel
 	p.mu.Unlock()
-	changed, err := k.restore()
+	changed, err := k.Restore()
 	if len(changed) > 0 {
 		fmt.Fprintf(p.opts.Log, "ambientmc: kind: put the host back as it was: %s\n", strings.Join(changed, ", "))
 	}
@@ -163,10 +165,13 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
+// kindClusterLabel is the label kind gives every container of a cluster, valued with its name.
+const kindClusterLabel = "io.x-k8s.kind.cluster"
+
 // removeContainers force-removes kind cluster name's containers through Docker, thawing a node
 // whose frozen cgroup keeps it from dying.
 func (p *Provider) removeContainers(ctx context.Context, name string) error {
-	ids, err := p.docker.ClusterContainers(ctx, name)
+	ids, err := p.docker.LabelledContainers(ctx, kindClusterLabel+"="+name)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
@@ -189,7 +194,7 @@ func (p *Provider) forget(name string) {
 func (p *Provider) thawNodes(name string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ids, err := p.docker.ClusterContainers(ctx, name)
+	ids, err := p.docker.LabelledContainers(ctx, kindClusterLabel+"="+name)
 	if err != nil {
 		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: listing its containers: %v\n", name, err)
 		return false
@@ -199,7 +204,7 @@ func (p *Provider) thawNodes(name string) bool {
 
 // thawContainers is thawNodes for cluster name's containers ids, already listed.
 func (p *Provider) thawContainers(name string, ids []string) bool {
-	thawed, err := thawFrozen(p.freezerRoot(), ids)
+	thawed, err := dockerhost.ThawFrozen(p.freezerRoot(), ids)
 	if err != nil {
 		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: thawing its frozen cgroups: %v\n", name, err)
 	}
@@ -215,7 +220,7 @@ func (p *Provider) freezerRoot() string {
 	if p.opts.FreezerRoot != "" {
 		return p.opts.FreezerRoot
 	}
-	return freezerRoot
+	return dockerhost.FreezerRoot
 }
 
 // killNow removes the clusters' containers and the run network at once, without kind: the hook a
@@ -237,5 +242,5 @@ func (p *Provider) killNow() {
 		_ = p.removeContainers(ctx, n)
 	}
 	_ = p.removeRunNetwork(ctx)
-	_, _ = k.restore()
+	_, _ = k.Restore()
 }

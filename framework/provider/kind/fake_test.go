@@ -24,6 +24,7 @@ import (
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 )
 
 // The fakes below stand in for Docker only: kind's provider (fakeKind) and the docker CLI
@@ -297,9 +298,9 @@ type fakeDocker struct {
 	versionErr error
 	present    bool
 	label      string
-	network    Network
+	network    dockerhost.Network
 	// ipam is the subnet Docker's IPAM gives a network CreateNetwork creates.
-	ipam     Network
+	ipam     dockerhost.Network
 	created  []string
 	internal []string // networks created --internal
 	removed  []string
@@ -342,9 +343,9 @@ func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { retur
 func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error) {
 	return d.label, nil
 }
-func (d *fakeDocker) Network(context.Context, string) (Network, error) {
+func (d *fakeDocker) Network(context.Context, string) (dockerhost.Network, error) {
 	if !d.network.Subnet.IsValid() {
-		return Network{}, ErrNoNetwork
+		return dockerhost.Network{}, dockerhost.ErrNoNetwork
 	}
 	return d.network, nil
 }
@@ -352,7 +353,7 @@ func (d *fakeDocker) CreateNetwork(_ context.Context, name string, subnet netip.
 	d.created = append(d.created, name)
 	d.network = d.ipam
 	if internal {
-		d.network = Network{Subnet: subnet}
+		d.network = dockerhost.Network{Subnet: subnet}
 		d.internal = append(d.internal, name)
 	}
 	return nil
@@ -363,10 +364,10 @@ func (d *fakeDocker) Subnets(context.Context) ([]netip.Prefix, error) {
 	}
 	return nil, nil
 }
-func (d *fakeDocker) ClusterContainers(_ context.Context, name string) ([]string, error) {
+func (d *fakeDocker) LabelledContainers(_ context.Context, label string) ([]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.Clone(d.containers[name]), nil
+	return slices.Clone(d.containers[strings.TrimPrefix(label, kindClusterLabel+"=")]), nil
 }
 
 // RemoveContainers fails while one of the containers is stuck (freezer.state in its stuck

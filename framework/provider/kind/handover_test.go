@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// fakeInCluster records what kind hands the kube provider's in-cluster parts.
+// fakeInCluster records what kind hands the in-cluster part.
 type fakeInCluster struct {
 	missingInCluster
 	checked, created *topology.Topology
@@ -81,7 +82,7 @@ func TestRealDockerCLIUnreachableDaemon(t *testing.T) {
 	}
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "nobody.sock"))
 	t.Setenv("DOCKER_CONTEXT", "")
-	f := newFixture(t, func(o *Options) { o.Docker = NewDocker() })
+	f := newFixture(t, func(o *Options) { o.Docker = dockerhost.NewDocker() })
 	start := time.Now()
 	err := f.p.Preflight(context.Background(), generate(t, 2))
 	if err == nil {
@@ -92,13 +93,5 @@ func TestRealDockerCLIUnreachableDaemon(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("preflight took %s", d)
-	}
-}
-
-func TestParseNetworkInspect(t *testing.T) {
-	out := []byte(`[{"Name":"kind","IPAM":{"Driver":"default","Config":[{"Subnet":"fc00:f853:ccd:e793::/64"},{"Subnet":"172.18.0.0/16","Gateway":"172.18.0.1"}]}}]`)
-	n, err := parseNetworkInspect(out)
-	if err != nil || n.Subnet.String() != "172.18.0.0/16" || n.IPRange.IsValid() {
-		t.Fatalf("got %+v, %v; want the IPv4 subnet 172.18.0.0/16", n, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 )
 
 // -keep: kind's clusters are containers, so they outlive the test process, and so do their
@@ -34,8 +35,8 @@ type keptState struct {
 	// Network is the run's docker network; "" if it was not created.
 	Network string `json:"network,omitempty"`
 	// Kernel is the host before the first node started; nil if none did.
-	Kernel *keptKernel `json:"kernel,omitempty"`
-	KeptAt time.Time   `json:"keptAt"`
+	Kernel *dockerhost.KeptKernel `json:"kernel,omitempty"`
+	KeptAt time.Time              `json:"keptAt"`
 }
 
 // KeptRoot is where kept runs' directories are: <cache>/kept, one directory per run network.
@@ -81,7 +82,7 @@ func (p *Provider) keep() (cluster.Kept, error) {
 		return cluster.Kept{}, err
 	}
 	dir := filepath.Join(root, p.netName)
-	st := keptState{Clusters: slices.Clone(p.created), Kernel: p.kernel.kept(), KeptAt: time.Now().UTC()}
+	st := keptState{Clusters: slices.Clone(p.created), Kernel: p.kernel.Kept(), KeptAt: time.Now().UTC()}
 	if p.netCreated {
 		st.Network = p.netName
 	}
@@ -158,12 +159,12 @@ func removeKept(ctx context.Context, dir string, o Options, root string) error {
 	o.RunDir = dir // the kept kubeconfigs sit where Destroy looks for them
 	p := New(o)
 	p.created = slices.Clone(st.Clusters) // Destroy forgets each as it goes
-	p.kernel = st.Kernel.state(root)
+	p.kernel = st.Kernel.State(root)
 	if st.Network != "" {
 		p.netName = st.Network
 		_, err := p.docker.Network(ctx, st.Network)
 		switch {
-		case errors.Is(err, ErrNoNetwork):
+		case errors.Is(err, dockerhost.ErrNoNetwork):
 		case err != nil:
 			return fmt.Errorf("docker network inspect %s: %w", st.Network, err)
 		default:

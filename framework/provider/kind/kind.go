@@ -15,6 +15,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/probe"
@@ -80,7 +81,7 @@ type Options struct {
 
 	// Kind and Docker are the Docker seam; nil means kind's docker provider and the docker CLI.
 	Kind   Kind
-	Docker Docker
+	Docker dockerhost.Docker
 	// Host reads the machine's limits; nil means RealHost.
 	Host *Host
 	// HostRoot is where the host's /proc/sys and /lib/modules are (kernel.go); empty means /.
@@ -100,7 +101,7 @@ var _ cluster.Keeper = (*Provider)(nil)
 type Provider struct {
 	opts   Options
 	kind   Kind
-	docker Docker
+	docker dockerhost.Docker
 	host   Host
 	// lb installs MetalLB with a pool into a ready cluster.
 	lb func(ctx context.Context, c *cluster.Cluster, pool netip.Prefix) error
@@ -108,12 +109,12 @@ type Provider struct {
 	reach func(ctx context.Context, ip string) error
 
 	mu      sync.Mutex
-	netName string  // the run's docker network (runnet.go)
-	net     Network // its subnet, chosen at preflight
+	netName string             // the run's docker network (runnet.go)
+	net     dockerhost.Network // its subnet, chosen at preflight
 	// netCreated: the network exists and Destroy removes it.
 	netCreated bool
 	// kernel is the host's kernel settings before the first node started (kernel.go).
-	kernel *kernelState
+	kernel *dockerhost.KernelState
 	// created are the kind names whose create was called and that are not deleted yet (recorded
 	// before kind.Create is called; the second Ctrl-C's kill removes what is still here).
 	created []string
@@ -145,12 +146,12 @@ func New(o Options) *Provider {
 	if o.Wait <= 0 {
 		o.Wait = 3 * time.Minute
 	}
-	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: RunNetworkName(o.RunDir), inflight: map[string]chan struct{}{}}
+	p := &Provider{opts: o, kind: o.Kind, docker: o.Docker, host: RealHost, netName: dockerhost.RunNetworkName(o.RunDir), inflight: map[string]chan struct{}{}}
 	if p.kind == nil {
 		p.kind = NewKind(o.Log)
 	}
 	if p.docker == nil {
-		p.docker = NewDocker()
+		p.docker = dockerhost.NewDocker()
 	}
 	if o.Host != nil {
 		p.host = *o.Host

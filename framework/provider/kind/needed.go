@@ -11,6 +11,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/metallb"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
@@ -19,7 +20,7 @@ import (
 // the emulated data plane in the images make images builds) and, with a data
 // plane, the probes' fortio.
 func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
-	manifest, err := MetalLBManifest(ctx)
+	manifest, err := metallb.Manifest(ctx)
 	if err != nil {
 		return nil, err
 	}

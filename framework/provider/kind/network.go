@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
+
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 )
 
 // The LoadBalancer pools are cut from the kind docker network's IPv4 subnet, so that subnet must be
@@ -29,51 +29,22 @@ func NetworkName() string {
 
 // EnsureNetwork returns the IPv4 addressing of the kind docker network, creating the network first
 // (Docker.CreateNetwork) if it does not exist; created says whether it did.
-func EnsureNetwork(ctx context.Context, d Docker) (net Network, created bool, err error) {
+func EnsureNetwork(ctx context.Context, d dockerhost.Docker) (net dockerhost.Network, created bool, err error) {
 	name := NetworkName()
 	net, err = d.Network(ctx, name)
-	if !errors.Is(err, ErrNoNetwork) {
+	if !errors.Is(err, dockerhost.ErrNoNetwork) {
 		return net, false, err
 	}
 	if err := d.CreateNetwork(ctx, name, netip.Prefix{}, false); err != nil {
-		return Network{}, false, fmt.Errorf("creating docker network %s as kind would: %w", name, err)
+		return dockerhost.Network{}, false, fmt.Errorf("creating docker network %s as kind would: %w", name, err)
 	}
 	net, err = d.Network(ctx, name)
 	return net, err == nil, err
 }
 
-// createNetworkArgs are kind's `docker network create` arguments (createNetwork in kind's
-// network.go) for an IPv4 network: a bridge with IP masquerading and the MTU of Docker's default
-// bridge. kind adds an IPv6 ULA subnet on hosts with IPv6; the framework's clusters are IPv4 only,
-// and kind uses an existing network as it is.
-func createNetworkArgs(name string, mtu int) []string {
-	args := []string{"network", "create", "-d=bridge", "-o", "com.docker.network.bridge.enable_ip_masquerade=true"}
-	if mtu > 0 {
-		args = append(args, "-o", "com.docker.network.driver.mtu="+strconv.Itoa(mtu))
-	}
-	return append(args, name)
-}
-
-func (d dockerCLI) CreateNetwork(ctx context.Context, name string, subnet netip.Prefix, internal bool) error {
-	if internal {
-		_, err := d.run(ctx, "network", "create", "-d=bridge", "--internal", "--subnet", subnet.String(),
-			"--label", "io.ambientmc.run=true", name)
-		return err
-	}
-	mtu := 0 // as kind: the default bridge's MTU option, if it has one
-	if out, err := d.run(ctx, "network", "inspect", "bridge", "-f", `{{ index .Options "com.docker.network.driver.mtu" }}`); err == nil {
-		mtu, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-	}
-	_, err := d.run(ctx, createNetworkArgs(name, mtu)...)
-	if err != nil && strings.Contains(err.Error(), "already exists") {
-		return nil // another process created it meanwhile, as kind tolerates
-	}
-	return err
-}
-
 // checkPools says whether net has room for the pools of every cluster index up to maxIndex, and
 // keeps clear of the clusters' pod and service subnets.
-func checkPools(net Network, maxIndex int) error {
+func checkPools(net dockerhost.Network, maxIndex int) error {
 	if err := CheckPlan(net, maxIndex); err != nil {
 		return err
 	}

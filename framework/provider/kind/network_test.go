@@ -6,15 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 )
 
 // Preflight chooses the run network's subnet and creates nothing; Create creates the network
 // --internal before the first node, with the pools cut from it, and Destroy removes it.
 func TestRunNetworkIsInternalAndRemovedFakeDocker(t *testing.T) {
 	f := newFixture(t, nil)
-	f.docker.network = Network{Subnet: netip.MustParsePrefix("172.31.0.0/16")} // another network holds 172.31
+	f.docker.network = dockerhost.Network{Subnet: netip.MustParsePrefix("172.31.0.0/16")} // another network holds 172.31
 	topo := generate(t, 3)
 	if err := f.p.Preflight(context.Background(), topo); err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestRunNetworkIsInternalAndRemovedFakeDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := RunNetworkName(f.dir)
+	name := dockerhost.RunNetworkName(f.dir)
 	if !slices.Equal(f.docker.internal, []string{name}) {
 		t.Fatalf("internal networks created: %v, want [%s]", f.docker.internal, name)
 	}
@@ -47,19 +48,9 @@ func TestRunNetworkIsInternalAndRemovedFakeDocker(t *testing.T) {
 	}
 }
 
-func TestChooseSubnetAvoidsUsedRanges(t *testing.T) {
-	got, err := ChooseSubnet([]netip.Prefix{netip.MustParsePrefix("172.31.0.0/16"), netip.MustParsePrefix("172.30.5.0/24"), netip.MustParsePrefix("10.0.0.0/8")})
-	if err != nil || got.String() != "172.29.0.0/16" {
-		t.Fatalf("got %s, %v; want 172.29.0.0/16", got, err)
-	}
-	if _, err := ChooseSubnet([]netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}); err == nil || !strings.Contains(err.Error(), "docker network prune") {
-		t.Fatalf("want an error naming the fix when every candidate is used, got %v", err)
-	}
-}
-
 func TestKindNetworkNameFollowsKindsOverrideFakeDocker(t *testing.T) {
 	t.Setenv("KIND_EXPERIMENTAL_DOCKER_NETWORK", "kind-ambient")
-	d := &fakeDocker{ipam: Network{Subnet: netip.MustParsePrefix("172.30.0.0/16")}}
+	d := &fakeDocker{ipam: dockerhost.Network{Subnet: netip.MustParsePrefix("172.30.0.0/16")}}
 	net, created, err := EnsureNetwork(context.Background(), d)
 	if err != nil || !created || net.Subnet != d.ipam.Subnet || !slices.Equal(d.created, []string{"kind-ambient"}) {
 		t.Fatalf("got %+v created=%v err=%v, networks created %v; want kind-ambient created with %s", net, created, err, d.created, d.ipam.Subnet)
@@ -79,7 +70,7 @@ func TestDockerCLICreatesTheNetworkAsKindDoes_FakeDockerCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir)
-	if err := NewDocker().CreateNetwork(context.Background(), "kind", netip.Prefix{}, false); err != nil {
+	if err := dockerhost.NewDocker().CreateNetwork(context.Background(), "kind", netip.Prefix{}, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(calls)

@@ -1,13 +1,10 @@
 package kind
 
 import (
-	"bytes"
-
 	"fmt"
 	"net/netip"
-	"sigs.k8s.io/yaml"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 )
 
 // LoadBalancer addresses. Istio's kind_provisioner hands each cluster 50 addresses from one shared
@@ -20,14 +17,10 @@ const (
 	// DefaultNetworkSubnet is the subnet docker usually gives the kind network; render uses it
 	// when no Docker is there to ask.
 	DefaultNetworkSubnet = "172.18.0.0/16"
-	// MetalLBPool names the IPAddressPool and L2Advertisement the framework creates.
-	MetalLBPool = "ambientmc"
-	// MetalLBNamespace is where metallb-native.yaml installs MetalLB.
-	MetalLBNamespace = "metallb-system"
 )
 
 // Pools returns n LoadBalancer pools cut from net's upper quarter, pool k-1 for cluster index k.
-func Pools(net Network, n int) ([]netip.Prefix, error) {
+func Pools(net dockerhost.Network, n int) ([]netip.Prefix, error) {
 	sub := net.Subnet.Masked()
 	if !sub.Addr().Is4() {
 		return nil, fmt.Errorf("docker network subnet %s: want IPv4", sub)
@@ -55,7 +48,7 @@ func Pools(net Network, n int) ([]netip.Prefix, error) {
 }
 
 // CheckPlan refuses a docker network that overlaps the clusters' pod or service subnets.
-func CheckPlan(net Network, n int) error {
+func CheckPlan(net dockerhost.Network, n int) error {
 	for i := 1; i <= n; i++ {
 		pods, err := PodSubnet(i)
 		if err != nil {
@@ -71,30 +64,6 @@ func CheckPlan(net Network, n int) error {
 	return nil
 }
 
-// MetalLBObjects are the pool and its L2 advertisement for one cluster (avoidBuggyIPs skips
-// addresses ending in .0 and .255).
-func MetalLBObjects(pool netip.Prefix) []*unstructured.Unstructured {
-	meta := map[string]any{"name": MetalLBPool, "namespace": MetalLBNamespace}
-	return []*unstructured.Unstructured{
-		{Object: map[string]any{
-			"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": meta,
-			"spec": map[string]any{"addresses": []any{pool.String()}, "avoidBuggyIPs": true},
-		}},
-		{Object: map[string]any{
-			"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement", "metadata": copyMap(meta),
-			"spec": map[string]any{"ipAddressPools": []any{MetalLBPool}},
-		}},
-	}
-}
-
-func copyMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 func u32(a netip.Addr) uint32 {
 	b := a.As4()
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
@@ -102,18 +71,4 @@ func u32(a netip.Addr) uint32 {
 
 func a4(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}
-
-// MetalLBYAML is MetalLBObjects(pool) as a YAML stream.
-func MetalLBYAML(pool netip.Prefix) ([]byte, error) {
-	var b bytes.Buffer
-	for _, o := range MetalLBObjects(pool) {
-		data, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return nil, err
-		}
-		b.WriteString("---\n")
-		b.Write(data)
-	}
-	return b.Bytes(), nil
 }

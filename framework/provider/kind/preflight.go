@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
@@ -88,7 +89,7 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	defer cancel()
 	version, err := p.docker.ServerVersion(dctx)
 	switch {
-	case errors.Is(err, ErrNoDockerCLI):
+	case errors.Is(err, dockerhost.ErrNoDockerCLI):
 		fail("docker: the docker CLI is not on PATH; kind creates clusters by running it: install Docker (https://docs.docker.com/engine/install/) or use -provider=local, which needs no Docker")
 	case err != nil:
 		fail("docker: the Docker daemon is not reachable (%v); start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at one, or use -provider=local, which needs no Docker", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/proc"
@@ -35,7 +36,7 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{
 		kind:   newFakeKind(t),
-		docker: &fakeDocker{present: true, network: Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}},
+		docker: &fakeDocker{present: true, network: dockerhost.Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}},
 		lb:     &lbRecorder{},
 		log:    &proc.LogBuffer{},
 		dir:    filepath.Join(t.TempDir(), "clusters"),
@@ -276,7 +277,7 @@ func TestDeadlineDeletesClustersFakeDocker(t *testing.T) {
 
 func TestLoadBalancerPoolsPerClusterFakeDocker(t *testing.T) {
 	f := newFixture(t, nil)
-	f.docker.network = Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}
+	f.docker.network = dockerhost.Network{Subnet: netip.MustParsePrefix("172.19.0.0/16")}
 	cs, err := f.p.Create(context.Background(), generate(t, 12))
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +331,7 @@ func TestPreflightFakeDocker(t *testing.T) {
 		{name: "docker unreachable", n: 2, mod: func(f *fixture) {
 			f.docker.versionErr = errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
 		}, want: []string{"Docker daemon is not reachable", "start it", "-provider=local"}, lines: 1},
-		{name: "no docker CLI", n: 2, mod: func(f *fixture) { f.docker.versionErr = ErrNoDockerCLI },
+		{name: "no docker CLI", n: 2, mod: func(f *fixture) { f.docker.versionErr = dockerhost.ErrNoDockerCLI },
 			want: []string{"docker CLI is not on PATH", "install Docker"}, lines: 1},
 		{name: "image not built", n: 2, mod: func(f *fixture) { f.docker.present = false },
 			opts: func(o *Options) { o.Image = "" },

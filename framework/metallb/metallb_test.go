@@ -1,4 +1,4 @@
-package kind
+package metallb
 
 import (
 	"context"
@@ -26,19 +26,19 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 	ctx := context.Background()
 	c := cs[0]
 
-	manifest, err := MetalLBManifest(ctx)
+	manifest, err := Manifest(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := netip.MustParsePrefix("172.18.192.0/28")
-	err = InstallMetalLB(ctx, c, manifest, pool, 5*time.Second)
+	err = Install(ctx, c, manifest, pool, 5*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "MetalLB controller and speaker not ready") {
 		t.Fatalf("want the readiness wait to fail without a kubelet, got %v", err)
 	}
-	if _, err := c.Client.AppsV1().Deployments(MetalLBNamespace).Get(ctx, "controller", metav1.GetOptions{}); err != nil {
+	if _, err := c.Client.AppsV1().Deployments(Namespace).Get(ctx, "controller", metav1.GetOptions{}); err != nil {
 		t.Errorf("MetalLB controller Deployment not applied: %v", err)
 	}
-	if _, err := c.Client.AppsV1().DaemonSets(MetalLBNamespace).Get(ctx, "speaker", metav1.GetOptions{}); err != nil {
+	if _, err := c.Client.AppsV1().DaemonSets(Namespace).Get(ctx, "speaker", metav1.GetOptions{}); err != nil {
 		t.Errorf("MetalLB speaker DaemonSet not applied: %v", err)
 	}
 	// MetalLB's webhook has no pod behind it here; without it the pool meets the CRD schema alone.
@@ -46,11 +46,11 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := apply.New(c.Dynamic, c.Client.Discovery())
-	for _, o := range MetalLBObjects(pool) {
+	for _, o := range Objects(pool) {
 		applyOnceTheWebhookIsGone(t, ctx, a, o)
 	}
 	got, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}).
-		Namespace(MetalLBNamespace).Get(ctx, MetalLBPool, metav1.GetOptions{})
+		Namespace(Namespace).Get(ctx, Pool, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestMetalLBOnRealAPIServer(t *testing.T) {
 		t.Errorf("pool addresses %v, want [%s]", addrs, pool)
 	}
 	// A field MetalLB does not know is refused, so the check above means something.
-	bad := MetalLBObjects(pool)[0]
+	bad := Objects(pool)[0]
 	bad.Object["spec"].(map[string]any)["adresses"] = []any{"10.0.0.0/28"}
 	if err := applyObject(ctx, a, bad); err == nil {
 		t.Error("an IPAddressPool with an unknown field was accepted")

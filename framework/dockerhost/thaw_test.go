@@ -1,4 +1,4 @@
-package kind
+package dockerhost
 
 import (
 	"os"
@@ -24,7 +24,7 @@ func TestThawFrozenThawsOnlyTheNodesFrozenCgroups(t *testing.T) {
 	runningPod := state("docker/node1/kubelet.slice/kubepods.slice/pod3", "THAWED")
 	otherNode := state("docker/node9/kubelet.slice/pod4", "FROZEN")
 
-	thawed, err := thawFrozen(root, []string{"node1", "node2", "gone"})
+	thawed, err := ThawFrozen(root, []string{"node1", "node2", "gone"})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{frozenPod, freezing}, thawed)
 	read := func(dir string) string {
@@ -37,7 +37,7 @@ func TestThawFrozenThawsOnlyTheNodesFrozenCgroups(t *testing.T) {
 	assert.Equal(t, "THAWED\n", read(runningPod), "not frozen: left alone")
 	assert.Equal(t, "FROZEN\n", read(otherNode), "another container's cgroup: left alone")
 
-	thawed, err = thawFrozen(filepath.Join(root, "nothing-here"), []string{"node1"})
+	thawed, err = ThawFrozen(filepath.Join(root, "nothing-here"), []string{"node1"})
 	require.NoError(t, err, "a host without cgroup v1's freezer")
 	assert.Empty(t, thawed)
 }

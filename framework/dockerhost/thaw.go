@@ -1,4 +1,4 @@
-package kind
+package dockerhost
 
 import (
 	"io/fs"
@@ -13,13 +13,13 @@ import (
 // fails ("tried to kill container, but did not receive an exit event"). Thawing the node's frozen
 // cgroups lets the kill finish. cgroup v2 kills frozen tasks, so only v1's freezer needs this.
 
-// freezerRoot is cgroup v1's freezer hierarchy.
-const freezerRoot = "/sys/fs/cgroup/freezer"
+// FreezerRoot is cgroup v1's freezer hierarchy.
+const FreezerRoot = "/sys/fs/cgroup/freezer"
 
-// thawFrozen writes THAWED to every frozen (or freezing) freezer cgroup of the containers ids under
+// ThawFrozen writes THAWED to every frozen (or freezing) freezer cgroup of the containers ids under
 // root, for the cgroupfs driver (docker/<id>) and the systemd one (system.slice/docker-<id>.scope),
 // and returns the cgroups it thawed.
-func thawFrozen(root string, ids []string) ([]string, error) {
+func ThawFrozen(root string, ids []string) ([]string, error) {
 	var thawed []string
 	for _, id := range ids {
 		for _, dir := range []string{filepath.Join(root, "docker", id), filepath.Join(root, "system.slice", "docker-"+id+".scope")} {

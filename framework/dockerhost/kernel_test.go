@@ -1,4 +1,4 @@
-package kind
+package dockerhost
 
 import (
 	"os"
@@ -24,21 +24,21 @@ func TestKernelSettingsPutBack(t *testing.T) {
 	write("vm/overcommit_memory", "0")
 	write("kernel/panic", "0")
 	write("kernel/panic_on_oops", "0")
-	k := recordKernel(root)
+	k := RecordKernel(root)
 
 	// What a kubelet in a node and Docker do to the host.
 	write("vm/overcommit_memory", "1")
 	write("kernel/panic", "10")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "lib/modules"), 0o755))
 
-	changed, err := k.restore()
+	changed, err := k.Restore()
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"vm.overcommit_memory 1 -> 0", "kernel.panic 10 -> 0", "removed the empty /lib/modules Docker created"}, changed)
 	require.Equal(t, "0\n", read("vm/overcommit_memory"))
 	require.Equal(t, "0\n", read("kernel/panic"))
 	require.Equal(t, "0\n", read("kernel/panic_on_oops"))
 	require.NoDirExists(t, filepath.Join(root, "lib/modules"))
-	changed, err = k.restore()
+	changed, err = k.Restore()
 	require.NoError(t, err)
 	require.Empty(t, changed, "a second restore changes nothing")
 }
@@ -47,8 +47,8 @@ func TestKernelSettingsPutBack(t *testing.T) {
 func TestKernelKeepsModulesItDidNotCreate(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "lib/modules"), 0o755))
-	k := recordKernel(root)
-	_, err := k.restore()
+	k := RecordKernel(root)
+	_, err := k.Restore()
 	require.NoError(t, err)
 	require.DirExists(t, filepath.Join(root, "lib/modules"))
 }

@@ -1,4 +1,4 @@
-package kind
+package dockerhost
 
 import (
 	"fmt"
@@ -11,13 +11,13 @@ import (
 // kubelet in a privileged node writes global kernel settings of the host (its kernel tunables,
 // applied unless protectKernelDefaults), and Docker creates an empty /lib/modules on a host
 // without one (kind mounts it read-only into every node). The provider records both before the
-// first node starts and puts them back once the last one is gone.
+// first node starts and puts them back once the last one is gone (RecordKernel, Restore).
 
 // kubeletSysctls are the host settings kubelet changes (pkg/kubelet/cm: setupKernelTunables).
 var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
 
-// kernelState is what the host had before the run.
-type kernelState struct {
+// KernelState is what the host had before the run.
+type KernelState struct {
 	root    string            // "/" on a real host; tests use a directory
 	sysctls map[string]string // name under /proc/sys -> value
 	modules bool              // /lib/modules existed
@@ -26,9 +26,9 @@ type kernelState struct {
 	restored bool
 }
 
-// recordKernel reads the settings kubelet may change.
-func recordKernel(root string) *kernelState {
-	k := &kernelState{root: root, sysctls: map[string]string{}}
+// RecordKernel reads the settings kubelet may change.
+func RecordKernel(root string) *KernelState {
+	k := &KernelState{root: root, sysctls: map[string]string{}}
 	for _, n := range kubeletSysctls {
 		if data, err := os.ReadFile(filepath.Join(root, "proc/sys", n)); err == nil {
 			k.sysctls[n] = strings.TrimSpace(string(data))
@@ -39,9 +39,9 @@ func recordKernel(root string) *kernelState {
 	return k
 }
 
-// restore writes back every setting that changed and removes a /lib/modules the run created (only
+// Restore writes back every setting that changed and removes a /lib/modules the run created (only
 // when empty); it returns what it changed, for the log.
-func (k *kernelState) restore() ([]string, error) {
+func (k *KernelState) Restore() ([]string, error) {
 	if k == nil {
 		return nil, nil
 	}
@@ -79,29 +79,30 @@ func (k *kernelState) restore() ([]string, error) {
 	return changed, nil
 }
 
-// cgroupV1 says whether the host runs cgroup v1 (/sys/fs/cgroup is a tmpfs of controller mounts).
-func cgroupV1() bool {
+// CgroupV1 says whether the host runs cgroup v1 (/sys/fs/cgroup is a tmpfs of controller mounts).
+func CgroupV1() bool {
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	return err != nil
 }
 
-// keptKernel is the record as a kept run's state.json holds it, for the removal (keep.go).
-type keptKernel struct {
+// KeptKernel is the record as a kept run holds it, for the removal after the run ended.
+type KeptKernel struct {
 	Sysctls           map[string]string `json:"sysctls"`
 	LibModulesExisted bool              `json:"libModulesExisted"`
 }
 
-func (k *kernelState) kept() *keptKernel {
+// Kept is k as a kept run records it.
+func (k *KernelState) Kept() *KeptKernel {
 	if k == nil {
 		return nil
 	}
-	return &keptKernel{Sysctls: k.sysctls, LibModulesExisted: k.modules}
+	return &KeptKernel{Sysctls: k.sysctls, LibModulesExisted: k.modules}
 }
 
-// state is the record restore puts back on the host under root.
-func (kk *keptKernel) state(root string) *kernelState {
+// State is the record restore puts back on the host under root.
+func (kk *KeptKernel) State(root string) *KernelState {
 	if kk == nil {
 		return nil
 	}
-	return &kernelState{root: root, sysctls: kk.Sysctls, modules: kk.LibModulesExisted}
+	return &KernelState{root: root, sysctls: kk.Sysctls, modules: kk.LibModulesExisted}
 }
