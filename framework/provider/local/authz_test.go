@@ -37,7 +37,7 @@ func TestAuthorizationPoliciesDecideInboundTunnels(t *testing.T) {
 	c := cs[0]
 	require.NoError(t, crds.Apply(ctx, c.Dynamic, slim))
 	e, root, inter, _ := probesOn(t, ctx, p, c, pilot)
-	echo, ok := e.probes.Server(probe.EchoLocal, c.Name)
+	echo, ok := e.Server(probe.EchoLocal, c.Name)
 	require.True(t, ok)
 	sock, err := addrmap.Socket(echo.IP)
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
 	"github.com/ambientmc/ambientmc/framework/bins/binstest"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostdataplane"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/probe"
@@ -41,7 +42,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	e, root, inter, istiod := probesOn(t, ctx, p, c, pilot)
 
 	// What the echo pod's ztunnel presents, dialled on its HBONE port by a mesh client.
-	echo, ok := e.probes.Server(probe.EchoLocal, c.Name)
+	echo, ok := e.Server(probe.EchoLocal, c.Name)
 	require.True(t, ok)
 	sock, err := addrmap.Socket(echo.IP)
 	require.NoError(t, err)
@@ -62,7 +63,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 	get := func(cl *http.Client) (reused bool) {
 		var got httptrace.GotConnInfo
 		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got = i }})
-		served, err := probeapp.FetchServedBy(tctx, cl, e.url(probe.EchoLocal))
+		served, err := probeapp.FetchServedBy(tctx, cl, e.URL(probe.EchoLocal))
 		require.NoError(t, err)
 		assert.Equal(t, c.Name, served)
 		return got.Reused
@@ -96,7 +97,7 @@ func TestProbeCertificatesRenewAtHalfTheirLifetimeUnderTraffic(t *testing.T) {
 }
 
 // probesOn starts istiod (pilot) for c with a CA of its own and deploys the probes in c, ready.
-func probesOn(t *testing.T, ctx context.Context, p *Provider, c *cluster.Cluster, pilot string) (*probeEnv, *pki.Root, *pki.Intermediate, cluster.Istiod) {
+func probesOn(t *testing.T, ctx context.Context, p *Provider, c *cluster.Cluster, pilot string) (*hostdataplane.Env, *pki.Root, *pki.Intermediate, cluster.Istiod) {
 	t.Helper()
 	require.NoError(t, mesh.EnsureSystemNamespace(ctx, c))
 	root, err := pki.NewRoot()
@@ -112,5 +113,5 @@ func probesOn(t *testing.T, ctx context.Context, p *Provider, c *cluster.Cluster
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pe.Close() })
 	require.NoError(t, pe.Ready(ctx, time.Minute))
-	return pe.(*probeEnv), root, inter, istiod
+	return pe.(*hostdataplane.Env), root, inter, istiod
 }

@@ -2,8 +2,8 @@ package local
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,20 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
-	"github.com/ambientmc/ambientmc/topology"
+	"github.com/ambientmc/ambientmc/framework/hostetcd"
 )
-
-func TestEtcdPrefixesAreDisjoint(t *testing.T) {
-	for i := 1; i <= topology.MaxClusters; i++ {
-		for j := 1; j <= topology.MaxClusters; j++ {
-			a, b := etcdPrefix(fmt.Sprintf("cluster-%d", i))+"/", etcdPrefix(fmt.Sprintf("cluster-%d", j))+"/"
-			if i != j && (strings.HasPrefix(a, b) || strings.HasPrefix(b, a)) {
-				t.Fatalf("%s and %s overlap", a, b)
-			}
-		}
-	}
-	assert.Equal(t, "/a0", prefixEnd("/a/"))
-}
 
 // TestSharedEtcdCompactionKeepsClustersApart runs two clusters on the shared etcd. Cluster B churns
 // far past a compaction of the whole database; cluster A's objects, its open watch and a new watch
@@ -72,11 +60,11 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 		}
 	}
 	churn(0)
-	st, err := p.etcd.status(ctx)
+	st, err := p.etcd.ReadStatus(ctx)
 	require.NoError(t, err)
-	require.NoError(t, p.etcd.compact(ctx, st.Header.Revision))
+	require.NoError(t, p.etcd.Compact(ctx, st.Header.Revision))
 	// The compaction is real: A's list revision can no longer be read from etcd.
-	err = p.etcd.call(ctx, "/v3/kv/range", map[string]string{"key": b64(etcdPrefix(cs[0].Name) + "/configmaps/default/a-0"), "revision": before.ResourceVersion}, nil)
+	err = p.etcd.Call(ctx, "/v3/kv/range", map[string]string{"key": base64.StdEncoding.EncodeToString([]byte(hostetcd.Prefix(cs[0].Name) + "/configmaps/default/a-0")), "revision": before.ResourceVersion}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "compacted")
 	churn(1)
@@ -110,43 +98,43 @@ func TestSharedEtcdCompactionKeepsClustersApart(t *testing.T) {
 	ok, err := b.List(ctx, ours)
 	require.NoError(t, err)
 	assert.Len(t, ok.Items, 40, "B keeps its own survivors only")
-	s, err := p.etcd.status(ctx)
+	s, err := p.etcd.ReadStatus(ctx)
 	require.NoError(t, err)
 	assert.Positive(t, s.DBSize)
 }
 
-// putAll's transactions and rangePrefix's pages on a real etcd: more keys than a page and a
+// hostetcd's PutAll transactions and RangePrefix pages on a real etcd: more keys than a page and a
 // transaction hold, large values split by size, and nothing outside the prefix read back.
 func TestEtcdPutAllAndRangePrefixPages(t *testing.T) {
 	p := cachedProvider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, p.ensureBinaries(ctx)) // built already: cachedProvider skips otherwise
-	e, err := startEtcd(ctx, t.TempDir(), p.paths[bins.Etcd], 1, time.Minute)
+	e, err := hostetcd.Start(ctx, t.TempDir(), p.paths[bins.Etcd], 1, time.Minute)
 	require.NoError(t, err)
-	defer e.stop()
-	var want []kv
-	for i := range 2*rangePage + 7 {
+	defer e.Stop()
+	var want []hostetcd.KV
+	for i := range 2*hostetcd.RangePage + 7 {
 		v := []byte(fmt.Sprintf("value-%d", i))
 		if i%20 == 0 {
 			v = make([]byte, 300<<10) // six to a transaction would pass etcd's request limit: split by size
 		}
-		want = append(want, kv{Key: []byte(fmt.Sprintf("/k/%06d", i)), Value: v})
+		want = append(want, hostetcd.KV{Key: []byte(fmt.Sprintf("/k/%06d", i)), Value: v})
 	}
-	require.NoError(t, e.putAll(ctx, "/in", want))
-	require.NoError(t, e.put(ctx, "/in0", []byte("just past the prefix")))
-	got, err := e.rangePrefix(ctx, "/in/k/")
+	require.NoError(t, e.PutAll(ctx, "/in", want))
+	require.NoError(t, e.Put(ctx, "/in0", []byte("just past the prefix")))
+	got, err := e.RangePrefix(ctx, "/in/k/")
 	require.NoError(t, err)
 	require.Len(t, got, len(want))
 	for i := range want {
 		assert.Equal(t, "/in"+string(want[i].Key), string(got[i].Key))
 		assert.Equal(t, want[i].Value, got[i].Value, string(want[i].Key))
 	}
-	one, err := e.get(ctx, "/in/k/000007")
+	one, err := e.Get(ctx, "/in/k/000007")
 	require.NoError(t, err)
 	require.Len(t, one, 1)
 	assert.Equal(t, "value-7", string(one[0].Value))
-	none, err := e.get(ctx, "/in/k/missing")
+	none, err := e.Get(ctx, "/in/k/missing")
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }

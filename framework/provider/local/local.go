@@ -13,8 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/apiegress"
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostdataplane"
+	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
@@ -80,8 +83,8 @@ var (
 	_ cluster.ExtraIstiods    = (*Provider)(nil)
 	_ cluster.FakeNodeProxies = (*Provider)(nil)
 	_ cluster.IstiodRestarter = (*hostistiod.Process)(nil)
-	_ probe.HopAccess         = (*probeEnv)(nil)
-	_ probe.ClientRestarter   = (*probeEnv)(nil)
+	_ probe.HopAccess         = (*hostdataplane.Env)(nil)
+	_ probe.ClientRestarter   = (*hostdataplane.Env)(nil)
 )
 
 // Provider is the local provider.
@@ -90,7 +93,7 @@ type Provider struct {
 	paths map[bins.Binary]string
 
 	mu      sync.Mutex
-	etcd    *sharedEtcd
+	etcd    *hostetcd.Etcd
 	gcEnv   []string // the API servers' GC settings for this run's cluster count (apiServerGC)
 	members []*member
 	// noIstiod: the caller starts no istiod (benchmarks), so preflight asks for less memory.
@@ -117,7 +120,7 @@ type Provider struct {
 	waypoints map[string]int
 	waves     []cluster.StartWave
 	onReady   func(*cluster.Cluster) // Options.OnReady, or what a test set (OnReady)
-	egress    []*egressProxy
+	egress    []*apiegress.Proxy
 	// startingHook, when a test sets it, is called as each cluster begins to start.
 	startingHook func(tc topology.Cluster)
 	// claim, when a test sets it, replaces claimSlots.
@@ -250,13 +253,13 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 	for i := range t.Clusters {
 		t.Clusters[i].Index = slots.indices[i]
 	}
-	etcd, err := startEtcd(ctx, filepath.Join(p.opts.RunDir, "etcd"), p.paths[bins.Etcd], len(t.Clusters), p.opts.ReadyTimeout)
+	etcd, err := hostetcd.Start(ctx, filepath.Join(p.opts.RunDir, "etcd"), p.paths[bins.Etcd], len(t.Clusters), p.opts.ReadyTimeout)
 	if err != nil {
 		p.stopAll()
 		return nil, err
 	}
-	if nice, ok := etcdNice(len(t.Clusters)); ok {
-		if err := proc.SetNice(etcd.process().Pid(), nice); err != nil {
+	if nice, ok := hostetcd.Nice(len(t.Clusters)); ok {
+		if err := proc.SetNice(etcd.Process().Pid(), nice); err != nil {
 			fmt.Fprintf(p.opts.Log, "ambientmc: etcd keeps the default CPU priority (raising it needs root or CAP_SYS_NICE): %v\n", err)
 		} else {
 			fmt.Fprintf(p.opts.Log, "ambientmc: etcd runs at nice %d: %d clusters' API servers share it\n", nice, len(t.Clusters))
@@ -291,7 +294,7 @@ func (p *Provider) keepNodes(c *cluster.Cluster) {
 const nodeLeaseRenewal = 10 * time.Second
 
 // startCluster starts one member: its egress proxy, API server and controller-manager.
-func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *sharedEtcd, together int) (*cluster.Cluster, error) {
+func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *hostetcd.Etcd, together int) (*cluster.Cluster, error) {
 	m := &member{topo: tc, dir: filepath.Join(p.opts.RunDir, tc.Name), paths: p.paths, timeout: apiServerReadyTimeout(p.opts.ReadyTimeout, together),
 		etcd: etcd, gcEnv: p.gcEnv, controllers: !p.opts.NoControllers, nodeGrace: p.opts.NodeMonitorGrace,
 		kcmArgs: endpointBatching(p.opts.PodsPerCluster), watchedOnly: p.watchedOnly(tc.Name)}
@@ -306,18 +309,18 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return nil, err
 	}
-	egress, err := startEgressProxy(m.dir, tc.Name, p.opts.Log)
+	egress, err := apiegress.Start(m.dir, tc.Name, p.opts.Log)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	p.mu.Lock()
 	p.egress = append(p.egress, egress)
 	p.mu.Unlock()
-	if m.egress, err = egress.writeConfig(m.dir); err != nil {
+	if m.egress, err = egress.WriteConfig(m.dir); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	if seed := p.seedOf(m.watchedOnly); seed != nil {
-		if err := etcd.writeSeed(ctx, seed, etcdPrefix(tc.Name)); err != nil {
+		if err := writeSeed(ctx, etcd, seed, hostetcd.Prefix(tc.Name)); err != nil {
 			return nil, fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
 		}
 	}
@@ -361,10 +364,10 @@ func (p *Provider) SharedProcesses() []*proc.Process {
 	p.mu.Lock()
 	e := p.etcd
 	p.mu.Unlock()
-	if e == nil || e.process() == nil {
+	if e == nil || e.Process() == nil {
 		return nil
 	}
-	return []*proc.Process{e.process()}
+	return []*proc.Process{e.Process()}
 }
 
 // SampleProcesses reads each cluster's API server and controller-manager, and the shared etcd
@@ -421,11 +424,11 @@ func (p *Provider) stopAll() {
 	proc.StopParallel(istiods, func(i *hostistiod.Process) { _ = i.Stop() })
 	proc.StopParallel(members, (*member).stop)
 	for _, e := range egress {
-		e.close()
+		e.Close()
 	}
 	// After every API server, so none logs a lost backend.
 	if etcd != nil {
-		etcd.stop()
+		etcd.Stop()
 	}
 	p.mu.Lock()
 	if p.slots != nil {
@@ -443,6 +446,6 @@ func (p *Provider) DatabaseBytes(ctx context.Context) (int64, error) {
 	if e == nil {
 		return 0, errors.New("local provider: no etcd running")
 	}
-	s, err := e.status(ctx)
+	s, err := e.ReadStatus(ctx)
 	return s.DBSize, err
 }

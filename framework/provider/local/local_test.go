@@ -98,7 +98,7 @@ func TestCreateAndDestroyRealCluster(t *testing.T) {
 	assert.Contains(t, strings.Split(string(environ), "\x00"), fmt.Sprintf("GOGC=%d", SmallClustersGOGC), "the API server runs with Options.APIServerGOGC")
 	require.Len(t, p.StartWaves(), 1)
 	assert.Equal(t, []string{c.Name}, p.StartWaves()[0].Clusters)
-	egress := p.egress[0].sock
+	egress := p.egress[0].Socket()
 	require.FileExists(t, egress)
 	require.NoError(t, p.Destroy(ctx))
 	for _, pid := range pids {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
@@ -31,7 +32,7 @@ type member struct {
 	dir     string
 	paths   map[bins.Binary]string
 	timeout time.Duration
-	etcd    *sharedEtcd
+	etcd    *hostetcd.Etcd
 	// gcEnv tunes the API server's garbage collector (apiServerGC).
 	gcEnv []string
 	// controllers starts kube-controller-manager; egress is the socket of the proxy the API
@@ -166,8 +167,8 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 		Name: m.topo.Name + "/kube-apiserver",
 		Path: m.paths[bins.KubeAPIServer],
 		Args: append([]string{
-			"--etcd-servers=" + m.etcd.url,
-			"--etcd-prefix=" + etcdPrefix(m.topo.Name),
+			"--etcd-servers=" + m.etcd.URL(),
+			"--etcd-prefix=" + hostetcd.Prefix(m.topo.Name),
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(ports[0]),

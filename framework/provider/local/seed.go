@@ -18,6 +18,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/framework/kube/apply"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 )
@@ -46,7 +47,7 @@ type seedEntry struct {
 const crdKeyPrefix = "/apiextensions.k8s.io/customresourcedefinitions/"
 
 // PreloadCRDs tells Create which CRDs every cluster must have and returns the ones to apply: the
-// same CRDs slimmed (slimCRDs). If a seed of exactly those exists for this kube-apiserver build,
+// same CRDs slimmed (crds.Slim). If a seed of exactly those exists for this kube-apiserver build,
 // Create stores it in each cluster before the API server starts; otherwise SaveCRDSeed captures
 // one after the CRDs were created through the API. Watched-only clusters have a seed of their
 // own, of the same CRDs as they hold them (crds.Set.WhereNoIstiod).
@@ -54,7 +55,7 @@ func (p *Provider) PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructur
 	if p.paths == nil {
 		return nil, fmt.Errorf("local provider: Preflight must run before PreloadCRDs")
 	}
-	objs = slimCRDs(objs)
+	objs = crds.Slim(objs)
 	whole, err := p.findSeed(objs)
 	if err != nil {
 		return nil, err
@@ -136,13 +137,13 @@ func (p *Provider) seedOf(watchedOnly bool) *crdSeed {
 }
 
 // writeSeed stores the seed under prefix, each CRD with a fresh uid.
-func (e *sharedEtcd) writeSeed(ctx context.Context, s *crdSeed, prefix string) error {
+func writeSeed(ctx context.Context, e *hostetcd.Etcd, s *crdSeed, prefix string) error {
 	for _, en := range s.Entries {
 		uid := string(uuid.NewUUID())
 		if len(uid) != len(en.UID) || bytes.Count(en.Value, []byte(en.UID)) != 1 {
 			return fmt.Errorf("CRD seed entry %s: uid %q not found exactly once", en.Key, en.UID)
 		}
-		if err := e.put(ctx, prefix+en.Key, bytes.Replace(en.Value, []byte(en.UID), []byte(uid), 1)); err != nil {
+		if err := e.Put(ctx, prefix+en.Key, bytes.Replace(en.Value, []byte(en.UID), []byte(uid), 1)); err != nil {
 			return err
 		}
 	}
@@ -167,8 +168,8 @@ func (p *Provider) SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error {
 	for _, o := range list.Items {
 		uids[o.GetName()] = string(o.GetUID())
 	}
-	prefix := etcdPrefix(c.Name)
-	kvs, err := etcd.rangePrefix(ctx, prefix+crdKeyPrefix)
+	prefix := hostetcd.Prefix(c.Name)
+	kvs, err := etcd.RangePrefix(ctx, prefix+crdKeyPrefix)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,7 +18,7 @@ import (
 func TestSlimCRDsKeepEveryFieldDropOnlyProse(t *testing.T) {
 	set := pinnedCRDs(t, context.Background())
 	before := size(t, set)
-	slim := slimCRDs(set)
+	slim := crds.Slim(set)
 	require.Len(t, slim, len(set))
 	assert.Equal(t, before, size(t, set), "the input was changed")
 	for i := range set {
@@ -44,7 +45,7 @@ func TestSlimCRDsKeepsAPropertyNamedDescription(t *testing.T) {
 			"x-kubernetes-validations": []any{map[string]any{"rule": "true"}},
 		}}}}},
 	}}
-	got := slimCRDs([]*unstructured.Unstructured{crd})[0]
+	got := crds.Slim([]*unstructured.Unstructured{crd})[0]
 	root, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
 	schema := root[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
 	assert.Equal(t, map[string]any{

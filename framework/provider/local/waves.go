@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -54,7 +55,7 @@ func (p *Provider) waveSize() int {
 }
 
 // startWaves starts every cluster of t, a wave at a time, and returns them in t's order.
-func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *sharedEtcd) ([]*cluster.Cluster, error) {
+func (p *Provider) startWaves(ctx context.Context, t *topology.Topology, etcd *hostetcd.Etcd) ([]*cluster.Cluster, error) {
 	size := p.waveSize()
 	out := make([]*cluster.Cluster, len(t.Clusters))
 	begin := time.Now()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -47,7 +48,7 @@ func snapshotsApply(pods, clusters int) bool {
 // workloadSnapshot is the file: the entries' keys are below the cluster's prefix.
 type workloadSnapshot struct {
 	Created time.Time
-	Entries []kv
+	Entries []hostetcd.KV
 }
 
 // PreloadWorkloads tells Create what every cluster gets (see the top of this file). Where
@@ -111,7 +112,7 @@ func snapshotSlot(cluster string, pods int) string {
 // restoreWorkloads stores tc's snapshot, if one of the preloaded set exists, under its prefix
 // before its API server starts. A damaged snapshot is removed and the workloads are written as
 // if there were none.
-func (p *Provider) restoreWorkloads(ctx context.Context, etcd *sharedEtcd, tc topology.Cluster) error {
+func (p *Provider) restoreWorkloads(ctx context.Context, etcd *hostetcd.Etcd, tc topology.Cluster) error {
 	p.mu.Lock()
 	w := p.workloads
 	p.mu.Unlock()
@@ -130,7 +131,7 @@ func (p *Provider) restoreWorkloads(ctx context.Context, etcd *sharedEtcd, tc to
 		fmt.Fprintf(p.opts.Log, "ambientmc: %s: workload snapshot %s unreadable, writing the workloads through the API: %v\n", tc.Name, file, err)
 		return os.Remove(file)
 	}
-	if err := etcd.putAll(ctx, etcdPrefix(tc.Name), s.Entries); err != nil {
+	if err := etcd.PutAll(ctx, hostetcd.Prefix(tc.Name), s.Entries); err != nil {
 		return fmt.Errorf("storing the workload snapshot %s: %w", file, err)
 	}
 	p.mu.Lock()
@@ -179,22 +180,22 @@ func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error 
 // namespaces, the namespaced kinds the workloads consist of (no configmap, secret or event: those
 // hold a run's certificates or history), and the IPAddress objects of the services' cluster IPs.
 // It refuses a capture that does not hold every pod.
-func (p *Provider) captureWorkloads(ctx context.Context, etcd *sharedEtcd, c *cluster.Cluster, w *cluster.WorkloadSet) ([]kv, error) {
-	prefix := etcdPrefix(c.Name)
-	var out []kv
+func (p *Provider) captureWorkloads(ctx context.Context, etcd *hostetcd.Etcd, c *cluster.Cluster, w *cluster.WorkloadSet) ([]hostetcd.KV, error) {
+	prefix := hostetcd.Prefix(c.Name)
+	var out []hostetcd.KV
 	add := func(key string, exact bool) (int, error) {
-		var kvs []kv
+		var kvs []hostetcd.KV
 		var err error
 		if exact {
-			kvs, err = etcd.get(ctx, prefix+key)
+			kvs, err = etcd.Get(ctx, prefix+key)
 		} else {
-			kvs, err = etcd.rangePrefix(ctx, prefix+key)
+			kvs, err = etcd.RangePrefix(ctx, prefix+key)
 		}
 		if err != nil {
 			return 0, err
 		}
 		for _, x := range kvs {
-			out = append(out, kv{Key: []byte(strings.TrimPrefix(string(x.Key), prefix)), Value: x.Value})
+			out = append(out, hostetcd.KV{Key: []byte(strings.TrimPrefix(string(x.Key), prefix)), Value: x.Value})
 		}
 		return len(kvs), nil
 	}

@@ -1,4 +1,8 @@
-package local
+// Package apiegress is where an API server's "cluster" egress goes when its pods' addresses are
+// API data only (the local provider's clusters): an HTTP CONNECT proxy on a unix socket, in the
+// test process, that maps a pod address to its loopback socket (emulator/dataplane/addrmap) and
+// refuses everything else, failing closed.
+package apiegress
 
 import (
 	"bufio"
@@ -15,12 +19,12 @@ import (
 	"github.com/ambientmc/ambientmc/emulator/dataplane/addrmap"
 )
 
-// egressProxy is where an API server's "cluster" egress goes (its pod, service and node proxy
+// Proxy is where an API server's "cluster" egress goes (its pod, service and node proxy
 // subresources, kubectl logs and exec): an HTTP CONNECT proxy on a unix socket, in the test
 // process, that dials through addrmap. Pod addresses are API data only, so a direct dial of one
 // would leave the machine; through here it reaches the pod's loopback socket, and anything that
 // is neither loopback nor a pod address of the plan is refused.
-type egressProxy struct {
+type Proxy struct {
 	cluster string
 	dir     string // a temporary directory to remove, if the socket is in one
 	sock    string
@@ -37,9 +41,9 @@ type egressProxy struct {
 // maxSocketPath is the longest unix socket path Linux accepts (sun_path holds 108 bytes).
 const maxSocketPath = 107
 
-// startEgressProxy listens on a unix socket in the cluster's directory, or in a private temporary
+// Start listens on a unix socket in the cluster's directory, or in a private temporary
 // directory when that path would be too long for a socket (deep test directories).
-func startEgressProxy(clusterDir, cluster string, log io.Writer) (*egressProxy, error) {
+func Start(clusterDir, cluster string, log io.Writer) (*Proxy, error) {
 	dir, sock := "", filepath.Join(clusterDir, "egress.sock")
 	if len(sock) > maxSocketPath {
 		var err error
@@ -55,7 +59,7 @@ func startEgressProxy(clusterDir, cluster string, log io.Writer) (*egressProxy, 
 		}
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
-	e := &egressProxy{cluster: cluster, dir: dir, sock: sock, l: l, log: log, conns: map[net.Conn]struct{}{}}
+	e := &Proxy{cluster: cluster, dir: dir, sock: sock, l: l, log: log, conns: map[net.Conn]struct{}{}}
 	e.wg.Add(1)
 	go e.serve()
 	return e, nil
@@ -74,13 +78,13 @@ egressSelections:
         udsName: %s
 `
 
-// writeConfig writes the egress selector configuration into dir and returns its path.
-func (e *egressProxy) writeConfig(dir string) (string, error) {
+// WriteConfig writes the egress selector configuration into dir and returns its path.
+func (e *Proxy) WriteConfig(dir string) (string, error) {
 	path := filepath.Join(dir, "egress-selector.yaml")
 	return path, os.WriteFile(path, fmt.Appendf(nil, egressConfig, e.sock), 0o600)
 }
 
-func (e *egressProxy) serve() {
+func (e *Proxy) serve() {
 	defer e.wg.Done()
 	for {
 		c, err := e.l.Accept()
@@ -100,7 +104,7 @@ func (e *egressProxy) serve() {
 	}
 }
 
-func (e *egressProxy) track(c net.Conn, add bool) bool {
+func (e *Proxy) track(c net.Conn, add bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !add {
@@ -115,7 +119,7 @@ func (e *egressProxy) track(c net.Conn, add bool) bool {
 }
 
 // handle serves one CONNECT: the API server opens a connection per proxied request.
-func (e *egressProxy) handle(c net.Conn) {
+func (e *Proxy) handle(c net.Conn) {
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	br := bufio.NewReader(c)
@@ -154,8 +158,8 @@ func (e *egressProxy) handle(c net.Conn) {
 	<-done
 }
 
-// close stops listening, ends open tunnels and removes the socket.
-func (e *egressProxy) close() {
+// Close stops listening, ends open tunnels and removes the socket.
+func (e *Proxy) Close() {
 	_ = e.l.Close()
 	e.mu.Lock()
 	for c := range e.conns {
@@ -169,3 +173,6 @@ func (e *egressProxy) close() {
 		_ = os.RemoveAll(e.dir)
 	}
 }
+
+// Socket is the unix socket the API server's egress selector dials.
+func (e *Proxy) Socket() string { return e.sock }

@@ -1,4 +1,8 @@
-package local
+// Package hostetcd is one etcd process on this host that many API servers share, each under its
+// own key prefix (Prefix), and a small client of its JSON gateway (/v3/...), which needs no etcd
+// client module: what the local provider stores its clusters in, and reads and writes directly
+// for the CRD seeds and the workload snapshots it starts clusters from.
+package hostetcd
 
 import (
 	"bytes"
@@ -16,11 +20,11 @@ import (
 	"github.com/ambientmc/ambientmc/framework/proc"
 )
 
-// sharedEtcd is the one etcd every cluster of a run stores its objects in, each API server under
-// its own key prefix (etcdPrefix). One etcd for ten clusters holds far less memory than ten.
+// Etcd is the one etcd every cluster of a run stores its objects in, each API server under
+// its own key prefix (Prefix). One etcd for ten clusters holds far less memory than ten.
 // Compaction and the revision counter are then shared; TestSharedEtcdCompactionKeepsClustersApart
 // shows that neither breaks one cluster's objects or watches when another churns.
-type sharedEtcd struct {
+type Etcd struct {
 	url string
 
 	mu   sync.Mutex
@@ -31,9 +35,9 @@ type sharedEtcd struct {
 // (notes/istio-embedded.md section 10), so 50 clusters need about 8 GB; the file is sparse.
 const etcdQuota = 16 << 30
 
-// etcdPrefix is cluster name's key prefix. It ends in /registry so that no prefix is a prefix of
+// Prefix is cluster name's key prefix. It ends in /registry so that no prefix is a prefix of
 // another cluster's (cluster-1 vs cluster-10).
-func etcdPrefix(name string) string { return "/ambientmc/" + name + "/registry" }
+func Prefix(name string) string { return "/ambientmc/" + name + "/registry" }
 
 // etcdTimingArgs sizes etcd's request timeout (5 s + twice the election timeout) for the number of
 // API servers it serves. Past 25 clusters they can hold both cores for minutes, and requests wait
@@ -48,11 +52,11 @@ func etcdTimingArgs(clusters int) []string {
 	return []string{"--election-timeout=5000", "--heartbeat-interval=500"}
 }
 
-// etcdNice is the CPU priority of the shared etcd above 25 clusters: 50 idle API servers and
+// Nice is the CPU priority of the shared etcd above 25 clusters: 50 idle API servers and
 // controller-managers keep 2 cores saturated (load average 30-45), one such run had a Service
 // create time out after the API server's 60 s, and etcd, which every cluster's writes wait on,
 // gets no more CPU than any of a hundred busy processes. Smaller runs keep the default.
-func etcdNice(clusters int) (int, bool) {
+func Nice(clusters int) (int, bool) {
 	if clusters <= 25 {
 		return 0, false
 	}
@@ -66,8 +70,8 @@ const (
 	etcdCatchupEntries = 500
 )
 
-// startEtcd starts the shared etcd for clusters API servers in dir and waits until it serves.
-func startEtcd(ctx context.Context, dir, binary string, clusters int, timeout time.Duration) (*sharedEtcd, error) {
+// Start starts the shared etcd for clusters API servers in dir and waits until it serves.
+func Start(ctx context.Context, dir, binary string, clusters int, timeout time.Duration) (*Etcd, error) {
 	for attempt := 1; ; attempt++ {
 		e, collided, err := tryStartEtcd(ctx, dir, binary, clusters, timeout)
 		if err == nil || !collided || attempt == portAttempts || ctx.Err() != nil {
@@ -77,7 +81,7 @@ func startEtcd(ctx context.Context, dir, binary string, clusters int, timeout ti
 }
 
 // tryStartEtcd starts etcd once; collided says whether it failed because a port was taken.
-func tryStartEtcd(ctx context.Context, dir, binary string, clusters int, timeout time.Duration) (*sharedEtcd, bool, error) {
+func tryStartEtcd(ctx context.Context, dir, binary string, clusters int, timeout time.Duration) (*Etcd, bool, error) {
 	if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
 		return nil, false, err
 	}
@@ -113,29 +117,48 @@ func tryStartEtcd(ctx context.Context, dir, binary string, clusters int, timeout
 	if err != nil {
 		return nil, false, fmt.Errorf("starting etcd: %w", err)
 	}
-	e := &sharedEtcd{url: clientURL, proc: p}
+	e := &Etcd{url: clientURL, proc: p}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := p.WaitReady(wctx, 50*time.Millisecond, proc.HTTPProbe(clientURL+"/health", "")); err != nil {
 		collided := p.LogContains("address already in use")
-		e.stop()
+		e.Stop()
 		return nil, collided, err
 	}
 	return e, false, nil
 }
 
-func (e *sharedEtcd) process() *proc.Process {
+func (e *Etcd) Process() *proc.Process {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.proc
 }
 
-func (e *sharedEtcd) stop() { stopSlot(&e.mu, &e.proc) }
+// URL is where etcd serves its clients (the API servers' --etcd-servers).
+func (e *Etcd) URL() string { return e.url }
+
+// Stop stops etcd and waits for it (a no-op once stopped).
+func (e *Etcd) Stop() {
+	e.mu.Lock()
+	p := e.proc
+	e.proc = nil
+	e.mu.Unlock()
+	if p != nil {
+		_ = p.Stop(stopGrace)
+	}
+}
+
+// stopGrace is how long etcd may take to stop after SIGTERM.
+const stopGrace = 5 * time.Second
+
+// portAttempts bounds the starts that lose a free port to another process between choosing and
+// binding it.
+const portAttempts = 3
 
 // The helpers below speak etcd's JSON gateway (/v3/...), which needs no client module.
 
-// call posts req as JSON to etcd's gateway path and decodes the answer into resp.
-func (e *sharedEtcd) call(ctx context.Context, path string, req, resp any) error {
+// Call posts req as JSON to etcd's gateway path and decodes the answer into resp.
+func (e *Etcd) Call(ctx context.Context, path string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -161,8 +184,8 @@ func (e *sharedEtcd) call(ctx context.Context, path string, req, resp any) error
 	return json.NewDecoder(res.Body).Decode(resp)
 }
 
-// etcdStatus is the part of etcd's maintenance status the report uses.
-type etcdStatus struct {
+// Status is the part of etcd's maintenance status the report uses.
+type Status struct {
 	DBSize      int64 `json:"dbSize,string"`
 	DBSizeInUse int64 `json:"dbSizeInUse,string"`
 	Header      struct {
@@ -170,29 +193,29 @@ type etcdStatus struct {
 	} `json:"header"`
 }
 
-// status returns the database size and the current revision.
-func (e *sharedEtcd) status(ctx context.Context) (etcdStatus, error) {
-	var s etcdStatus
-	return s, e.call(ctx, "/v3/maintenance/status", struct{}{}, &s)
+// ReadStatus returns the database size and the current revision.
+func (e *Etcd) ReadStatus(ctx context.Context) (Status, error) {
+	var s Status
+	return s, e.Call(ctx, "/v3/maintenance/status", struct{}{}, &s)
 }
 
-// compact discards every revision before rev, for all clusters at once.
-func (e *sharedEtcd) compact(ctx context.Context, rev int64) error {
-	return e.call(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, nil)
+// Compact discards every revision before rev, for all clusters at once.
+func (e *Etcd) Compact(ctx context.Context, rev int64) error {
+	return e.Call(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, nil)
 }
 
-// kv is one key and value.
-type kv struct {
+// KV is one key and value.
+type KV struct {
 	Key, Value []byte
 }
 
-// rangePrefix returns every key under prefix with its value, a page at a time (a cluster's pods
+// RangePrefix returns every key under prefix with its value, a page at a time (a cluster's pods
 // at published scale are tens of megabytes).
-func (e *sharedEtcd) rangePrefix(ctx context.Context, prefix string) ([]kv, error) {
-	var out []kv
+func (e *Etcd) RangePrefix(ctx context.Context, prefix string) ([]KV, error) {
+	var out []KV
 	from, end := prefix, prefixEnd(prefix)
 	for {
-		page, more, err := e.rangeFrom(ctx, from, end, rangePage)
+		page, more, err := e.RangeFrom(ctx, from, end, RangePage)
 		if err != nil {
 			return nil, err
 		}
@@ -204,18 +227,18 @@ func (e *sharedEtcd) rangePrefix(ctx context.Context, prefix string) ([]kv, erro
 	}
 }
 
-// rangePage is how many keys one range request returns.
-const rangePage = 1000
+// RangePage is how many keys one range request returns.
+const RangePage = 1000
 
-// get returns key's value, or nothing when it does not exist.
-func (e *sharedEtcd) get(ctx context.Context, key string) ([]kv, error) {
-	kvs, _, err := e.rangeFrom(ctx, key, "", 0)
+// Get returns key's value, or nothing when it does not exist.
+func (e *Etcd) Get(ctx context.Context, key string) ([]KV, error) {
+	kvs, _, err := e.RangeFrom(ctx, key, "", 0)
 	return kvs, err
 }
 
-// rangeFrom returns up to limit keys (0: all) in [from, end), or key from alone when end is "",
+// RangeFrom returns up to limit keys (0: all) in [from, end), or key from alone when end is "",
 // and whether more follow.
-func (e *sharedEtcd) rangeFrom(ctx context.Context, from, end string, limit int) ([]kv, bool, error) {
+func (e *Etcd) RangeFrom(ctx context.Context, from, end string, limit int) ([]KV, bool, error) {
 	var resp struct {
 		KVs []struct {
 			Key   string `json:"key"`
@@ -230,10 +253,10 @@ func (e *sharedEtcd) rangeFrom(ctx context.Context, from, end string, limit int)
 	if limit > 0 {
 		req["limit"] = strconv.Itoa(limit)
 	}
-	if err := e.call(ctx, "/v3/kv/range", req, &resp); err != nil {
+	if err := e.Call(ctx, "/v3/kv/range", req, &resp); err != nil {
 		return nil, false, err
 	}
-	out := make([]kv, 0, len(resp.KVs))
+	out := make([]KV, 0, len(resp.KVs))
 	for _, x := range resp.KVs {
 		k, err := base64.StdEncoding.DecodeString(x.Key)
 		if err != nil {
@@ -243,14 +266,14 @@ func (e *sharedEtcd) rangeFrom(ctx context.Context, from, end string, limit int)
 		if err != nil {
 			return nil, false, err
 		}
-		out = append(out, kv{k, v})
+		out = append(out, KV{k, v})
 	}
 	return out, resp.More, nil
 }
 
-// putAll writes every entry below prefix, many to a transaction (within etcd's default 128
+// PutAll writes every entry below prefix, many to a transaction (within etcd's default 128
 // operations and 1.5 MiB per request).
-func (e *sharedEtcd) putAll(ctx context.Context, prefix string, entries []kv) error {
+func (e *Etcd) PutAll(ctx context.Context, prefix string, entries []KV) error {
 	const maxOps, maxBytes = 128, 1 << 20
 	var ops []map[string]any
 	size := 0
@@ -258,7 +281,7 @@ func (e *sharedEtcd) putAll(ctx context.Context, prefix string, entries []kv) er
 		if len(ops) == 0 {
 			return nil
 		}
-		err := e.call(ctx, "/v3/kv/txn", map[string]any{"success": ops}, nil)
+		err := e.Call(ctx, "/v3/kv/txn", map[string]any{"success": ops}, nil)
 		ops, size = ops[:0], 0
 		return err
 	}
@@ -275,9 +298,9 @@ func (e *sharedEtcd) putAll(ctx context.Context, prefix string, entries []kv) er
 	return flush()
 }
 
-// put writes one key.
-func (e *sharedEtcd) put(ctx context.Context, key string, value []byte) error {
-	return e.call(ctx, "/v3/kv/put", map[string]string{"key": b64(key), "value": base64.StdEncoding.EncodeToString(value)}, nil)
+// Put writes one key.
+func (e *Etcd) Put(ctx context.Context, key string, value []byte) error {
+	return e.Call(ctx, "/v3/kv/put", map[string]string{"key": b64(key), "value": base64.StdEncoding.EncodeToString(value)}, nil)
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
