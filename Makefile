@@ -4,7 +4,7 @@ GO        ?= go
 # test, and so are the suite's TestPlan tests, which a run selecting no planned test sets nothing up for).
 # The slowest first (each over 10 s in .ci/run on 2 cores), so that the packages running at once
 # (UNIT_P) end together instead of one long package running alone at the end.
-UNIT_SLOW  = ./framework/provider/local ./framework/provider/kube ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
+UNIT_SLOW  = ./framework/provider/local ./framework/incluster ./framework/mesh/install ./framework/workload ./framework/provider/wrapped \
              ./scripts/render ./framework/env ./framework/mesh ./framework/provider/kind
 UNIT_PKGS  = $(shell $(GO) list $(UNIT_SLOW) ./... | grep -v -e /suites/multicluster$$ -e /suites/cutshort$$ -e /suites/kindexit$$ -e /suites/quickstart$$)
 SUITE      = ./suites/multicluster

@@ -189,7 +189,7 @@ func (p *Provider) forget(name string) {
 	p.created = slices.DeleteFunc(p.created, func(n string) bool { return n == name })
 }
 
-// thawNodes thaws the frozen cgroups that keep cluster name's nodes from dying (thaw.go) and says
+// thawNodes thaws the frozen cgroups that keep cluster name's nodes from dying (dockerhost.ThawFrozen) and says
 // whether it thawed any, so the delete is worth another try.
 func (p *Provider) thawNodes(name string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

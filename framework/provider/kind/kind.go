@@ -84,7 +84,7 @@ type Options struct {
 	Docker dockerhost.Docker
 	// Host reads the machine's limits; nil means RealHost.
 	Host *Host
-	// HostRoot is where the host's /proc/sys and /lib/modules are (kernel.go); empty means /.
+	// HostRoot is where the host's /proc/sys and /lib/modules are (dockerhost.RecordKernel); empty means /.
 	HostRoot string
 	// FreezerRoot is cgroup v1's freezer hierarchy, where Destroy thaws a node that will not die;
 	// empty means /sys/fs/cgroup/freezer.
@@ -113,7 +113,7 @@ type Provider struct {
 	net     dockerhost.Network // its subnet, chosen at preflight
 	// netCreated: the network exists and Destroy removes it.
 	netCreated bool
-	// kernel is the host's kernel settings before the first node started (kernel.go).
+	// kernel is the host's kernel settings before the first node started (dockerhost.KernelState).
 	kernel *dockerhost.KernelState
 	// created are the kind names whose create was called and that are not deleted yet (recorded
 	// before kind.Create is called; the second Ctrl-C's kill removes what is still here).

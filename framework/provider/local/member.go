@@ -36,7 +36,7 @@ type member struct {
 	// gcEnv tunes the API server's garbage collector (apiServerGC).
 	gcEnv []string
 	// controllers starts kube-controller-manager; egress is the socket of the proxy the API
-	// server sends its pod, service and node proxy traffic through (egress.go).
+	// server sends its pod, service and node proxy traffic through (framework/apiegress).
 	controllers bool
 	// watchedOnly: no istiod runs here and the run's istiod only watches it (watchedonly.go).
 	watchedOnly bool
@@ -190,7 +190,7 @@ func (m *member) startProcesses(ctx context.Context, token string) (int, error) 
 			"--max-mutating-requests-inflight=500",
 			// It cannot publish a loopback address in the kubernetes Endpoints, and retried every 10 s.
 			"--endpoint-reconciler-type=none",
-			// Pod, service and node proxy traffic goes through the framework's proxy (egress.go).
+			// Pod, service and node proxy traffic goes through the framework's proxy (framework/apiegress).
 			"--egress-selector-config-file=" + m.egress,
 		}, apiServerScope(m.watchedOnly)...),
 		LogFile: filepath.Join(m.dir, "kube-apiserver.log"),
