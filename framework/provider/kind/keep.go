@@ -23,7 +23,6 @@ import (
 // run made and changed; RemoveKept, behind one printed command (scripts/kept), removes it all and
 // puts the host back.
 
-
 // keptStateFile, in a kept directory, is what the removal reads.
 const keptStateFile = "state.json"
 
