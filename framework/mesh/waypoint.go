@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -188,4 +189,38 @@ func proxyEnv(p *corev1.Pod, name string) string {
 		}
 	}
 	return ""
+}
+
+// WriteWaypoint applies gw and writes what istiod's deployment controller would have made of it,
+// for providers where istiod deploys no gateway: its service account, its Service and one pod on
+// node, Running and Ready at ip (the status written as for scale pods, hostIP its node's).
+func WriteWaypoint(ctx context.Context, c *cluster.Cluster, gw *gatewayv1.Gateway, ip, hostIP netip.Addr, node string) (cluster.GatewayPod, error) {
+	if err := ApplyGateway(ctx, c, gw); err != nil {
+		return cluster.GatewayPod{}, err
+	}
+	core := c.Client.CoreV1()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: gw.Name, Namespace: gw.Namespace}}
+	if _, err := core.ServiceAccounts(gw.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's service account: %w", c.Name, gw.Namespace, gw.Name, err)
+	}
+	if _, err := core.Services(gw.Namespace).Create(ctx, GatewayService(gw, c.Network), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's Service: %w", c.Name, gw.Namespace, gw.Name, err)
+	}
+	labels := GatewayPodLabels(gw, c.Network)
+	pod, err := core.Pods(gw.Namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: gw.Name + "-0", Namespace: gw.Namespace, Labels: labels,
+			Annotations: map[string]string{"istio.io/rev": "default"}},
+		Spec: corev1.PodSpec{
+			NodeName: node, ServiceAccountName: gw.Name, AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{Name: "istio-proxy", Image: "proxyv2",
+				Ports: []corev1.ContainerPort{{Name: "status-port", ContainerPort: 15021, Protocol: corev1.ProtocolTCP}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's pod: %w", c.Name, gw.Namespace, gw.Name, err)
+	}
+	if err := workload.PatchPodStatus(ctx, c, pod, workload.RunningStatus(ip, hostIP, true)); err != nil {
+		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	return cluster.GatewayPod{Name: pod.Name, IP: ip.String(), Node: node, Labels: labels}, nil
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
@@ -36,9 +33,8 @@ func (p *Provider) EastWestGatewayPod(_ context.Context, c *cluster.Cluster, _ t
 // pods take; the probe pods take the first few.
 const waypointSlot = 128
 
-// Waypoint applies gw and writes what istiod's deployment controller would have made of it: its
-// service account, its Service and one pod on the first fake node, Running and Ready with an
-// address from the plan (the status written as for scale pods).
+// Waypoint gives waypoint gw a reserved pod address of the plan and a pod on the first fake node,
+// and writes what istiod's deployment controller would have made of it (mesh.WriteWaypoint).
 func (p *Provider) Waypoint(ctx context.Context, c *cluster.Cluster, gw *gatewayv1.Gateway, _ time.Duration) (cluster.GatewayPod, error) {
 	p.mu.Lock()
 	if p.waypoints == nil {
@@ -59,32 +55,5 @@ func (p *Provider) Waypoint(ctx context.Context, c *cluster.Cluster, gw *gateway
 	if err != nil {
 		return cluster.GatewayPod{}, err
 	}
-	if err := mesh.ApplyGateway(ctx, c, gw); err != nil {
-		return cluster.GatewayPod{}, err
-	}
-	core := c.Client.CoreV1()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: gw.Name, Namespace: gw.Namespace}}
-	if _, err := core.ServiceAccounts(gw.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's service account: %w", c.Name, gw.Namespace, gw.Name, err)
-	}
-	if _, err := core.Services(gw.Namespace).Create(ctx, mesh.GatewayService(gw, c.Network), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's Service: %w", c.Name, gw.Namespace, gw.Name, err)
-	}
-	labels := mesh.GatewayPodLabels(gw, c.Network)
-	pod, err := core.Pods(gw.Namespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: gw.Name + "-0", Namespace: gw.Namespace, Labels: labels,
-			Annotations: map[string]string{"istio.io/rev": "default"}},
-		Spec: corev1.PodSpec{
-			NodeName: node, ServiceAccountName: gw.Name, AutomountServiceAccountToken: new(false),
-			Containers: []corev1.Container{{Name: "istio-proxy", Image: "proxyv2",
-				Ports: []corev1.ContainerPort{{Name: "status-port", ContainerPort: 15021, Protocol: corev1.ProtocolTCP}}}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: waypoint %s/%s's pod: %w", c.Name, gw.Namespace, gw.Name, err)
-	}
-	if err := workload.PatchPodStatus(ctx, c, pod, workload.RunningStatus(ip, hostIP, true)); err != nil {
-		return cluster.GatewayPod{}, fmt.Errorf("cluster %s: %w", c.Name, err)
-	}
-	return cluster.GatewayPod{Name: pod.Name, IP: ip.String(), Node: node, Labels: labels}, nil
+	return mesh.WriteWaypoint(ctx, c, gw, ip, hostIP, node)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/apiegress"
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/etcdstate"
 	"github.com/ambientmc/ambientmc/framework/hostdataplane"
 	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
@@ -320,7 +321,7 @@ func (p *Provider) startCluster(ctx context.Context, tc topology.Cluster, etcd *
 		return nil, fmt.Errorf("cluster %s: %w", tc.Name, err)
 	}
 	if seed := p.seedOf(m.watchedOnly); seed != nil {
-		if err := writeSeed(ctx, etcd, seed, hostetcd.Prefix(tc.Name)); err != nil {
+		if err := etcdstate.WriteSeed(ctx, etcd, seed, hostetcd.Prefix(tc.Name)); err != nil {
 			return nil, fmt.Errorf("cluster %s: storing the CRD seed: %w", tc.Name, err)
 		}
 	}

@@ -1,50 +1,21 @@
 package local
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/hostetcd"
-	"github.com/ambientmc/ambientmc/framework/kube/apply"
+	"github.com/ambientmc/ambientmc/framework/etcdstate"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 )
-
-// A CRD seed is the CRDs exactly as an API server of this build stored them in etcd (created
-// through the API, validated, defaulted and Established), captured once and kept beside the
-// binary. Later runs write it under each new cluster's prefix before its API server starts, so
-// the API server comes up serving every CRD instead of validating ~28 large schemas per cluster.
-// Each copy gets its own uid; creation timestamps are the seed's.
-
-// seedFormat changes whenever what a seed holds or how it is written changes (2: slimmed CRDs).
-const seedFormat = "2"
-
-// crdSeed is the seed file.
-type crdSeed struct {
-	Entries []seedEntry `json:"entries"`
-}
-
-// seedEntry is one stored CRD: its etcd key below the cluster prefix, its uid and its bytes.
-type seedEntry struct {
-	Key   string `json:"key"`
-	UID   string `json:"uid"`
-	Value []byte `json:"value"`
-}
-
-const crdKeyPrefix = "/apiextensions.k8s.io/customresourcedefinitions/"
 
 // PreloadCRDs tells Create which CRDs every cluster must have and returns the ones to apply: the
 // same CRDs slimmed (crds.Slim). If a seed of exactly those exists for this kube-apiserver build,
@@ -75,13 +46,13 @@ func (p *Provider) PreloadCRDs(objs []*unstructured.Unstructured) ([]*unstructur
 // seedSlot is one seed file and, once loaded, its seed (nil: none yet).
 type seedSlot struct {
 	file string
-	seed *crdSeed
+	seed *etcdstate.CRDSeed
 }
 
 // findSeed picks the seed file for objs and loads it if a complete one exists.
 func (p *Provider) findSeed(objs []*unstructured.Unstructured) (seedSlot, error) {
 	h := sha256.New()
-	h.Write([]byte(seedFormat))
+	h.Write([]byte(etcdstate.SeedFormat))
 	for _, o := range objs {
 		raw, err := json.Marshal(o.Object)
 		if err != nil {
@@ -101,7 +72,7 @@ func (p *Provider) findSeed(objs []*unstructured.Unstructured) (seedSlot, error)
 	if err != nil {
 		return slot, err
 	}
-	var s crdSeed
+	var s etcdstate.CRDSeed
 	if err := json.Unmarshal(raw, &s); err != nil || len(s.Entries) != len(objs) {
 		// A damaged or partial seed is rebuilt, never used.
 		return slot, os.Remove(slot.file)
@@ -127,27 +98,13 @@ func (p *Provider) seededBoth() bool {
 
 // seedOf returns the seed a cluster stores before its API server starts: a watched-only one
 // theirs, or else the entries of the whole seed it serves (seedFor).
-func (p *Provider) seedOf(watchedOnly bool) *crdSeed {
+func (p *Provider) seedOf(watchedOnly bool) *etcdstate.CRDSeed {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.seeds[watchedOnly].seed; s != nil {
 		return s
 	}
 	return seedFor(p.seeds[false].seed, watchedOnly)
-}
-
-// writeSeed stores the seed under prefix, each CRD with a fresh uid.
-func writeSeed(ctx context.Context, e *hostetcd.Etcd, s *crdSeed, prefix string) error {
-	for _, en := range s.Entries {
-		uid := string(uuid.NewUUID())
-		if len(uid) != len(en.UID) || bytes.Count(en.Value, []byte(en.UID)) != 1 {
-			return fmt.Errorf("CRD seed entry %s: uid %q not found exactly once", en.Key, en.UID)
-		}
-		if err := e.Put(ctx, prefix+en.Key, bytes.Replace(en.Value, []byte(en.UID), []byte(uid), 1)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // SaveCRDSeed captures c's CRDs (created through its API and Established) as the seed for later
@@ -160,41 +117,13 @@ func (p *Provider) SaveCRDSeed(ctx context.Context, c *cluster.Cluster) error {
 	if file == "" || seeded || etcd == nil {
 		return nil
 	}
-	list, err := c.Dynamic.Resource(apply.CRDs).List(ctx, metav1.ListOptions{})
+	s, err := etcdstate.CaptureCRDSeed(ctx, etcd, c)
 	if err != nil {
 		return err
 	}
-	uids := map[string]string{}
-	for _, o := range list.Items {
-		uids[o.GetName()] = string(o.GetUID())
-	}
-	prefix := hostetcd.Prefix(c.Name)
-	kvs, err := etcd.RangePrefix(ctx, prefix+crdKeyPrefix)
+	raw, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
-	var s crdSeed
-	for _, x := range kvs {
-		key := strings.TrimPrefix(string(x.Key), prefix)
-		uid := uids[strings.TrimPrefix(key, crdKeyPrefix)]
-		if uid == "" || bytes.Count(x.Value, []byte(uid)) != 1 {
-			return fmt.Errorf("CRD seed: %s has no unique uid in its stored bytes", key)
-		}
-		s.Entries = append(s.Entries, seedEntry{Key: key, UID: uid, Value: x.Value})
-	}
-	raw, err := json.Marshal(&s)
-	if err != nil {
-		return err
-	}
-	return writeWhole(file, raw)
-}
-
-// writeWhole writes data to a temporary file beside file and renames it into place, so a
-// parallel run never reads half of it.
-func writeWhole(file string, data []byte) error {
-	tmp := fmt.Sprintf("%s.%s.tmp", file, rand.Text()[:8])
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return etcdstate.WriteWhole(file, raw)
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ambientmc/ambientmc/framework/etcdstate"
 	"github.com/ambientmc/ambientmc/framework/mesh/crds"
 )
 
@@ -116,17 +117,11 @@ func (p *Provider) watchedOnlyCuts() []string {
 // seedFor returns the entries of s a cluster stores before its API server starts: in a
 // watched-only cluster only the CRDs it serves; the framework creates the others unserved
 // (crds.Set.WhereNoIstiod), small without their schemas.
-func seedFor(s *crdSeed, watchedOnly bool) *crdSeed {
+func seedFor(s *etcdstate.CRDSeed, watchedOnly bool) *etcdstate.CRDSeed {
 	if s == nil || !watchedOnly {
 		return s
 	}
-	out := &crdSeed{}
-	for _, en := range s.Entries {
-		if slices.Contains(crds.ServedWhereNoIstiod(), strings.TrimPrefix(en.Key, crdKeyPrefix)) {
-			out.Entries = append(out.Entries, en)
-		}
-	}
-	return out
+	return s.Only(crds.ServedWhereNoIstiod())
 }
 
 // watchedOnly says whether cluster name is built watched-only.

@@ -1,23 +1,18 @@
 package local
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/etcdstate"
 	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -43,12 +38,6 @@ const (
 // snapshotsApply says whether a run of that many clusters with pods each restores its workloads.
 func snapshotsApply(pods, clusters int) bool {
 	return pods >= snapshotMinPods || pods*clusters >= snapshotMinRunPods
-}
-
-// workloadSnapshot is the file: the entries' keys are below the cluster's prefix.
-type workloadSnapshot struct {
-	Created time.Time
-	Entries []hostetcd.KV
 }
 
 // PreloadWorkloads tells Create what every cluster gets (see the top of this file). Where
@@ -123,7 +112,7 @@ func (p *Provider) restoreWorkloads(ctx context.Context, etcd *hostetcd.Etcd, tc
 	if err != nil {
 		return err
 	}
-	s, err := readSnapshot(file)
+	s, err := etcdstate.ReadSnapshot(file)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -157,14 +146,14 @@ func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error 
 	if err != nil {
 		return err
 	}
-	entries, err := p.captureWorkloads(ctx, etcd, c, w)
+	entries, err := etcdstate.CaptureWorkloads(ctx, etcd, c, w)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	if err := writeSnapshot(file, &workloadSnapshot{Created: time.Now(), Entries: entries}); err != nil {
+	if err := etcdstate.WriteSnapshot(file, &etcdstate.Snapshot{Created: time.Now(), Entries: entries}); err != nil {
 		return err
 	}
 	others, _ := filepath.Glob(filepath.Join(filepath.Dir(file), snapshotSlot(c.Name, w.Pods)+"*.gob.gz"))
@@ -174,99 +163,4 @@ func (p *Provider) SaveWorkloads(ctx context.Context, c *cluster.Cluster) error 
 		}
 	}
 	return nil
-}
-
-// captureWorkloads reads every key of w's objects in c: the nodes and their leases, the
-// namespaces, the namespaced kinds the workloads consist of (no configmap, secret or event: those
-// hold a run's certificates or history), and the IPAddress objects of the services' cluster IPs.
-// It refuses a capture that does not hold every pod.
-func (p *Provider) captureWorkloads(ctx context.Context, etcd *hostetcd.Etcd, c *cluster.Cluster, w *cluster.WorkloadSet) ([]hostetcd.KV, error) {
-	prefix := hostetcd.Prefix(c.Name)
-	var out []hostetcd.KV
-	add := func(key string, exact bool) (int, error) {
-		var kvs []hostetcd.KV
-		var err error
-		if exact {
-			kvs, err = etcd.Get(ctx, prefix+key)
-		} else {
-			kvs, err = etcd.RangePrefix(ctx, prefix+key)
-		}
-		if err != nil {
-			return 0, err
-		}
-		for _, x := range kvs {
-			out = append(out, hostetcd.KV{Key: []byte(strings.TrimPrefix(string(x.Key), prefix)), Value: x.Value})
-		}
-		return len(kvs), nil
-	}
-	for _, n := range w.Nodes {
-		for _, key := range []string{"/minions/" + n, "/leases/kube-node-lease/" + n} {
-			if got, err := add(key, true); err != nil || got != 1 {
-				return nil, fmt.Errorf("cluster %s: workload snapshot: %s: %d keys (%v)", c.Name, key, got, err)
-			}
-		}
-	}
-	pods := 0
-	for _, ns := range w.Namespaces {
-		if got, err := add("/namespaces/"+ns, true); err != nil || got != 1 {
-			return nil, fmt.Errorf("cluster %s: workload snapshot: namespace %s: %d keys (%v)", c.Name, ns, got, err)
-		}
-		for _, kind := range []string{"pods", "services/specs", "services/endpoints", "endpointslices", "serviceaccounts"} {
-			got, err := add("/"+kind+"/"+ns+"/", false)
-			if err != nil {
-				return nil, err
-			}
-			if kind == "pods" {
-				pods += got
-			}
-		}
-		svcs, err := c.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: workload snapshot: %w", c.Name, err)
-		}
-		for _, s := range svcs.Items {
-			for _, ip := range s.Spec.ClusterIPs {
-				if got, err := add("/ipaddresses/"+ip, true); err != nil || got != 1 {
-					return nil, fmt.Errorf("cluster %s: workload snapshot: the IPAddress of %s/%s (%s): %d keys (%v)", c.Name, ns, s.Name, ip, got, err)
-				}
-			}
-		}
-	}
-	if pods != w.Pods {
-		return nil, fmt.Errorf("cluster %s: workload snapshot: %d pods stored, the workloads have %d", c.Name, pods, w.Pods)
-	}
-	return out, nil
-}
-
-func readSnapshot(file string) (*workloadSnapshot, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	var s workloadSnapshot
-	if err := gob.NewDecoder(z).Decode(&s); err != nil {
-		return nil, err
-	}
-	if len(s.Entries) == 0 {
-		return nil, fmt.Errorf("no entries")
-	}
-	return &s, nil
-}
-
-// writeSnapshot writes s, compressed, whole (writeWhole).
-func writeSnapshot(file string, s *workloadSnapshot) error {
-	var buf bytes.Buffer
-	z := gzip.NewWriter(&buf)
-	if err := gob.NewEncoder(z).Encode(s); err != nil {
-		return err
-	}
-	if err := z.Close(); err != nil {
-		return err
-	}
-	return writeWhole(file, buf.Bytes())
 }
