@@ -63,6 +63,7 @@ type Client struct {
 // the caller, capped like ztunnel's pool independently of the server's limit.
 type outerConn struct {
 	cc     *http2.ClientConn
+	tc     *tls.Conn // what cc runs on, for the cause of its end (closedCause)
 	local  net.Addr
 	active int
 }
@@ -112,6 +113,9 @@ func (c *Client) Dial(ctx context.Context, t Target) (net.Conn, error) {
 	sc, err := c.connect(ctx, oc.cc, t, oc.local)
 	if err != nil {
 		c.release(oc)
+		if cause := closedCause(oc); cause != nil {
+			err = fmt.Errorf("%w (the connection ended: %w)", err, cause)
+		}
 		return nil, err
 	}
 	sc.onClose = func() error { c.release(oc); return nil }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // reserve returns a pooled connection with a stream slot taken, dialing one
@@ -55,13 +56,33 @@ func (c *Client) reserve(ctx context.Context, t Target) (*outerConn, error) {
 				c.pools[key] = append(c.pools[key], oc)
 			}
 		}
+		// The dialer's stream goes on the connection it dialed, even one the server closed
+		// meanwhile (in TLS 1.3 a refused client certificate arrives after the handshake): its
+		// CONNECT then fails with the server's refusal, as ztunnel's first CONNECT on a new
+		// connection does, where picking from the pool again would drop it and dial anew.
+		if err == nil {
+			oc.active++
+			oc.cc.ReserveNewRequest()
+		}
 		c.mu.Unlock()
 		d.err = err
 		close(d.done)
 		if err != nil {
 			return nil, err
 		}
+		return oc, nil
 	}
+}
+
+// closedCause is why oc's TLS connection ended, nil while it is open: a TLS connection keeps the
+// error its reader met (the server's alert), so a read returns it at once.
+func closedCause(oc *outerConn) error {
+	if oc.tc == nil || !oc.cc.State().Closed {
+		return nil
+	}
+	_ = oc.tc.SetReadDeadline(time.Now())
+	_, err := oc.tc.Read(make([]byte, 1))
+	return err
 }
 
 // pickLocked drops dead connections of key and reserves a slot on a live one.
@@ -121,5 +142,5 @@ func (c *Client) dialOuter(ctx context.Context, t Target) (*outerConn, error) {
 	// follows the handshake; its first PING comes 10 s later, src/proxy/h2.rs). In TLS 1.3 a
 	// server's refusal of the client's certificate arrives after the handshake, so it is the first
 	// CONNECT's error, and pickLocked drops the closed connection.
-	return &outerConn{cc: cc, local: raw.LocalAddr()}, nil
+	return &outerConn{cc: cc, tc: tc, local: raw.LocalAddr()}, nil
 }
