@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -131,4 +132,18 @@ func NodeIP(i, node int) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("address plan: node %d of cluster %d out of range: %d nodes fit per cluster (0..%d)", node, i, MaxNodes, MaxNodes-1)
 	}
 	return loopback(twinOctet(i), nodeOctet, node+1), nil
+}
+
+// CheckLoopback proves the loopback address plan is usable on this host: pods, services and
+// gateways live all over 127.0.0.0/8, which Linux routes to lo but macOS does not without aliases.
+func CheckLoopback() error {
+	gw, err := GatewayIP(1)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(gw.String(), "0"))
+	if err != nil {
+		return fmt.Errorf("the local provider needs all of 127.0.0.0/8 on the loopback interface, but binding %s failed: %v (on macOS add aliases, e.g. `sudo ifconfig lo0 alias %s`)", gw, err, gw)
+	}
+	return l.Close()
 }

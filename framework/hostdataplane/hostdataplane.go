@@ -55,8 +55,9 @@ type Env struct {
 }
 
 var (
-	_ probe.Env       = (*Env)(nil)
-	_ probe.HopAccess = (*Env)(nil)
+	_ probe.Env             = (*Env)(nil)
+	_ probe.HopAccess       = (*Env)(nil)
+	_ probe.ClientRestarter = (*Env)(nil)
 )
 
 // Deploy creates the probe pods (status written by the framework) and starts the emulated

@@ -322,3 +322,25 @@ func concat(parts ...[]byte) []byte {
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// WriteSigningKeyPair writes a new ECDSA P-256 key pair in PEM (the private key to keyFile, the
+// public to pubFile, both 0600): an API server's service-account token signing pair, which its
+// controller-manager's token controller shares.
+func WriteSigningKeyPair(keyFile, pubFile string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}

@@ -2,7 +2,6 @@ package local
 
 import (
 	"fmt"
-	"net"
 	"syscall"
 
 	"github.com/ambientmc/ambientmc/framework/measure"
@@ -102,19 +101,5 @@ func checkHost(clusters int, need uint64) error {
 			return fmt.Errorf("too few file descriptors: %d local clusters need about %d, the hard limit (ulimit -Hn) is %d; raise it", clusters, need, lim.Max)
 		}
 	}
-	return checkLoopback()
-}
-
-// checkLoopback proves the address plan is usable: pods, services and gateways live all over
-// 127.0.0.0/8, which Linux routes to lo but macOS does not without aliases.
-func checkLoopback() error {
-	gw, err := topology.GatewayIP(1)
-	if err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(gw.String(), "0"))
-	if err != nil {
-		return fmt.Errorf("the local provider needs all of 127.0.0.0/8 on the loopback interface, but binding %s failed: %v (on macOS add aliases, e.g. `sudo ifconfig lo0 alias %s`)", gw, err, gw)
-	}
-	return l.Close()
+	return topology.CheckLoopback()
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/etcdstate"
-	"github.com/ambientmc/ambientmc/framework/hostdataplane"
 	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
 	"github.com/ambientmc/ambientmc/framework/measure"
@@ -83,9 +82,6 @@ var (
 	_ probe.Deployer          = (*Provider)(nil)
 	_ cluster.ExtraIstiods    = (*Provider)(nil)
 	_ cluster.FakeNodeProxies = (*Provider)(nil)
-	_ cluster.IstiodRestarter = (*hostistiod.Process)(nil)
-	_ probe.HopAccess         = (*hostdataplane.Env)(nil)
-	_ probe.ClientRestarter   = (*hostdataplane.Env)(nil)
 )
 
 // Provider is the local provider.
@@ -380,10 +376,13 @@ func (p *Provider) SampleProcesses(ctx context.Context) cluster.ProcessSamples {
 			out.ByCluster[name] = append(out.ByCluster[name], sample(pr))
 		}
 	}
+	p.mu.Lock()
+	etcd := p.etcd
+	p.mu.Unlock()
 	for _, pr := range p.SharedProcesses() {
 		s := sample(pr)
-		if db, err := p.DatabaseBytes(ctx); err == nil {
-			s.DatabaseBytes = &db
+		if st, err := etcd.ReadStatus(ctx); err == nil {
+			s.DatabaseBytes = &st.DBSize
 		}
 		out.Shared = append(out.Shared, s)
 	}
@@ -437,16 +436,4 @@ func (p *Provider) stopAll() {
 		p.slots = nil
 	}
 	p.mu.Unlock()
-}
-
-// DatabaseBytes is the size of the shared etcd's database file.
-func (p *Provider) DatabaseBytes(ctx context.Context) (int64, error) {
-	p.mu.Lock()
-	e := p.etcd
-	p.mu.Unlock()
-	if e == nil {
-		return 0, errors.New("local provider: no etcd running")
-	}
-	s, err := e.ReadStatus(ctx)
-	return s.DBSize, err
 }

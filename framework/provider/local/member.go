@@ -2,12 +2,8 @@ package local
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +17,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostetcd"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
+	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -126,22 +123,7 @@ func (m *member) writeCredentials() (admin, kcm string, err error) {
 	if err := m.writeTokens(admin, kcm); err != nil {
 		return "", "", err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", err
-	}
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", "", err
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(filepath.Join(m.dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		return "", "", err
-	}
-	return admin, kcm, os.WriteFile(filepath.Join(m.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+	return admin, kcm, pki.WriteSigningKeyPair(filepath.Join(m.dir, "sa.key"), filepath.Join(m.dir, "sa.pub"))
 }
 
 func randomToken() (string, error) {

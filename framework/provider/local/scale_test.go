@@ -84,8 +84,9 @@ func benchSetup(b *testing.B, n int, set []*unstructured.Unstructured) {
 	}
 	etcdRSS, err := p.SharedProcesses()[0].RSSBytes()
 	require.NoError(b, err)
-	db, err := p.DatabaseBytes(ctx)
+	st, err := p.etcd.ReadStatus(ctx)
 	require.NoError(b, err)
+	db := st.DBSize
 	seed := 0.0
 	if seeded {
 		seed = 1

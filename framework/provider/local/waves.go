@@ -31,13 +31,6 @@ func (p *Provider) StartWaves() []cluster.StartWave {
 	return append([]cluster.StartWave(nil), p.waves...)
 }
 
-// OnReady sets what each cluster is given to as soon as it is ready (Options.OnReady, for tests).
-func (p *Provider) OnReady(fn func(*cluster.Cluster)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.onReady = fn
-}
-
 func (p *Provider) ready(c *cluster.Cluster) {
 	p.mu.Lock()
 	fn := p.onReady

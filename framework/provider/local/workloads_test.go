@@ -145,12 +145,12 @@ func TestEachClusterIsKeptAndHandedOverFromItsOwnStart(t *testing.T) {
 		kept[tc.Name] = len(p.keepers)
 		events = append(events, "starting "+tc.Name)
 	}
-	p.OnReady(func(c *cluster.Cluster) {
+	p.onReady = func(c *cluster.Cluster) {
 		assert.NotNil(t, c.Client, "a cluster handed over can be used")
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		events = append(events, "ready "+c.Name)
-	})
+	}
 	startClusters(t, ctx, p, 2)
 	assert.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 1}, kept, "keepers running as each cluster began to start")
 	assert.Equal(t, []string{"starting cluster-1", "ready cluster-1", "starting cluster-2", "ready cluster-2"}, events)
