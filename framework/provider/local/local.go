@@ -116,7 +116,7 @@ type Provider struct {
 	// waypoints counts each cluster's waypoint pods, which take reserved addresses in turn.
 	waypoints map[string]int
 	waves     []cluster.StartWave
-	onReady   func(*cluster.Cluster) // Options.OnReady, or what a test set (OnReady)
+	onReady   func(*cluster.Cluster) // Options.OnReady, or what a test sets
 	egress    []*apiegress.Proxy
 	// startingHook, when a test sets it, is called as each cluster begins to start.
 	startingHook func(tc topology.Cluster)
