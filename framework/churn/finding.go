@@ -9,18 +9,20 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 )
 
 // RemoteUnreadyFinding turns one, then every endpoint of a remote service unready and records the
-// capacity the watched istiod (of cluster observer) sends for it. The pinned source counts every
+// capacity the watched istiod (of x's observed cluster) sends for it. The pinned source counts every
 // workload of the service on the network, Ready or not (pilot/pkg/serviceregistry/ambient/
 // multicluster.go 342-348); each reading is fenced by a capacity change of another service in the
 // same cluster, which istiod sees after the flips. Everything is put back before it returns. It
 // needs two services (one to fence with).
-func RemoteUnreadyFinding(ctx context.Context, w *xdswatch.Watcher, observer string, c *cluster.Cluster, p *Pods, scale workload.Scale, limit time.Duration) (f *report.ChurnFinding, err error) {
+func RemoteUnreadyFinding(ctx context.Context, x *expctx.Context, w *xdswatch.Watcher, c *cluster.Cluster, p *Pods, limit time.Duration) (f *report.ChurnFinding, err error) {
+	observer, scale := x.Observed.Name, x.Scale
 	if scale.Services < 2 {
 		return nil, fmt.Errorf("the remote readiness finding needs two services (one to fence with); the scale has %d", scale.Services)
 	}

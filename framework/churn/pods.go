@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
@@ -71,10 +72,11 @@ type Pod struct {
 	ready bool
 }
 
-// NewPods reads c's scale pods from its API server. For a remote cluster, shKeys maps each service
+// NewPods reads c's scale pods (x's scale) from its API server. For a remote cluster, shKeys maps each service
 // index to its split-horizon workload's key at the watcher. limit is how long a remote change
 // waits for its previous step to show before it goes on regardless (that step is then lost).
-func NewPods(ctx context.Context, c *cluster.Cluster, s workload.Scale, shKeys map[int]string, limit time.Duration) (*Pods, error) {
+func NewPods(ctx context.Context, x *expctx.Context, c *cluster.Cluster, shKeys map[int]string, limit time.Duration) (*Pods, error) {
+	s := x.Scale
 	p := &Pods{c: c, scale: s, remote: shKeys != nil, shKeys: shKeys, limit: limit,
 		services: make([][]*Pod, s.Services), busySvc: map[int]bool{}, inflight: map[*Pod]bool{}, usedIPs: map[netip.Addr]bool{},
 		firstOn: (s.Pods + s.Nodes - 1) / s.Nodes, nextOn: make([]int, s.Nodes), touched: map[string]bool{}}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -64,7 +65,7 @@ var (
 func localPods(t *testing.T, s workload.Scale) (*cluster.Cluster, *Pods) {
 	t.Helper()
 	c := fakeCluster(t, s)
-	p, err := NewPods(context.Background(), c, s, nil, time.Second)
+	p, err := NewPods(context.Background(), &expctx.Context{Scale: s}, c, nil, time.Second)
 	require.NoError(t, err)
 	return c, p
 }
@@ -169,7 +170,7 @@ func TestReadyFlipsAlternate(t *testing.T) {
 
 func TestRemoteRefusesReadyMode(t *testing.T) {
 	c := fakeCluster(t, smallScale)
-	p, err := NewPods(context.Background(), c, smallScale, map[int]string{0: "sh-0", 1: "sh-1"}, time.Second)
+	p, err := NewPods(context.Background(), &expctx.Context{Scale: smallScale}, c, map[int]string{0: "sh-0", 1: "sh-1"}, time.Second)
 	require.NoError(t, err)
 	_, err = p.Next(NewTracker(nil), Ready)
 	assert.Error(t, err)
@@ -178,7 +179,7 @@ func TestRemoteRefusesReadyMode(t *testing.T) {
 func TestRemoteReplaceIsOneChangeInFlightPerService(t *testing.T) {
 	c := fakeCluster(t, smallScale)
 	keys := map[int]string{0: "sh-0", 1: "sh-1"}
-	p, err := NewPods(context.Background(), c, smallScale, keys, 2*time.Second)
+	p, err := NewPods(context.Background(), &expctx.Context{Scale: smallScale}, c, keys, 2*time.Second)
 	require.NoError(t, err)
 	tr := NewTracker(map[string]string{"sh-0": Capacity(2), "sh-1": Capacity(2)})
 	job0, err := p.Next(tr, Replace)

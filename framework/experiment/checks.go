@@ -13,19 +13,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/mesh"
 )
 
-// Checks is the run as the istiod checks reach it: the run's clusters, mesh and flags.
-func (r *Run) Checks() *istiodcheck.Run {
-	version := ""
-	if r.Istiod != nil {
-		version = r.Istiod.ModuleVersion
-	}
-	return &istiodcheck.Run{
-		Clusters: r.Clusters, Scale: r.Scale, Expect: r.Expect(), Join: r.JoinOptions(),
-		Rotations: r.Opts.Checks.Rotations, Remotes: r.Opts.Checks.Clusters, IstiodVersion: version, Controls: r.Opts.Checks.Controls,
-		CAs: r.Mesh.Intermediates, ExtraIstiod: r.ExtraIstiod, RunContext: r.RunContext, Logf: r.Logf,
-		Profile: func(i *mesh.Istiod, when string) []string { return r.Profile(i, when) },
-	}
-}
+// Checks is the run as the istiod checks reach it: the experiment context, and their verdicts.
+func (r *Run) Checks() *istiodcheck.Run { return istiodcheck.New(r.Experiment()) }
 
 // DataPath is the probes' path to the other probe cluster, for the traffic checks.
 func (r *Run) DataPath(t *testing.T, ctx context.Context) istiodcheck.DataPath {

@@ -85,7 +85,7 @@ func (r *Run) StartChurn(t *testing.T, ctx context.Context) *Churn {
 			t.Logf("churn: remote readiness finding needs two services (one to fence with); skipped")
 		} else {
 			var err error
-			ch.Report.Finding, err = churn.RemoteUnreadyFinding(ctx, ch.Watcher, obs.Name, otherNetwork, ch.Pods[otherNetwork.Name], r.Scale, ch.Limit)
+			ch.Report.Finding, err = churn.RemoteUnreadyFinding(ctx, r.Experiment(), ch.Watcher, otherNetwork, ch.Pods[otherNetwork.Name], ch.Limit)
 			require.NoError(t, err)
 			r.Logf("churn: finding: %s", ch.Report.Finding.Detail)
 		}
@@ -98,7 +98,7 @@ func (r *Run) StartChurn(t *testing.T, ctx context.Context) *Churn {
 func (ch *Churn) readyPods(t *testing.T, ctx context.Context, obs *cluster.Cluster) (otherNetwork *cluster.Cluster) {
 	t.Helper()
 	var err error
-	ch.Pods[obs.Name], err = churn.NewPods(ctx, obs, ch.r.Scale, nil, ch.Limit)
+	ch.Pods[obs.Name], err = churn.NewPods(ctx, ch.r.Experiment(), obs, nil, ch.Limit)
 	require.NoError(t, err)
 	for _, c := range ch.Remotes {
 		// A cluster on the observed cluster's network shows its pods to the client as workloads of
@@ -111,7 +111,7 @@ func (ch *Churn) readyPods(t *testing.T, ctx context.Context, obs *cluster.Clust
 				otherNetwork = c
 			}
 		}
-		ch.Pods[c.Name], err = churn.NewPods(ctx, c, ch.r.Scale, keys, ch.Limit)
+		ch.Pods[c.Name], err = churn.NewPods(ctx, ch.r.Experiment(), c, keys, ch.Limit)
 		require.NoError(t, err)
 	}
 	return otherNetwork

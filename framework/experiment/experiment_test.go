@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
@@ -26,7 +26,7 @@ func TestPercentsOrNoneIsOneTimedWindowWithoutPercents(t *testing.T) {
 // new connections, one per connection on reused ones; the destination counts requests, or
 // tunnels where the provider counts connections.
 func TestTunnelsAndReached(t *testing.T) {
-	r := New(&options.Options{Latency: options.Latency{Connections: 16}}, nil)
+	r := New(&expctx.Options{Latency: expctx.Latency{Connections: 16}}, nil)
 	assert.EqualValues(t, 116, r.Tunnels(report.ConnNew, 100))
 	assert.EqualValues(t, 16, r.Tunnels(report.ConnReused, 100))
 	assert.EqualValues(t, 116, r.Reached(probe.PathCounters{}, report.ConnReused, 100))

@@ -23,13 +23,7 @@ import (
 
 // Expect is what a ztunnel-like client of one of the run mesh's istiods holds.
 func (r *Run) Expect() join.Expect {
-	return join.Expect{Scale: r.Scale, Clusters: r.Clusters, Members: r.Mesh.Joined, Gateway: r.Mesh.GatewayAddress}
-}
-
-// JoinOptions are the join flags as the method reads them.
-func (r *Run) JoinOptions() join.Options {
-	j := r.Opts.Join
-	return join.Options{Settle: j.Settle, Steady: j.Steady, Samples: j.Samples, Timeout: j.Timeout}
+	return join.ExpectOf(r.Experiment())
 }
 
 // StartWatcher connects a ztunnel-like xDS client to istiod as one of c's ztunnels; it closes when

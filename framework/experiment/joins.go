@@ -113,7 +113,7 @@ func (r *Run) joinSequence(t *testing.T, ctx context.Context, cp *report.Control
 		// Extra clients only add istiod's push work; the first one is what the joins wait for.
 		ztunnels = append(ztunnels, r.StartLoadClient(t, ctx, obs, istiod))
 	}
-	s := join.NewSettler(istiod, r.JoinOptions(), r.Scale.Pods)
+	s := join.NewSettler(istiod, r.Experiment())
 	src := istiod.Sampler().CPUSource()
 	if first {
 		cp.XDSClients = clients

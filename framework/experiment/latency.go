@@ -18,12 +18,6 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report/analysis"
 )
 
-// LatencyOptions are the latency flags as framework/latency reads them.
-func (r *Run) LatencyOptions() latency.Options {
-	l := r.Opts.Latency
-	return latency.Options{Duration: l.Duration, FloorDuration: l.FloorDuration, Connections: l.Connections, Payload: l.Payload}
-}
-
 // LatencyRate returns the request rate of the latency runs: -latency.qps when given, else the
 // highest rate this host carries (latency.Search).
 func (r *Run) LatencyRate(t testing.TB, ctx context.Context, p *Probes, hardest LatencyPath) *report.RateSearch {
@@ -31,7 +25,7 @@ func (r *Run) LatencyRate(t testing.TB, ctx context.Context, p *Probes, hardest 
 	if r.Opts.Latency.QPS > 0 {
 		return &report.RateSearch{QPS: r.Opts.Latency.QPS, Forced: true}
 	}
-	rs, err := latency.Search(ctx, p, hardest.App, hardest.Name, r.LatencyOptions(), r.Logf)
+	rs, err := latency.Search(ctx, r.Experiment(), p, hardest.App, hardest.Name)
 	require.NoError(t, err)
 	return rs
 }
@@ -39,7 +33,7 @@ func (r *Run) LatencyRate(t testing.TB, ctx context.Context, p *Probes, hardest 
 // Fortio drives fortio through the provider's probe client and turns its result into a report row.
 func (r *Run) Fortio(t testing.TB, ctx context.Context, p *Probes, rate float64, l probe.Load, path, conns string) report.LatencyRun {
 	t.Helper()
-	run, err := latency.Run(ctx, p, rate, l, path, conns, r.LatencyOptions())
+	run, err := latency.Run(ctx, r.Experiment(), p, rate, l, path, conns)
 	require.NoError(t, err)
 	r.Logf("latency: %-13s %-6s %6d requests, %d errors, avg %.3f ms, p50 %.3f, p90 %.3f, p99 %.3f ms, host CPU %.0f%%",
 		path, conns, run.Requests, run.Errors, run.AvgMs, run.P50Ms, run.P90Ms, run.P99Ms, 100*run.HostCPUBusy)

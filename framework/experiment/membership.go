@@ -15,7 +15,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
-// Membership is the state every test shares (join.Members). Nothing is put back at a test's end:
+// Membership is the state every test shares (join.SetMembers). Nothing is put back at a test's end:
 // a full-mesh rejoin of every cluster costs each istiod every other cluster's join, and the next
 // test would as likely change it again.
 
@@ -43,9 +43,9 @@ func (r *Run) LeaveAtEnd(t testing.TB, name string) {
 	})
 }
 
-// setMembers makes the mesh's members exactly want (join.Members.Set).
+// setMembers makes the mesh's members exactly want (join.SetMembers).
 func (r *Run) setMembers(ctx context.Context, want []string, watch bool) error {
-	return join.Members{Mesh: r.Mesh, Observed: r.ObservedCluster(), Expect: r.Expect(), Timeout: r.Opts.Join.Timeout}.Set(ctx, want, watch)
+	return join.SetMembers(ctx, r.Experiment(), want, watch)
 }
 
 // IstiodFor gives a test that measures the observed istiod one whose whole history is joining

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/probe"
 )
@@ -42,7 +41,7 @@ const readyTimeout = 30 * time.Second
 // checks that an istiod serves such a stream right), and traffic flows.
 func (r *Run) DataPlane(t testing.TB, ctx context.Context) *Probes {
 	t.Helper()
-	if why := plan.Unmet(r.PlanIn, options.DataPlaneNeeds...); why != "" {
+	if why := plan.Unmet(r.PlanIn, DataPlaneNeeds...); why != "" {
 		t.Skip(why)
 	}
 	r.ProbesInPlace(t)
@@ -68,7 +67,7 @@ func (r *Run) DataPlane(t testing.TB, ctx context.Context) *Probes {
 // against 3.8-3.9 MB before one (the probes' pods and clients in the joined clusters).
 func (r *Run) ProbesInPlace(t testing.TB) {
 	t.Helper()
-	if plan.Unmet(r.PlanIn, options.DataPlaneNeeds...) != "" {
+	if plan.Unmet(r.PlanIn, DataPlaneNeeds...) != "" {
 		return
 	}
 	r.dp.once.Do(func() { r.dp.p, r.dp.err = r.startDataPlane(r.RunContext()) })

@@ -9,13 +9,14 @@ package experiment
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/env"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/proxies"
@@ -27,20 +28,24 @@ import (
 type Run struct {
 	*env.Env
 	Mesh *mesh.Mesh
-	Opts *options.Options
+	Opts *expctx.Options
 	// Proxies are the Envoy clients of the east-west gateways and waypoints.
 	Proxies *proxies.Set
 	// PlanIn is what the plan was worked out from, and each test's needs are judged on.
-	PlanIn options.PlanIn
+	PlanIn PlanIn
 
-	catalog   *plan.Catalog[options.PlanIn]
-	planned   bool
+	catalog *plan.Catalog[PlanIn]
+	planned bool
+	x       struct {
+		once sync.Once
+		c    *expctx.Context
+	}
 	workloads workloads
 	dp        dataPlaneOnce
 }
 
 // New is the run of a suite whose tests are declared in catalog, with the experiment's flags o.
-func New(o *options.Options, catalog *plan.Catalog[options.PlanIn]) *Run {
+func New(o *expctx.Options, catalog *plan.Catalog[PlanIn]) *Run {
 	return &Run{Opts: o, catalog: catalog}
 }
 
@@ -53,8 +58,8 @@ func (r *Run) Main(m *testing.M, ci env.Extension) int {
 		CI:    ci,
 		Steps: r.Steps(),
 		Plan: func(in env.PlanInput) (steps, tests []plan.Item) {
-			r.PlanIn, r.planned = r.Opts.PlanIn(in), true
-			return r.Opts.Plan(in, r.catalog)
+			r.PlanIn, r.planned = PlanInOf(r.Opts, in), true
+			return PlanOf(r.Opts, in, r.catalog)
 		},
 		Planned: r.catalog.Names(),
 	})
@@ -68,6 +73,23 @@ func (r *Run) Steps() []env.Step {
 		{Name: "istiod", Run: r.startIstiods},
 		{Name: "certificates", Run: r.serveFakeNodes},
 	}
+}
+
+// Experiment is the experiment context the method reads (framework/expctx): the run's clusters,
+// scale, mesh, observed cluster and flags, built once, after setup.
+func (r *Run) Experiment() *expctx.Context {
+	r.x.once.Do(func() {
+		version := ""
+		if r.Istiod != nil {
+			version = r.Istiod.ModuleVersion
+		}
+		r.x.c = &expctx.Context{
+			Clusters: r.Clusters, Scale: r.Scale, Mesh: r.Mesh, Observed: r.ObservedCluster(), Flags: r.Opts,
+			IstiodVersion: version, RunContext: r.RunContext, Logf: r.Logf, ExtraIstiod: r.ExtraIstiod,
+			Profile: func(i *mesh.Istiod, when string) []string { return r.Profile(i, when) },
+		}
+	})
+	return r.x.c
 }
 
 // Begin starts top-level test t as its declaration in the catalog says: skipped with the reason of

@@ -57,7 +57,7 @@ func (r *Run) IsolatedOf(t *testing.T, ctx context.Context, c *cluster.Cluster, 
 		})
 	}
 	i := r.ExtraIstiod(t, ctx, c, version, append([]string{"POD_NAMESPACE=" + ns}, env...)...)
-	return &Isolated{Istiod: i, c: c, ns: ns, run: r, expect: r.Expect.Isolated()}
+	return &Isolated{Istiod: i, c: c, ns: ns, run: r, expect: r.expect().Isolated()}
 }
 
 // NamespaceOf names a check's namespace after its test: a DNS label of at most 63 characters.

@@ -56,7 +56,7 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 			s := istiod.Direct(t, c, c.Name)
 			istiod.Add(t, s)
 			secrets = append(secrets, s)
-			_, _, err := join.WaitStatus(ctx, istiod.Istiod, c.Name, measure.StatusSynced, r.Join.Timeout)
+			_, _, err := join.WaitStatus(ctx, istiod.Istiod, c.Name, measure.StatusSynced, r.Flags.Join.Timeout)
 			require.NoError(t, err)
 		}
 	}
@@ -136,7 +136,7 @@ func (r *Run) MemoryComesBack(t *testing.T, ctx context.Context, obs *cluster.Cl
 func (r *Run) memoryCheckRemotes(obs *cluster.Cluster) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, c := range r.Clusters {
-		if c.Name != obs.Name && (r.Remotes == 0 || len(out) < r.Remotes) {
+		if c.Name != obs.Name && (r.Flags.Checks.Clusters == 0 || len(out) < r.Flags.Checks.Clusters) {
 			out = append(out, c)
 		}
 	}

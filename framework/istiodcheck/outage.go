@@ -36,17 +36,17 @@ func (r *Run) RemoteOutage(t *testing.T, ctx context.Context, obs, remote *clust
 	secret, proxy := iso.Slow(t, remote, remote.Name, faults.Delay{})
 	start := time.Now()
 	iso.Add(t, secret)
-	_, _, err := join.WaitStatus(ctx, iso.Istiod, remote.Name, measure.StatusSynced, r.Join.Timeout)
+	_, _, err := join.WaitStatus(ctx, iso.Istiod, remote.Name, measure.StatusSynced, r.Flags.Join.Timeout)
 	require.NoError(t, err)
 	sw := join.WatchStatus(ctx, iso.Istiod, remote.Name, join.SyncPeriod(time.Since(start)))
 	sw.Expect("the remote was listed", measure.StatusSynced)
-	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
+	wctx, cancel := context.WithTimeout(ctx, r.Flags.Join.Timeout)
 	defer cancel()
 	require.NoError(t, w.WaitFor(wctx, iso.expect.Covers(remote)))
 	window := Window{Undisturbed: time.Since(start)}
 	changeWithin := reflectorBackoff + window.Duration()
 
-	pods, err := churn.NewPods(ctx, remote, r.Scale, nil, changeWithin)
+	pods, err := churn.NewPods(ctx, r.Context, remote, nil, changeWithin)
 	require.NoError(t, err)
 	// What the client holds of service 0's endpoints in remote: the capacity of its split-horizon
 	// workload on another network, its pod workloads on the client's own.

@@ -26,7 +26,7 @@ func (r *Run) RejoinLongLived(t *testing.T, ctx context.Context, obs, remote *cl
 	secret := istiod.Direct(t, remote, remote.Name)
 	first := time.Now()
 	istiod.Add(t, secret)
-	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
+	wctx, cancel := context.WithTimeout(ctx, r.Flags.Join.Timeout)
 	defer cancel()
 	require.NoError(t, old.WaitFor(wctx, istiod.expect.Covers(remote)), "the stream gets %s before the leave", remote.Name)
 	// How long the rejoined workloads, and the diagnostic's local pod, may take to reach a stream:

@@ -38,14 +38,14 @@ const (
 func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *cluster.Cluster, ctl *Control) {
 	iso := r.Isolated(t, ctx, obs, heapCheckEnv...)
 	w := r.watch(t, ctx, obs, iso.Istiod)
-	n := r.Rotations
+	n := r.Flags.Checks.Rotations
 	r.waitQuiet(t, ctx, iso.Istiod)
 	empty, _ := liveHeap(t, ctx, iso.Istiod, rotationReadings)
 
 	start := time.Now()
 	first := iso.Direct(t, remote, remote.Name)
 	iso.Add(t, first)
-	_, _, err := join.WaitStatus(ctx, iso.Istiod, remote.Name, measure.StatusSynced, r.Join.Timeout)
+	_, _, err := join.WaitStatus(ctx, iso.Istiod, remote.Name, measure.StatusSynced, r.Flags.Join.Timeout)
 	require.NoError(t, err)
 	// How long a rotation may take until istiod serves the remote synced again: from the first
 	// sync, undisturbed, at this run's scale.
@@ -86,10 +86,10 @@ func (r *Run) RotationNoLeak(t *testing.T, ctx context.Context, obs, remote *clu
 			// One more copy of the remote, under a cluster ID of its own, stays joined.
 			id := fmt.Sprintf("%s-copy-%d", remote.Name, k)
 			iso.Add(t, iso.Direct(t, remote, id))
-			_, _, err := join.WaitStatus(ctx, iso.Istiod, id, measure.StatusSynced, r.Join.Timeout)
+			_, _, err := join.WaitStatus(ctx, iso.Istiod, id, measure.StatusSynced, r.Flags.Join.Timeout)
 			require.NoError(t, err)
 		}
-		require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso.Istiod) > events }),
+		require.NoError(t, join.WaitUntil(ctx, r.Flags.Join.Timeout, func() bool { return secretEvents(t, ctx, iso.Istiod) > events }),
 			"istiod %s never saw the rotated secret", iso.Cluster())
 		wctx, cancel := context.WithTimeout(ctx, window.Duration())
 		defer cancel()

@@ -11,50 +11,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
-	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/report"
-	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// Run is what the checks reach the run through: its clusters and scale, the join flags, how to
-// start an istiod of a check's own, and where verdicts go. Every check but those of the data plane
+// Run is the checks' run: the experiment context they read (its clusters and scale, the join and
+// checks flags, how to start an istiod of a check's own, where logs go) and the verdicts so far.
+// Every check but those of the data plane
 // runs an isolated istiod (Isolated) for the observed cluster, touching neither the suite's istiods
 // nor its membership.
 type Run struct {
-	Clusters []*cluster.Cluster
-	Scale    workload.Scale
-	// Expect is what a client of one of the suite mesh's istiods holds.
-	Expect join.Expect
-	Join   join.Options
-	// Rotations is how many rotations of each kind the rotation checks make (-checks.rotations);
-	// Remotes how many remote clusters the memory check joins (-checks.clusters, 0: all).
-	Rotations, Remotes int
-	// IstiodVersion is the istio.io/istio module version of the istiod under test ("" unknown).
-	IstiodVersion string
-	// CAs are the clusters' intermediates, for ztunnel-like clients' certificates.
-	CAs map[string]*pki.Intermediate
-	// ExtraIstiod starts a second istiod for c with extra environment, built from istio.io/istio
-	// module version ("": the run's istiod), stopped when t ends (t is skipped where the provider
-	// cannot run one).
-	ExtraIstiod func(t *testing.T, ctx context.Context, c *cluster.Cluster, version string, env ...string) *mesh.Istiod
-	// RunContext outlives every test: secrets are written with it.
-	RunContext func() context.Context
-	Logf       func(format string, args ...any)
-	// Profile keeps istiod's profiles now and returns their paths.
-	Profile func(i *mesh.Istiod, when string) []string
-	// Controls records the checks' own runs as their must-pass controls where no known issue
-	// lists the istiod under test (FaultNone), as the suite does when it runs the controls.
-	Controls bool
+	*expctx.Context
 
 	mu       sync.Mutex
 	rows     []report.IstiodCheck
 	controls []report.IstiodCheckControl
 }
+
+// New is the checks' run of the experiment x.
+func New(x *expctx.Context) *Run { return &Run{Context: x} }
+
+// expect is what a client of one of the suite mesh's istiods holds.
+func (r *Run) expect() join.Expect { return join.ExpectOf(r.Context) }
 
 // Rows are the checks' outcomes so far, for the report.
 func (r *Run) Rows() []report.IstiodCheck {
@@ -93,7 +76,7 @@ func (r *Run) verdict(t *testing.T, ctl *Control, row report.IstiodCheck, passed
 		}
 		return
 	}
-	if r.Controls && !r.listed(row.Name) {
+	if r.Flags.Checks.Controls && !r.listed(row.Name) {
 		for _, c := range ControlsOf(row.Name) {
 			if c.Fault == FaultNone {
 				r.recordControl(&c, passed, row.Detail)
@@ -130,7 +113,7 @@ func (r *Run) broken(t *testing.T, ctl *Control, name, detail string) {
 // watch connects a ztunnel-like client to istiod i as one of c's ztunnels; it closes when t ends.
 func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i *mesh.Istiod) *xdswatch.Watcher {
 	t.Helper()
-	w, err := join.StartWatcher(ctx, c, i, r.CAs[c.Name], t.TempDir())
+	w, err := join.StartWatcher(ctx, c, i, r.Mesh.Intermediates[c.Name], t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(w.Close)
 	return w
@@ -139,7 +122,7 @@ func (r *Run) watch(t *testing.T, ctx context.Context, c *cluster.Cluster, i *me
 // waitQuiet waits until istiod's CPU is quiet after a change (join.Settler.WaitQuiet).
 func (r *Run) waitQuiet(t *testing.T, ctx context.Context, i *mesh.Istiod) {
 	t.Helper()
-	require.NoError(t, join.NewSettler(i, r.Join, r.Scale.Pods).WaitQuiet(ctx))
+	require.NoError(t, join.NewSettler(i, r.Context).WaitQuiet(ctx))
 }
 
 // OtherCluster is the cluster the checks pair with c: the first of cs on another network, else

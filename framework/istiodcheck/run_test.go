@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
 	"github.com/ambientmc/ambientmc/topology"
@@ -35,7 +36,7 @@ func TestOtherClusterPrefersAnotherNetwork(t *testing.T) {
 // decide goes through the known-issue table: the row carries the result, the reference and the
 // istiod version, and a failure names the profiles kept.
 func TestDecideRecordsTheTablesVerdict(t *testing.T) {
-	r := &Run{IstiodVersion: "v0.0.0-unlisted"}
+	r := New(&expctx.Context{IstiodVersion: "v0.0.0-unlisted", Flags: &expctx.Options{}})
 	row, v := r.decide(report.IstiodCheck{Name: MemoryComesBack, Detail: "grew", Profiles: []string{"heap.pprof"}}, false)
 	assert.Equal(t, Fail, v.Result)
 	assert.Equal(t, report.CheckFail, row.Result)
@@ -71,7 +72,7 @@ func TestEveryCheckHasBothControls(t *testing.T) {
 }
 
 func TestControlVerdicts(t *testing.T) {
-	r := &Run{IstiodVersion: istioPinned131, Logf: t.Logf}
+	r := New(&expctx.Context{IstiodVersion: istioPinned131, Logf: t.Logf, Flags: &expctx.Options{}})
 	mustFail := ControlsOf(MemoryComesBack)[0]
 	require.Equal(t, report.ControlMustFail, mustFail.Expect)
 	assert.Equal(t, report.ControlAsExpected, r.recordControl(&mustFail, false, "kept").Verdict)
@@ -90,7 +91,7 @@ func TestControlVerdicts(t *testing.T) {
 // The checks' own runs stand as their must-pass controls where no known issue lists the istiod,
 // and only there.
 func TestOwnRunIsTheMustPassControlWhereUnlisted(t *testing.T) {
-	r := &Run{IstiodVersion: istioPinned131, Logf: t.Logf, Controls: true}
+	r := New(&expctx.Context{IstiodVersion: istioPinned131, Logf: t.Logf, Flags: &expctx.Options{Checks: expctx.Checks{Controls: true}}})
 	assert.True(t, r.listed(MemoryComesBack))
 	assert.False(t, r.listed(RejoinLongLived))
 	t.Run("rejoin", func(t *testing.T) {

@@ -80,8 +80,8 @@ func (r *Run) SyncStatusTruth(t *testing.T, ctx context.Context, obs, remote *cl
 		_, err = iso.Secrets().Update(ctx, rotated, metav1.UpdateOptions{})
 	}
 	require.NoError(t, err)
-	require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, iso.Istiod) > events }))
-	wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
+	require.NoError(t, join.WaitUntil(ctx, r.Flags.Join.Timeout, func() bool { return secretEvents(t, ctx, iso.Istiod) > events }))
+	wctx, cancel := context.WithTimeout(ctx, r.Flags.Join.Timeout)
 	defer cancel()
 	require.NoError(t, iso.Sampler().WaitClusterzSynced(wctx, remote.Name, 50*time.Millisecond))
 	sw.Expect("istiod serves the rotated cluster synced (clusterz)", measure.StatusSynced)

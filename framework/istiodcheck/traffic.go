@@ -53,7 +53,7 @@ func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPat
 	// A long-lived stream, as the client's ztunnel holds, counts every moment istiod withdraws all
 	// of the remote from it: a failed request then is istiod's, one without it is not.
 	w := r.watch(t, ctx, d.Local, d.Istiod)
-	require.NoError(t, r.Expect.WaitHolds(ctx, w, r.Join.Timeout, d.Target))
+	require.NoError(t, r.expect().WaitHolds(ctx, w, r.Flags.Join.Timeout, d.Target))
 	withdrawals := countWithdrawals(w, ofRemote(d.Local, d.Target))
 	start := time.Now()
 	loop := traffic.Start(ctx, d.Probes, d.App, trafficInterval)
@@ -66,18 +66,18 @@ func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPat
 	case ctl.is(FaultRemoteRemoved):
 		rotate, what = d.RemoveRemote, "deletions (the remote left the mesh)"
 	}
-	for k := range r.Rotations {
+	for k := range r.Flags.Checks.Rotations {
 		if ctl.is(FaultRemoteRemoved) && k > 0 {
 			break // gone after the first
 		}
 		events := secretEvents(t, ctx, d.Istiod)
 		require.NoError(t, rotate(ctx))
-		require.NoError(t, join.WaitUntil(ctx, r.Join.Timeout, func() bool { return secretEvents(t, ctx, d.Istiod) > events }))
+		require.NoError(t, join.WaitUntil(ctx, r.Flags.Join.Timeout, func() bool { return secretEvents(t, ctx, d.Istiod) > events }))
 		if ctl.is(FaultRemoteRemoved) {
 			join.SleepUntil(ctx, time.Now().Add(time.Second))
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, r.Join.Timeout)
+		wctx, cancel := context.WithTimeout(ctx, r.Flags.Join.Timeout)
 		err := d.Istiod.Sampler().WaitClusterzSynced(wctx, d.Target.Name, 50*time.Millisecond)
 		cancel()
 		require.NoError(t, err)
@@ -87,7 +87,7 @@ func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPat
 	loop.Stop()
 	f := loop.Figures(start, d.Target.Name)
 	require.Positive(t, f.Requests)
-	detail := fmt.Sprintf("%d %s of %s's secret in %s: %s", r.Rotations, what, d.Target.Name, d.Local.Name, traffic.Text(f))
+	detail := fmt.Sprintf("%d %s of %s's secret in %s: %s", r.Flags.Checks.Rotations, what, d.Target.Name, d.Local.Name, traffic.Text(f))
 	var evidence []string
 	if n := withdrawals(); n > 0 {
 		detail += fmt.Sprintf("; istiod withdrew every workload of %s from a long-lived stream %d times and sent them back", d.Target.Name, n)
@@ -98,8 +98,8 @@ func (r *Run) TrafficDuringRotation(t *testing.T, ctx context.Context, d DataPat
 		// stream kept, and istiod's own view of the remote whether it thinks it serves it.
 		fresh := r.watch(t, ctx, d.Local, d.Istiod)
 		status := clusterzStatus(ctx, d.Istiod, d.Target.Name)
-		detail += fmt.Sprintf("; a stream opened after the rotations holds %s; /debug/clusterz says %s", r.Expect.HeldOf(fresh, d.Target), status)
-		if status == measure.StatusSynced && !r.Expect.Holds(d.Target)(fresh) {
+		detail += fmt.Sprintf("; a stream opened after the rotations holds %s; /debug/clusterz says %s", r.expect().HeldOf(fresh, d.Target), status)
+		if status == measure.StatusSynced && !r.expect().Holds(d.Target)(fresh) {
 			evidence = append(evidence, EvidenceSyncedButUnserved)
 		}
 	}
@@ -114,7 +114,7 @@ func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath
 		t.Skipf("this provider cannot restart istiod %s in place", d.Local.Name)
 	}
 	w := r.watch(t, ctx, d.Local, d.Istiod)
-	require.NoError(t, r.Expect.WaitHolds(ctx, w, r.Join.Timeout, d.Target))
+	require.NoError(t, r.expect().WaitHolds(ctx, w, r.Flags.Join.Timeout, d.Target))
 	before := len(w.Addresses())
 	start := time.Now()
 	loop := traffic.Start(ctx, d.Probes, d.App, trafficInterval/5)
@@ -135,7 +135,7 @@ func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath
 	wctx, cancel := context.WithTimeout(ctx, window.Duration())
 	defer cancel()
 	if err := w.WaitFor(wctx, func(w *xdswatch.Watcher) bool {
-		return w.Reconnects() > 0 && !w.LastSync().IsZero() && r.Expect.Holds(d.Target)(w)
+		return w.Reconnects() > 0 && !w.LastSync().IsZero() && r.expect().Holds(d.Target)(w)
 	}); err != nil {
 		if ctx.Err() != nil {
 			t.Fatal(ctx.Err())
@@ -148,7 +148,7 @@ func (r *Run) TrafficDuringRestart(t *testing.T, ctx context.Context, d DataPath
 		}
 		r.verdict(t, ctl, report.IstiodCheck{Name: TrafficDuringRestart, Traffic: f,
 			Detail: fmt.Sprintf("istiod %s %s: the ztunnel-like client did not hold %s's network within %s of istiod being ready (%d reconnects; it holds %s); %s",
-				d.Local.Name, how, d.Target.Name, window, w.Reconnects(), r.Expect.HeldOf(w, d.Target), traffic.Text(f))}, false)
+				d.Local.Name, how, d.Target.Name, window, w.Reconnects(), r.expect().HeldOf(w, d.Target), traffic.Text(f))}, false)
 		return
 	}
 	reconverge := time.Since(back)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
 	"github.com/ambientmc/ambientmc/framework/xdswatch"
@@ -23,6 +24,11 @@ type Expect struct {
 	Members func() []string
 	// Gateway is a cluster's east-west gateway address.
 	Gateway func(cluster string) string
+}
+
+// ExpectOf is what a client of one of x's mesh's istiods holds: its members, their gateways.
+func ExpectOf(x *expctx.Context) Expect {
+	return Expect{Scale: x.Scale, Clusters: x.Clusters, Members: x.Mesh.Joined, Gateway: x.Mesh.GatewayAddress}
 }
 
 // Isolated is e for an istiod that holds only the remote cluster it was given, not the mesh's

@@ -6,37 +6,32 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/mesh"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 )
 
-// Members changes which clusters are in the mesh and waits until the observed cluster's istiod has
-// taken each change up. Membership is the state every test shares, so it is stated, never
+// SetMembers changes which clusters are in x's mesh and waits until the observed cluster's istiod
+// has taken each change up. Membership is the state every test shares, so it is stated, never
 // assumed: a test asks for the members it needs, and what it leaves behind is the next test's to
 // change.
-type Members struct {
-	Mesh     *mesh.Mesh
-	Observed *cluster.Cluster
-	Expect   Expect
-	Timeout  time.Duration
-}
-
-// Set leaves, newest first, the members not in want, then joins what want lacks in its order (the
+//
+// It leaves, newest first, the members not in want, then joins what want lacks in its order (the
 // observed cluster first: joining it alone forms a mesh of one), waiting on the observed istiod
 // (when it runs and watch is set) for each change. Changes go out together and are waited on
 // after: istiods take a batch of them up at once, where one at a time would wait for every
 // istiod's work on each in turn.
-func (m Members) Set(ctx context.Context, want []string, watch bool) error {
-	obs := m.Observed
-	i := m.Mesh.Istiods[obs.Name]
+func SetMembers(ctx context.Context, x *expctx.Context, want []string, watch bool) error {
+	e, timeout := ExpectOf(x), x.Flags.Join.Timeout
+	obs := x.Observed
+	i := x.Mesh.Istiods[obs.Name]
 	if !watch {
 		i = nil
 	}
 	observing := func(name string) bool {
-		return i != nil && name != obs.Name && slices.Contains(m.Mesh.Joined(), obs.Name)
+		return i != nil && name != obs.Name && slices.Contains(x.Mesh.Joined(), obs.Name)
 	}
-	gone := func(c *cluster.Cluster) error { return m.Expect.WaitLeft(ctx, i, nil, c, m.Timeout) }
+	gone := func(c *cluster.Cluster) error { return e.WaitLeft(ctx, i, nil, c, timeout) }
 	var left []*cluster.Cluster
-	joined := m.Mesh.Joined()
+	joined := x.Mesh.Joined()
 	for k := len(joined) - 1; k >= 0; k-- {
 		name := joined[k]
 		if slices.Contains(want, name) {
@@ -49,11 +44,11 @@ func (m Members) Set(ctx context.Context, want []string, watch bool) error {
 			left = nil
 		}
 		observed := observing(name)
-		if err := m.Mesh.Leave(ctx, name); err != nil {
+		if err := x.Mesh.Leave(ctx, name); err != nil {
 			return err
 		}
 		if observed {
-			left = append(left, m.Mesh.Cluster(name))
+			left = append(left, x.Mesh.Cluster(name))
 		}
 	}
 	if err := eachOf(left, gone); err != nil {
@@ -66,18 +61,18 @@ func (m Members) Set(ctx context.Context, want []string, watch bool) error {
 	var added []*cluster.Cluster
 	start := time.Now()
 	for _, name := range order {
-		if slices.Contains(m.Mesh.Joined(), name) {
+		if slices.Contains(x.Mesh.Joined(), name) {
 			continue
 		}
-		if err := m.Mesh.Join(ctx, name); err != nil {
+		if err := x.Mesh.Join(ctx, name); err != nil {
 			return err
 		}
 		if observing(name) {
-			added = append(added, m.Mesh.Cluster(name))
+			added = append(added, x.Mesh.Cluster(name))
 		}
 	}
 	return eachOf(added, func(c *cluster.Cluster) error {
-		_, err := m.Expect.WaitJoined(ctx, i, nil, c, start, m.Timeout)
+		_, err := e.WaitJoined(ctx, i, nil, c, start, timeout)
 		return err
 	})
 }

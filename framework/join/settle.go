@@ -6,19 +6,10 @@ import (
 	"math"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 )
-
-// Options are the join flags the method reads.
-type Options struct {
-	// Settle and Steady choose the fixed rule when either is set (-join.settle, -join.steady).
-	Settle, Steady time.Duration
-	// Samples is how many memory samples a step takes (-join.samples).
-	Samples int
-	// Timeout bounds each join and leave (-join.timeout).
-	Timeout time.Duration
-}
 
 // SampleInterval spaces the memory samples of one step.
 const SampleInterval = 250 * time.Millisecond
@@ -65,9 +56,11 @@ type Settler struct {
 	limit          time.Duration
 }
 
-// NewSettler is the settle rule o chooses for istiod i in clusters of pods pods.
-func NewSettler(i *mesh.Istiod, o Options, pods int) *Settler {
-	longest := SettleCap(pods)
+// NewSettler is the settle rule the join flags choose for istiod i in the run's clusters: fixed
+// windows when -join.settle or -join.steady is set, else istiod's CPU back in its band.
+func NewSettler(i *mesh.Istiod, x *expctx.Context) *Settler {
+	o := x.Flags.Join
+	longest := SettleCap(x.Scale.Pods)
 	if o.Settle > 0 || o.Steady > 0 {
 		s := &Settler{i: i, samples: o.Samples, max: longest, Fixed: true, Settle: longest, steady: min(4*time.Second, longest)}
 		if o.Settle > 0 {

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
 // watchOf is a watch whose samples the test records itself, at the times given.
@@ -103,11 +105,14 @@ func TestSettleCapGrowsWithTheClusters(t *testing.T) {
 
 // The fixed rule needs no istiod to decide its windows.
 func TestFixedSettleRule(t *testing.T) {
-	s := NewSettler(nil, Options{Settle: 3 * time.Second, Steady: 5 * time.Second}, 300)
+	joinFlags := func(j expctx.Join) *expctx.Context {
+		return &expctx.Context{Scale: workload.Scale{Pods: 300}, Flags: &expctx.Options{Join: j}}
+	}
+	s := NewSettler(nil, joinFlags(expctx.Join{Settle: 3 * time.Second, Steady: 5 * time.Second}))
 	assert.True(t, s.Fixed)
 	assert.Equal(t, 3*time.Second, s.SteadyWindow(), "the steady window fits inside the settle")
 	assert.Contains(t, s.Rule(), "fixed: 3s after convergence")
-	s = NewSettler(nil, Options{Steady: time.Second}, 300)
+	s = NewSettler(nil, joinFlags(expctx.Join{Steady: time.Second}))
 	assert.Equal(t, SettleCap(300), s.Settle, "settle defaults to the scale's cap")
 	assert.Equal(t, 15, XDSClients(0, 4000))
 	assert.Equal(t, 1, XDSClients(0, 300))

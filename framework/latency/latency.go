@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -16,13 +17,6 @@ import (
 // Loader runs fortio from the probe client (probe.Env).
 type Loader interface {
 	Load(ctx context.Context, l probe.Load) (*probe.LoadResult, error)
-}
-
-// Options are the latency flags a run reads.
-type Options struct {
-	// Duration is each run's, FloorDuration the harness-floor runs' (fortio straight at the server).
-	Duration, FloorDuration time.Duration
-	Connections, Payload    int
 }
 
 // The rate search: probe steps at rising rates of the most demanding path (cross-cluster, a new
@@ -58,8 +52,9 @@ func Carried(achieved, rate float64, d time.Duration, connections int) float64 {
 // Search finds the highest rate of Rates this host carries on app's path (named path), new
 // connections: each step is accepted while no request failed, the rate got through (Carried) and
 // host CPU stayed under carriedCPU. When not even Rates' first is carried it tries Below, falling,
-// and settles on the first carried (or Below's last). logf receives one line per step.
-func Search(ctx context.Context, l Loader, app, path string, o Options, logf func(string, ...any)) (*report.RateSearch, error) {
+// and settles on the first carried (or Below's last). x's Logf receives one line per step.
+func Search(ctx context.Context, x *expctx.Context, l Loader, app, path string) (*report.RateSearch, error) {
+	o, logf := x.Flags.Latency, x.Logf
 	rs := &report.RateSearch{Rule: fmt.Sprintf("%s steps of %s new connections, rising from %g QPS (falling to %g where that is not carried); accepted while host CPU < %.0f%% and at least %.0f%% of the rate got through",
 		probeStep, path, Rates[0], Below[len(Below)-1], 100*carriedCPU, 100*carriedShare)}
 	step := func(rate float64) (bool, error) {
@@ -111,8 +106,10 @@ func Search(ctx context.Context, l Loader, app, path string, o Options, logf fun
 }
 
 // Run drives one fortio run of load at rate (new connections when conns says so) and turns its
-// result into a report row for path.
-func Run(ctx context.Context, l Loader, rate float64, load probe.Load, path, conns string, o Options) (report.LatencyRun, error) {
+// result into a report row for path, as x's latency flags say (-latency.duration, -connections,
+// -payload; -latency.floor-duration for a run straight at the server).
+func Run(ctx context.Context, x *expctx.Context, l Loader, rate float64, load probe.Load, path, conns string) (report.LatencyRun, error) {
+	o := x.Flags.Latency
 	load.Duration, load.Connections, load.Payload = o.Duration, o.Connections, o.Payload
 	if load.Direct {
 		load.Duration = o.FloorDuration

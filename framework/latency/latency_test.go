@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
@@ -39,7 +40,7 @@ func (h *host) Load(_ context.Context, l probe.Load) (*probe.LoadResult, error) 
 
 func TestSearchStopsAtTheFirstRateNotCarried(t *testing.T) {
 	h := &host{limit: 200}
-	rs, err := Search(context.Background(), h, "echo-remote", report.PathCrossCluster, Options{Connections: 16, Payload: 1024}, t.Logf)
+	rs, err := Search(context.Background(), flags(t, expctx.Latency{Connections: 16, Payload: 1024}), h, "echo-remote", report.PathCrossCluster)
 	require.NoError(t, err)
 	assert.Equal(t, 200.0, rs.QPS)
 	require.Len(t, rs.Steps, 4, "50, 100, 200 carried, 400 not")
@@ -50,7 +51,7 @@ func TestSearchStopsAtTheFirstRateNotCarried(t *testing.T) {
 		assert.Equal(t, "echo-remote", l.App)
 	}
 
-	rs, err = Search(context.Background(), &host{limit: 0}, "echo-remote", report.PathCrossCluster, Options{Connections: 16}, t.Logf)
+	rs, err = Search(context.Background(), flags(t, expctx.Latency{Connections: 16}), &host{limit: 0}, "echo-remote", report.PathCrossCluster)
 	require.NoError(t, err)
 	assert.Equal(t, 10.0, rs.QPS, "nothing carried: the lowest rate, and the runs say they were saturated")
 	require.Len(t, rs.Steps, 3, "50, then 20 and 10")
@@ -59,7 +60,7 @@ func TestSearchStopsAtTheFirstRateNotCarried(t *testing.T) {
 // A host that cannot carry the first rate (kind on two cores) gets a lower one, not a saturated run.
 func TestSearchFallsBelowTheFirstRate(t *testing.T) {
 	h := &host{limit: 30}
-	rs, err := Search(context.Background(), h, "echo-remote", report.PathCrossCluster, Options{Connections: 4}, t.Logf)
+	rs, err := Search(context.Background(), flags(t, expctx.Latency{Connections: 4}), h, "echo-remote", report.PathCrossCluster)
 	require.NoError(t, err)
 	assert.Equal(t, 20.0, rs.QPS)
 	require.Len(t, rs.Steps, 2, "50 not carried, 20 carried, 10 not tried")
@@ -70,13 +71,13 @@ func TestSearchFallsBelowTheFirstRate(t *testing.T) {
 
 func TestRunTurnsFortioIntoARow(t *testing.T) {
 	h := &host{limit: 1000}
-	o := Options{Duration: 3 * time.Second, FloorDuration: time.Second, Connections: 16, Payload: 1024}
-	row, err := Run(context.Background(), h, 100, probe.Load{App: "echo-local"}, report.PathLocal, report.ConnReused, o)
+	x := flags(t, expctx.Latency{Duration: 3 * time.Second, FloorDuration: time.Second, Connections: 16, Payload: 1024})
+	row, err := Run(context.Background(), x, h, 100, probe.Load{App: "echo-local"}, report.PathLocal, report.ConnReused)
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, row.P50Ms)
 	assert.False(t, h.loads[0].NewConnections)
 	assert.Equal(t, 3*time.Second, h.loads[0].Duration)
-	_, err = Run(context.Background(), h, 100, probe.Load{Direct: true}, "floor", report.ConnNew, o)
+	_, err = Run(context.Background(), x, h, 100, probe.Load{Direct: true}, "floor", report.ConnNew)
 	require.NoError(t, err)
 	assert.Equal(t, time.Second, h.loads[1].Duration, "the harness floor runs for its own duration")
 	assert.True(t, h.loads[1].NewConnections)
@@ -87,4 +88,9 @@ func TestStarved(t *testing.T) {
 	assert.False(t, Starved(ok, 50, 16))
 	assert.True(t, Starved(report.LatencyRun{QPS: 43.2, DurationSeconds: 2, HostCPUBusy: 0.95}, 50, 16), "a busy host")
 	assert.True(t, Starved(report.LatencyRun{QPS: 30, DurationSeconds: 2, HostCPUBusy: 0.5}, 50, 16), "short of the rate")
+}
+
+// flags is the experiment context of a run with latency flags l.
+func flags(t *testing.T, l expctx.Latency) *expctx.Context {
+	return &expctx.Context{Flags: &expctx.Options{Latency: l}, Logf: t.Logf}
 }

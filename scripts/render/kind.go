@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/metallb"
 	"github.com/ambientmc/ambientmc/framework/provider/kind"
 	"github.com/ambientmc/ambientmc/topology"
@@ -25,7 +26,7 @@ func kindNetwork(o *options) (dockerhost.Network, string, error) {
 	if o.kindSubnetSet {
 		p, err := netip.ParsePrefix(o.kindSubnet)
 		if err != nil {
-			return dockerhost.Network{}, "", fmt.Errorf("-kind.subnet=%s: %v (want a CIDR such as %s)", o.kindSubnet, err, kind.DefaultNetworkSubnet)
+			return dockerhost.Network{}, "", fmt.Errorf("-kind.subnet=%s: %v (want a CIDR such as %s)", o.kindSubnet, err, kindconfig.DefaultNetworkSubnet)
 		}
 		return dockerhost.Network{Subnet: p.Masked()}, "given by -kind.subnet", nil
 	}
@@ -43,7 +44,7 @@ func kindNetwork(o *options) (dockerhost.Network, string, error) {
 		return net, "docker network inspect " + name, nil
 	}
 	net, err := d.Network(ctx, name)
-	fallback := dockerhost.Network{Subnet: netip.MustParsePrefix(kind.DefaultNetworkSubnet)}
+	fallback := dockerhost.Network{Subnet: netip.MustParsePrefix(kindconfig.DefaultNetworkSubnet)}
 	switch {
 	case err == nil:
 		return net, "docker network inspect " + name, nil
@@ -54,14 +55,15 @@ func kindNetwork(o *options) (dockerhost.Network, string, error) {
 	}
 }
 
-// writeKindConfig writes cluster c's kind config (kind.Config: its own pod and service subnets,
-// kubeadm patches for the node image) and its MetalLB pool into dir. It returns the paths written.
+// writeKindConfig writes cluster c's kind config (kindconfig.Config: its own pod and service
+// subnets, kubeadm patches for the node image) and its MetalLB pool into dir. It returns the paths
+// written.
 func writeKindConfig(c topology.Cluster, dir, image string, pool netip.Prefix) ([]string, error) {
-	cfg, err := kind.Config(c, kind.Options{Image: image})
+	cfg, err := kindconfig.Config(c, kindconfig.Node{Image: image})
 	if err != nil {
 		return nil, err
 	}
-	data, err := kind.ConfigYAML(cfg)
+	data, err := kindconfig.ConfigYAML(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +88,8 @@ func kindPools(t *topology.Topology, net dockerhost.Network) ([]netip.Prefix, er
 	for _, tc := range t.Clusters {
 		maxIndex = max(maxIndex, tc.Index)
 	}
-	if err := kind.CheckPlan(net, maxIndex); err != nil {
+	if err := kindconfig.CheckPlan(net, maxIndex); err != nil {
 		return nil, err
 	}
-	return kind.Pools(net, maxIndex)
+	return kindconfig.Pools(net, maxIndex)
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
-	"github.com/ambientmc/ambientmc/framework/provider/kind"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 )
 
 // TestRenderKindTenClusters is the done-when line: -provider=kind -clusters=10 writes kind configs
@@ -36,9 +36,9 @@ func TestRenderKindTenClusters(t *testing.T) {
 		dir := filepath.Join(out, name)
 		data, err := os.ReadFile(filepath.Join(dir, "kind-config.yaml"))
 		require.NoError(t, err)
-		cfg, err := kind.DecodeConfig(data)
+		cfg, err := kindconfig.DecodeConfig(data)
 		require.NoError(t, err, "%s: strict v1alpha4", name)
-		assert.Equal(t, kind.KindName(name), cfg.Name)
+		assert.Equal(t, kindconfig.KindName(name), cfg.Name)
 		assert.Contains(t, cfg.KubeadmConfigPatches[0], "apiVersion: kubeadm.k8s.io/v1beta4", "the default v1.37 image takes v1beta4")
 		ranges = append(ranges, netip.MustParsePrefix(cfg.Networking.PodSubnet), netip.MustParsePrefix(cfg.Networking.ServiceSubnet))
 		for _, o := range decode(t, filepath.Join(dir, "metallb-pool.yaml")) {
@@ -63,7 +63,7 @@ func TestRenderKindTenClusters(t *testing.T) {
 			}
 		}
 	}
-	kindNet := netip.MustParsePrefix(kind.DefaultNetworkSubnet)
+	kindNet := netip.MustParsePrefix(kindconfig.DefaultNetworkSubnet)
 	for _, p := range pools {
 		assert.True(t, kindNet.Contains(p.Addr()), "pool %s inside the kind network %s", p, kindNet)
 	}

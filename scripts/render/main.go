@@ -18,9 +18,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/pki"
-	"github.com/ambientmc/ambientmc/framework/provider/kind"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -58,8 +58,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.platform, "istio.platform", "", "kube: Istio's platform settings ("+strings.Join(install.Platforms(), ", ")+"), as istioctl install applies them; empty for none")
 	fs.StringVar(&o.out, "out", filepath.Join("_output", "render"), "output directory; each cluster gets a subdirectory")
 	fs.BoolVar(&o.cacerts, "cacerts", false, "also write each cluster's istio-system/cacerts Secret, private key included, from a throwaway root CA")
-	fs.StringVar(&o.kindImage, "kind.image", kind.DefaultImage, "kind: node image (its tag's Kubernetes version picks the kubeadm patch API)")
-	fs.StringVar(&o.kindSubnet, "kind.subnet", kind.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (default: the live network's, read with docker network inspect kind, else this value)")
+	fs.StringVar(&o.kindImage, "kind.image", kindconfig.DefaultImage, "kind: node image (its tag's Kubernetes version picks the kubeadm patch API)")
+	fs.StringVar(&o.kindSubnet, "kind.subnet", kindconfig.DefaultNetworkSubnet, "kind: the kind docker network's subnet the MetalLB pools are cut from (default: the live network's, read with docker network inspect kind, else this value)")
 	fs.BoolVar(&o.createNetwork, "kind.create-network", false, "kind: create the kind docker network first if it does not exist, as kind's first create would, so the pools come from the subnet Docker gives it")
 	fs.BoolVar(&o.probes, "probes", true, "also render the probe workloads (fortio client in the first cluster, echo servers in the first two)")
 	if err := fs.Parse(args); err != nil {
@@ -88,7 +88,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		if o.platform != "" {
 			return nil, fmt.Errorf("-istio.platform=%s: kind clusters need no platform settings; drop the flag, or render for -provider=kube", o.platform)
 		}
-		if _, err := kind.KubeadmAPIVersion(o.kindImage); err != nil {
+		if _, err := kindconfig.KubeadmAPIVersion(o.kindImage); err != nil {
 			return nil, err
 		}
 	}

@@ -8,17 +8,17 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/churn"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 // Every window of the sweep plus its drain and samples, after a fresh istiod and every join;
 // trimmed to one rate in half as long windows when the plan does not fit.
-var _ = planned.Add("TestChurn", nil, func(in options.PlanIn) plan.Item {
+var _ = planned.Add("TestChurn", nil, func(in experiment.PlanIn) plan.Item {
 	c := &in.O.Churn
 	fixed := in.Restart + 1 + float64(in.Remotes)*0.9 + 2 // fresh istiod, watcher, every join, the finding
-	length := func(ch options.Churn) float64 {
+	length := func(ch expctx.Churn) float64 {
 		windows := ch.Windows(in.Remotes > 0)
 		per := ch.Duration.Seconds() + 1.6
 		if len(ch.Percents) > 0 {
@@ -30,17 +30,17 @@ var _ = planned.Add("TestChurn", nil, func(in options.PlanIn) plan.Item {
 		}
 		return fixed + float64(windows)*per
 	}
-	detail := func(ch options.Churn) string {
-		return fmt.Sprintf("%d windows of %s (rates %s pods/s)", ch.Windows(in.Remotes > 0), ch.Duration, options.JoinFloats(ch.Rates))
+	detail := func(ch expctx.Churn) string {
+		return fmt.Sprintf("%d windows of %s (rates %s pods/s)", ch.Windows(in.Remotes > 0), ch.Duration, expctx.JoinFloats(ch.Rates))
 	}
-	it := plan.Item{Expected: options.S(length(*c)), Detail: detail(*c)}
+	it := plan.Item{Expected: experiment.S(length(*c)), Detail: detail(*c)}
 	if len(c.Rates) > 1 || c.Duration > 5*time.Second {
 		it.Trim = func() (plan.Item, string) {
 			full := *c
 			c.Rates, c.Duration = c.Rates[len(c.Rates)-1:], max(5*time.Second, c.Duration/2)
-			return plan.Item{Name: "TestChurn", Expected: options.S(length(*c)), Detail: detail(*c)},
+			return plan.Item{Name: "TestChurn", Expected: experiment.S(length(*c)), Detail: detail(*c)},
 				fmt.Sprintf("TestChurn trimmed to fit -timeout: rates %s pods/s in %s windows instead of -churn.rates=%s -churn.duration=%s; raise -timeout for the full sweep (make e2e runs it)",
-					options.JoinFloats(c.Rates), c.Duration, options.JoinFloats(full.Rates), full.Duration)
+					expctx.JoinFloats(c.Rates), c.Duration, expctx.JoinFloats(full.Rates), full.Duration)
 		}
 	}
 	return it

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/plan"
 )
@@ -24,8 +24,8 @@ import (
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Reading each cluster's version and nodes.
-var _ = planned.Add("TestClusters", nil, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(0.15 * float64(in.N)), Detail: fmt.Sprintf("%d clusters", in.N)}
+var _ = planned.Add("TestClusters", nil, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(0.15 * float64(in.N)), Detail: fmt.Sprintf("%d clusters", in.N)}
 })
 
 // TestClusters checks what every later suite relies on: each cluster serves the API through its
@@ -89,8 +89,8 @@ func TestClusters(t *testing.T) {
 }
 
 // Every cluster reads every other's objects.
-var _ = planned.Add("TestClustersAreIndependent", nil, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(0.005 * float64(in.N*in.N)), Detail: fmt.Sprintf("%d x %d reads", in.N, in.N)}
+var _ = planned.Add("TestClustersAreIndependent", nil, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(0.005 * float64(in.N*in.N)), Detail: fmt.Sprintf("%d x %d reads", in.N, in.N)}
 })
 
 // TestClustersAreIndependent creates an object in each cluster and checks no other cluster sees it.

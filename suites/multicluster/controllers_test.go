@@ -10,13 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ambientmc/ambientmc/framework/clustercheck"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
 )
 
-var _ = planned.Add("TestClustersRunControllers", nil, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(7 + 0.25*float64(in.N)),
+var _ = planned.Add("TestClustersRunControllers", nil, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(7 + 0.25*float64(in.N)),
 		Detail: fmt.Sprintf("EndpointSlices, a Deployment's pods, a namespace's deletion in %d clusters at once", in.N)}
 })
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -16,7 +16,7 @@ import (
 
 // A fresh istiod and a baseline, then every join, for each sequence; the probes where they run (the
 // join suite starts them, for any test order).
-var _ = planned.Add("TestControlPlaneJoin", nil, func(in options.PlanIn) plan.Item {
+var _ = planned.Add("TestControlPlaneJoin", nil, func(in experiment.PlanIn) plan.Item {
 	probes := 0.0
 	if in.DataPlaneRuns {
 		probes = in.DataPlane
@@ -29,7 +29,7 @@ var _ = planned.Add("TestControlPlaneJoin", nil, func(in options.PlanIn) plan.It
 	if repeats > 1 {
 		d = fmt.Sprintf("%d sequences of %s, each on a fresh istiod", repeats, d)
 	}
-	return plan.Item{Expected: options.S(float64(repeats)*(in.Restart+6+in.Joins(in.Remotes)) + probes), Detail: d}
+	return plan.Item{Expected: experiment.S(float64(repeats)*(in.Restart+6+in.Joins(in.Remotes)) + probes), Detail: d}
 })
 
 // TestControlPlaneJoin reproduces the control-plane half of Istio's published ambient multicluster
@@ -49,8 +49,8 @@ func TestControlPlaneJoin(t *testing.T) {
 
 // Right after the join suite (go test's default order) it keeps that istiod, which has held only
 // the clusters it still holds; in another order it pays a restart and the joins too.
-var _ = planned.Add("TestControlPlaneLeave", nil, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(1 + float64(in.Remotes)*(0.4+in.Pods/4000*3)),
+var _ = planned.Add("TestControlPlaneLeave", nil, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(1 + float64(in.Remotes)*(0.4+in.Pods/4000*3)),
 		Detail: fmt.Sprintf("%d leaves (after the join suite: its istiod, kept)", in.Remotes)}
 })
 

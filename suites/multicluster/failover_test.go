@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -15,8 +15,8 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-var _ = planned.Add("TestFailover", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}
+var _ = planned.Add("TestFailover", experiment.DataPlaneNeeds, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(in.DataPlane + 2), Detail: "failover and failback at 100 requests/s"}
 })
 
 // TestFailover: echo-failover has endpoints in the client's cluster and one other and PreferClose,

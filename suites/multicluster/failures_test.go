@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/join"
 	"github.com/ambientmc/ambientmc/framework/kubeconfig"
@@ -22,8 +22,8 @@ import (
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-var _ = planned.Add("TestJoinFailurePaths", nil, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(in.Restart + 4), Detail: "at once: an unreachable remote (5s wait), a join timeout, a killed istiod"}
+var _ = planned.Add("TestJoinFailurePaths", nil, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(in.Restart + 4), Detail: "at once: an unreachable remote (5s wait), a join timeout, a killed istiod"}
 })
 
 // TestJoinFailurePaths checks that what goes wrong during a join ends with a clear error naming the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/istiodcheck"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/subtest"
@@ -17,7 +17,7 @@ import (
 // restart). With -checks.controls each group runs again with its controls: the heap pair, the
 // isolated four (a failing control waits out its window, at least 10 s, beyond its check), each
 // data-plane check twice more (its restart control waits out the window too).
-var _ = planned.Add("TestIstiodProperties", []plan.Need[options.PlanIn]{options.NeedTwoClusters}, func(in options.PlanIn) plan.Item {
+var _ = planned.Add("TestIstiodProperties", []plan.Need[experiment.PlanIn]{experiment.NeedTwoClusters}, func(in experiment.PlanIn) plan.Item {
 	c := in.O.Checks.Clusters
 	if c == 0 || c > in.Remotes {
 		c = in.Remotes
@@ -36,7 +36,7 @@ var _ = planned.Add("TestIstiodProperties", []plan.Need[options.PlanIn]{options.
 		expected += max(memory, rotation) + max(midSync, truth) + floor + 2*traffic + restart + floor
 		detail += "; each with its controls"
 	}
-	return plan.Item{Expected: options.S(expected), Detail: detail}
+	return plan.Item{Expected: experiment.S(expected), Detail: detail}
 })
 
 // TestIstiodProperties asserts what a correct istiod does where the suites have met istiod faults.

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -17,14 +16,14 @@ import (
 
 // The rate search (2 s steps, typically four until one fails), four runs and two harness-floor
 // runs; only where the data plane runs.
-var _ = planned.Add("TestLatency", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
+var _ = planned.Add("TestLatency", experiment.DataPlaneNeeds, func(in experiment.PlanIn) plan.Item {
 	l := in.O.Latency
 	search, rate := 0.0, fmt.Sprintf("%g QPS", l.QPS)
 	if l.QPS == 0 {
 		search, rate = 4*2.1, "rate search"
 	}
 	one := func(d time.Duration) float64 { return d.Seconds() + 0.2 } // fortio's warm-up and teardown
-	return plan.Item{Expected: options.S(in.DataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
+	return plan.Item{Expected: experiment.S(in.DataPlane + search + 4*one(l.Duration) + 2*one(l.FloorDuration)),
 		Detail: fmt.Sprintf("%s, 4 runs of %s, 2 floor runs of %s", rate, l.Duration, l.FloorDuration)}
 })
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/ci"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 )
 
@@ -26,10 +26,10 @@ import (
 // of a run and what it is expected to take, from its own parameters. The plan leaves out, and
 // mc.Begin skips, a test whose needs the run lacks. A test of the suite's own parts (TestPlan...)
 // has none and needs no environment.
-var planned plan.Catalog[options.PlanIn]
+var planned plan.Catalog[experiment.PlanIn]
 
 // mc is the run every test reaches the environment, the mesh and the experiment's method through.
-var mc = experiment.New(options.Flags, &planned)
+var mc = experiment.New(expctx.Flags, &planned)
 
 func TestMain(m *testing.M) {
 	os.Exit(mc.Main(m, ci.New())) // ci: -gates, -baseline, junit.xml, profiles, metrics.csv, $ARTIFACTS

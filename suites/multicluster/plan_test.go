@@ -10,7 +10,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/env"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -22,17 +22,17 @@ import (
 // second.
 
 // planWith is the suite's plan for n clusters at scale with the flags args.
-func planWith(t *testing.T, n int, scale string, args ...string) (*options.Options, []plan.Item, []plan.Item) {
+func planWith(t *testing.T, n int, scale string, args ...string) (*expctx.Options, []plan.Item, []plan.Item) {
 	t.Helper()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	o := options.Register(fs)
+	o := expctx.Register(fs)
 	require.NoError(t, fs.Parse(args))
 	require.NoError(t, o.Validate())
 	topo, err := topology.Generate(n)
 	require.NoError(t, err)
 	sc, err := workload.Resolve(scale, 0, 0)
 	require.NoError(t, err)
-	steps, tests := o.Plan(env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: n}, &planned)
+	steps, tests := experiment.PlanOf(o, env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: n}, &planned)
 	return o, steps, tests
 }
 
@@ -127,18 +127,18 @@ func TestPlanLeavesOutWhatSkips(t *testing.T) {
 		why  string
 	}{
 		{env.PlanInput{Topology: topo, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: 1},
-			[]string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, options.NeedTwoIstiods.Skip},
+			[]string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, experiment.NeedTwoIstiods.Skip},
 		{env.PlanInput{Topology: topo, Scale: sc, Provider: "kube", DataPlane: report.DataPlaneNone, Istiods: 3},
-			[]string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, options.NeedDataPlane.Skip},
+			[]string{"TestLatency", "TestFailover", "TestDataPlaneSecurity"}, experiment.NeedDataPlane.Skip},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		o := options.Register(fs)
-		_, items := o.Plan(c.in, &planned)
+		o := expctx.Register(fs)
+		_, items := experiment.PlanOf(o, c.in, &planned)
 		for _, it := range items {
 			assert.NotContains(t, c.left, it.Name, "planned with %d istiods and data plane %s", c.in.Istiods, c.in.DataPlane)
 		}
 		for _, name := range c.left {
-			why, declared := planned.Unmet(name, o.PlanIn(c.in))
+			why, declared := planned.Unmet(name, experiment.PlanInOf(o, c.in))
 			assert.True(t, declared, name)
 			assert.Equal(t, c.why, why, "%s skips with the reason the plan left it out for", name)
 		}
@@ -147,11 +147,11 @@ func TestPlanLeavesOutWhatSkips(t *testing.T) {
 	require.NoError(t, err)
 	in := env.PlanInput{Topology: one, Scale: sc, Provider: "local", DataPlane: "emulated", Istiods: 1}
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	o := options.Register(fs)
-	_, items := o.Plan(in, &planned)
+	o := expctx.Register(fs)
+	_, items := experiment.PlanOf(o, in, &planned)
 	for _, it := range items {
 		assert.NotEqual(t, "TestIstiodProperties", it.Name, "planned at one cluster")
 	}
-	why, _ := planned.Unmet("TestIstiodProperties", o.PlanIn(in))
-	assert.Equal(t, options.NeedTwoClusters.Skip, why)
+	why, _ := planned.Unmet("TestIstiodProperties", experiment.PlanInOf(o, in))
+	assert.Equal(t, experiment.NeedTwoClusters.Skip, why)
 }

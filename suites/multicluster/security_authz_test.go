@@ -12,7 +12,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/cluster"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
@@ -21,8 +21,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/workload"
 )
 
-var _ = planned.Add("TestAuthorizationAcrossClusters", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(6), Detail: "an ALLOW for one caller of another cluster, on the client's network and across networks: applied, then removed"}
+var _ = planned.Add("TestAuthorizationAcrossClusters", experiment.DataPlaneNeeds, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(6), Detail: "an ALLOW for one caller of another cluster, on the client's network and across networks: applied, then removed"}
 })
 
 // policyWait bounds how long istiod takes to bring a policy change to the destination's ztunnel.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/emulator/dataplane/hbone"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
 	"github.com/ambientmc/ambientmc/framework/mesh"
 	"github.com/ambientmc/ambientmc/framework/pki"
 	"github.com/ambientmc/ambientmc/framework/plan"
@@ -20,8 +19,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/proc"
 )
 
-var _ = planned.Add("TestDataPlaneSecurity", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}
+var _ = planned.Add("TestDataPlaneSecurity", experiment.DataPlaneNeeds, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(1), Detail: "identities at every hop (on the probes the data-plane tests share)"}
 })
 
 // TestDataPlaneSecurity checks the identities every hop enforces, and that nothing listens

@@ -16,21 +16,21 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/ci"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/experiment/options"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
 
 var (
-	planned plan.Catalog[options.PlanIn]
-	mc      = experiment.New(options.Flags, &planned)
+	planned plan.Catalog[experiment.PlanIn]
+	mc      = experiment.New(expctx.Flags, &planned)
 )
 
 func TestMain(m *testing.M) { os.Exit(mc.Main(m, ci.New())) }
 
-var _ = planned.Add("TestJoin", []plan.Need[options.PlanIn]{options.NeedTwoClusters}, func(in options.PlanIn) plan.Item {
-	return plan.Item{Expected: options.S(in.Restart + 6 + in.Joins(in.Remotes) + in.DataPlane), Detail: fmt.Sprintf("baseline + %d joins", in.Remotes)}
+var _ = planned.Add("TestJoin", []plan.Need[experiment.PlanIn]{experiment.NeedTwoClusters}, func(in experiment.PlanIn) plan.Item {
+	return plan.Item{Expected: experiment.S(in.Restart + 6 + in.Joins(in.Remotes) + in.DataPlane), Detail: fmt.Sprintf("baseline + %d joins", in.Remotes)}
 })
 
 // TestJoin joins the other clusters to the observed one, one at a time, and measures what each
@@ -46,9 +46,9 @@ func TestJoin(t *testing.T) {
 	assert.Positive(t, cp.PerRemoteCluster.LiveHeapBytes.Value, "a remote cluster costs istiod live heap")
 }
 
-var _ = planned.Add("TestLatency", options.DataPlaneNeeds, func(in options.PlanIn) plan.Item {
+var _ = planned.Add("TestLatency", experiment.DataPlaneNeeds, func(in experiment.PlanIn) plan.Item {
 	runs := 4 * (in.O.Latency.Duration.Seconds() + 0.2)
-	return plan.Item{Expected: options.S(in.DataPlane + 4*2.1 + runs), Detail: "rate search, 4 runs"}
+	return plan.Item{Expected: experiment.S(in.DataPlane + 4*2.1 + runs), Detail: "rate search, 4 runs"}
 })
 
 // TestLatency calls a service in the client's cluster and one in the farthest other cluster (on

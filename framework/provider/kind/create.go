@@ -18,6 +18,8 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
+	"github.com/ambientmc/ambientmc/framework/kindnode"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -53,8 +55,8 @@ func (p *Provider) Create(ctx context.Context, t *topology.Topology) ([]*cluster
 		return nil, err
 	}
 	logs := p.CollectLogs()
-	if nr := (*notReadyError)(nil); errors.As(err, &nr) && logs != "" {
-		err = fmt.Errorf("%w%s", err, kubeletTail(logs, nr))
+	if nr := (*kindnode.NotReadyError)(nil); errors.As(err, &nr) && logs != "" {
+		err = fmt.Errorf("%w%s", err, kindnode.KubeletTail(logs, nr))
 	}
 	// With Keep the clusters stay: the teardown (Keep, Destroy) says how to remove them.
 	if !p.opts.Keep {
@@ -152,7 +154,7 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	if o.Image == "" {
 		o.Image = p.image()
 	}
-	cfg, err := Config(tc, o)
+	cfg, err := kindconfig.Config(tc, o.node())
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +165,11 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 		return nil, err
 	}
 	if o.Guarded {
-		env, err := NodeEnv(tc.Index, o.Subnet)
+		env, err := kindconfig.NodeEnv(tc.Index, o.Subnet)
 		if err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(NodeEnvPath(o.RunDir, tc.Name), []byte(env), 0o644); err != nil {
+		if err := os.WriteFile(kindconfig.NodeEnvPath(o.RunDir, tc.Name), []byte(env), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -223,11 +225,11 @@ func (p *Provider) createOne(ctx context.Context, tc topology.Cluster, port int)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitNodeReady(ctx, c, name, cpNode, p.opts.Wait, start.Add(p.opts.Wait)); err != nil {
+	if err := kindnode.WaitReady(ctx, c, name, cpNode, p.opts.Wait, start.Add(p.opts.Wait)); err != nil {
 		return nil, err
 	}
 	if o.Guarded {
-		if err := checkNode(ctx, c, nodes, cpNode, tc.Index); err != nil {
+		if err := kindnode.Check(ctx, c, nodes, cpNode, tc.Index); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}

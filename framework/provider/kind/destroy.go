@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 )
 
 // CollectLogs writes kind's logs of every created cluster to RunDir/logs/<name> (after a failed
@@ -85,9 +86,9 @@ func (p *Provider) Destroy(context.Context) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			err := p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, NamePrefix)))
+			err := p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, kindconfig.NamePrefix)))
 			if err != nil && p.thawNodes(n) {
-				err = p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, NamePrefix)))
+				err = p.kind.Delete(n, p.KubeconfigPath(strings.TrimPrefix(n, kindconfig.NamePrefix)))
 			}
 			mu.Lock()
 			defer mu.Unlock()

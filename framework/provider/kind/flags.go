@@ -11,6 +11,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/incluster"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/provider"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -66,7 +67,7 @@ func (f *flagValues) validate(im install.Images) error {
 		return fmt.Errorf("-kind.wait=%s: must be positive", f.wait)
 	}
 	if f.image != "" {
-		if _, err := KubeadmAPIVersion(f.image); err != nil {
+		if _, err := kindconfig.KubeadmAPIVersion(f.image); err != nil {
 			return err
 		}
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
-	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+
+	"github.com/ambientmc/ambientmc/framework/kindnode"
 )
 
 // loadArchives imports the emulated data plane's archive and every -kind.load archive into every
@@ -23,7 +23,7 @@ func (p *Provider) loadArchives(ctx context.Context, name string, ns []nodes.Nod
 				return err
 			}
 			start := time.Now()
-			if err := loadArchive(n, a); err != nil {
+			if err := kindnode.LoadArchive(n, a); err != nil {
 				return fmt.Errorf("loading %s into node %s: %w (save single-platform archives: docker image save --platform linux/amd64 -o FILE IMAGE)", a, n.String(), err)
 			}
 			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: loaded %s into %s in %.1fs\n", name, filepath.Base(a), n.String(), time.Since(start).Seconds())
@@ -38,15 +38,6 @@ func (p *Provider) archives() []string {
 		return p.opts.Load
 	}
 	return append([]string{p.opts.DataPlane}, p.opts.Load...)
-}
-
-func loadArchive(n nodes.Node, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return nodeutils.LoadImageArchive(n, f)
 }
 
 // freePorts returns n distinct free loopback ports for the API servers. kind's own choice

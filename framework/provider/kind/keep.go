@@ -15,6 +15,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/bins"
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 )
 
 // -keep: kind's clusters are containers, so they outlive the test process, and so do their
@@ -99,7 +100,7 @@ func (p *Provider) writeKept(dir string, st keptState) (cluster.Kept, error) {
 		return kept, err
 	}
 	for _, n := range st.Clusters {
-		name := strings.TrimPrefix(n, NamePrefix)
+		name := strings.TrimPrefix(n, kindconfig.NamePrefix)
 		kc := cluster.KeptCluster{Name: name}
 		if data, err := os.ReadFile(p.KubeconfigPath(name)); err == nil {
 			kc.Kubeconfig = filepath.Join(dir, name, "kubeconfig")

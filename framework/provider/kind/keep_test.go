@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,7 +66,7 @@ func TestKeepLeavesClustersWithWhatTheirRemovalNeedsFakeDocker(t *testing.T) {
 	require.NoError(t, removeKept(context.Background(), dir, Options{Log: f.log, Kind: f.kind, Docker: f.docker}, root))
 	assert.ElementsMatch(t, []string{"ambientmc-cluster-1", "ambientmc-cluster-2"}, f.kind.deletes)
 	for i, kc := range f.kind.deleteKubeconfigs {
-		assert.Equal(t, filepath.Join(dir, f.kind.deletes[i][len(NamePrefix):], "kubeconfig"), kc, "kind's delete edits the kept kubeconfig, never ~/.kube/config")
+		assert.Equal(t, filepath.Join(dir, f.kind.deletes[i][len(kindconfig.NamePrefix):], "kubeconfig"), kc, "kind's delete edits the kept kubeconfig, never ~/.kube/config")
 	}
 	assert.Equal(t, 0, f.kind.alive())
 	assert.Equal(t, []string{f.p.netName}, f.docker.removed)

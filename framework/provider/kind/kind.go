@@ -17,6 +17,8 @@ import (
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
+	"github.com/ambientmc/ambientmc/framework/kindnode"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -94,6 +96,11 @@ type Options struct {
 	InCluster InCluster
 }
 
+// node is what kindconfig.Config reads of the options.
+func (o Options) node() kindconfig.Node {
+	return kindconfig.Node{Image: o.Image, CgroupV1: o.CgroupV1, Guarded: o.Guarded, RunDir: o.RunDir}
+}
+
 // The optional capabilities the kind provider offers (framework/cluster/seam.go).
 var _ cluster.Keeper = (*Provider)(nil)
 
@@ -105,7 +112,7 @@ type Provider struct {
 	host   Host
 	// lb installs MetalLB with a pool into a ready cluster.
 	lb func(ctx context.Context, c *cluster.Cluster, pool netip.Prefix) error
-	// reach checks this host routes to a node's API server (reachable).
+	// reach checks this host routes to a node's API server (kindnode.Reachable).
 	reach func(ctx context.Context, ip string) error
 
 	mu      sync.Mutex
@@ -157,7 +164,7 @@ func New(o Options) *Provider {
 		p.host = *o.Host
 	}
 	p.lb = p.installMetalLB
-	p.reach = reachable
+	p.reach = kindnode.Reachable
 	return p
 }
 
@@ -184,7 +191,7 @@ func (p *Provider) image() string {
 }
 
 // capabilities: the address plan has room for 50 primaries.
-var capabilities = topology.Capabilities{Provider: Name, MaxClusters: MaxClusters, MaxClustersReason: maxClustersReason}
+var capabilities = topology.Capabilities{Provider: Name, MaxClusters: kindconfig.MaxClusters, MaxClustersReason: kindconfig.MaxClustersReason}
 
 // ControlPlane, Gateways and Probes are the in-cluster part's, over the kind clusters.
 func (p *Provider) ControlPlane() cluster.ControlPlane {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/metallb"
 )
 
@@ -17,14 +18,14 @@ func (p *Provider) loadBalancers(ctx context.Context, cs []*cluster.Cluster) err
 	p.mu.Lock()
 	net := p.net
 	p.mu.Unlock()
-	if err := CheckPlan(net, len(cs)); err != nil {
+	if err := kindconfig.CheckPlan(net, len(cs)); err != nil {
 		return err
 	}
 	maxIndex := 0
 	for _, c := range cs {
 		maxIndex = max(maxIndex, c.Index)
 	}
-	pools, err := Pools(net, maxIndex)
+	pools, err := kindconfig.Pools(net, maxIndex)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,6 @@ package kind
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"strings"
-
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
@@ -44,31 +39,4 @@ func (p *Provider) neededImages(ctx context.Context) ([]string, error) {
 		out = append(out, install.DefaultProbeImage) // the probe pods
 	}
 	return out, nil
-}
-
-// archiveTags are the image names a docker archive holds (its manifest.json's RepoTags).
-func archiveTags(path string) ([]string, error) {
-	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
-	if err != nil {
-		return nil, fmt.Errorf("reading the archive's manifest.json: %w (write one with docker image save)", err)
-	}
-	var out []string
-	for _, d := range m {
-		for _, t := range d.RepoTags {
-			out = append(out, normalizeRef(t))
-		}
-	}
-	return out, nil
-}
-
-// normalizeRef spells a Docker Hub name in full, as the node's containerd stores it.
-func normalizeRef(ref string) string {
-	first, _, found := strings.Cut(ref, "/")
-	if !found || (!strings.ContainsAny(first, ".:") && first != "localhost") {
-		if !found {
-			ref = "library/" + ref
-		}
-		return "docker.io/" + ref
-	}
-	return ref
 }

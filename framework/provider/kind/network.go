@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 )
 
 // The LoadBalancer pools are cut from the kind docker network's IPv4 subnet, so that subnet must be
@@ -45,9 +46,9 @@ func EnsureNetwork(ctx context.Context, d dockerhost.Docker) (net dockerhost.Net
 // checkPools says whether net has room for the pools of every cluster index up to maxIndex, and
 // keeps clear of the clusters' pod and service subnets.
 func checkPools(net dockerhost.Network, maxIndex int) error {
-	if err := CheckPlan(net, maxIndex); err != nil {
+	if err := kindconfig.CheckPlan(net, maxIndex); err != nil {
 		return err
 	}
-	_, err := Pools(net, maxIndex)
+	_, err := kindconfig.Pools(net, maxIndex)
 	return err
 }

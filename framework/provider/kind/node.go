@@ -1,127 +1,29 @@
 package kind
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
-	"strings"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
+	"github.com/ambientmc/ambientmc/framework/kindnode"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
-// reachable checks that this host routes to a node's API server before the run depends on it
-// (Docker Desktop, for one, does not route to container addresses).
-func reachable(ctx context.Context, ip string) error {
-	d := net.Dialer{Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, "6443"))
-	if err != nil {
-		return fmt.Errorf("this host cannot reach the node's API server at %s:6443 (%v): the framework reaches every cluster at its node's address on the run's docker network, which needs Docker on Linux", ip, err)
-	}
-	return conn.Close()
-}
-
-// nodeOutput runs a shell command in a node and returns its stdout.
-func nodeOutput(n nodes.Node, script string) (string, error) {
-	var out, errOut bytes.Buffer
-	if err := n.Command("sh", "-c", script).SetStdout(&out).SetStderr(&errOut).Run(); err != nil {
-		return "", fmt.Errorf("%s: %w: %s", n.String(), err, strings.TrimSpace(errOut.String()))
-	}
-	return out.String(), nil
-}
-
-func findNode(ns []nodes.Node, name string) (nodes.Node, error) {
-	for _, n := range ns {
-		if n.String() == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("no node %s", name)
-}
-
-// podCIDRWait bounds the wait for node IPAM's range.
-const podCIDRWait = time.Minute
-
-// checkNode checks what the framework's node image promises: the egress guard was in place
-// before kubelet started, and node IPAM gave the node the pod range its CNI hands out.
-func checkNode(ctx context.Context, c *cluster.Cluster, ns []nodes.Node, name string, index int) error {
-	n, err := findNode(ns, name)
-	if err != nil {
-		return err
-	}
-	out, err := nodeOutput(n, "iptables -w -S AMBIENTMC-EGRESS; echo ---; cat /run/ambientmc-guard-applied; systemctl show kubelet --timestamp=unix -p ExecMainStartTimestamp")
-	if err != nil {
-		return fmt.Errorf("reading the egress guard: %w", err)
-	}
-	if err := guardInPlace(out); err != nil {
-		return err
-	}
-	want, err := NodeRange(index)
-	if err != nil {
-		return err
-	}
-	// The node is Ready before the controller-manager's node IPAM has always given it a range: an
-	// empty one is waited for (a loaded host took longer than the Ready wait), a wrong one is not.
-	var node *corev1.Node
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, podCIDRWait, true, func(ctx context.Context) (bool, error) {
-		node, err = c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return node.Spec.PodCIDR != "", nil
-	})
-	if err != nil && node == nil {
-		return err
-	}
-	if node.Spec.PodCIDR != want.String() {
-		return fmt.Errorf("node IPAM gave node %s the pod range %q, but its CNI configuration hands out %s: pods would get addresses other nodes route elsewhere", name, node.Spec.PodCIDR, want)
-	}
-	return nil
-}
-
-// guardInPlace reads `iptables -S AMBIENTMC-EGRESS`, the guard's timestamp and kubelet's start
-// (checkNode's script): the chain must end in a REJECT and the guard must predate kubelet.
-func guardInPlace(out string) error {
-	rules, stamps, _ := strings.Cut(out, "---")
-	lines := strings.Split(strings.TrimSpace(rules), "\n")
-	if last := lines[len(lines)-1]; !strings.Contains(last, "-j REJECT") || strings.Contains(last, "-d ") {
-		return fmt.Errorf("the egress guard's chain AMBIENTMC-EGRESS does not end in a REJECT of everything else:\n%s", rules)
-	}
-	f := strings.Fields(stamps)
-	if len(f) != 2 {
-		return fmt.Errorf("cannot read when the egress guard and kubelet started: %q", stamps)
-	}
-	guard, err1 := strconv.ParseFloat(f[0], 64)
-	kubelet, err2 := strconv.ParseFloat(strings.TrimPrefix(strings.TrimPrefix(f[1], "ExecMainStartTimestamp="), "@"), 64)
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("cannot read when the egress guard and kubelet started: %q", stamps)
-	}
-	if guard >= kubelet {
-		return fmt.Errorf("the egress guard was applied at %.3f, after kubelet started at %.0f", guard, kubelet)
-	}
-	return nil
-}
-
-// routeSharedNetworks joins the nodes of clusters that share a network with a tunnel (tunnel.go)
-// and proves it carries traffic before any workload depends on it.
+// routeSharedNetworks joins the nodes of clusters that share a network with a tunnel
+// (kindnode.TunnelScript) and proves it carries traffic before any workload depends on it.
 func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluster) error {
 	type member struct {
 		c   *cluster.Cluster
 		n   nodes.Node
-		end tunnelEnd
+		end kindnode.TunnelEnd
 	}
 	var ms []member
 	for _, c := range cs {
-		ns, err := p.kind.ListInternalNodes(KindName(c.Name))
+		ns, err := p.kind.ListInternalNodes(kindconfig.KindName(c.Name))
 		if err != nil {
 			return err
 		}
@@ -129,7 +31,7 @@ func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluste
 		if err != nil {
 			return err
 		}
-		n, err := findNode(ns, name)
+		n, err := kindnode.Find(ns, name)
 		if err != nil {
 			return err
 		}
@@ -137,18 +39,18 @@ func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluste
 		if err != nil {
 			return fmt.Errorf("node %s: address %q: %w", name, ip, err)
 		}
-		pods, err := PodSubnet(c.Index)
+		pods, err := kindconfig.PodSubnet(c.Index)
 		if err != nil {
 			return err
 		}
-		svcs, err := ServiceSubnet(c.Index)
+		svcs, err := kindconfig.ServiceSubnet(c.Index)
 		if err != nil {
 			return err
 		}
-		ms = append(ms, member{c, n, tunnelEnd{index: c.Index, nodeIP: addr, pods: pods, svcs: svcs}})
+		ms = append(ms, member{c, n, kindnode.TunnelEnd{Index: c.Index, NodeIP: addr, Pods: pods, Services: svcs}})
 	}
-	peersOf := func(a member) []tunnelEnd {
-		var out []tunnelEnd
+	peersOf := func(a member) []kindnode.TunnelEnd {
+		var out []kindnode.TunnelEnd
 		for _, b := range ms {
 			if a.c.Name != b.c.Name && topology.RelationOf(a.c.Cluster, b.c.Cluster) == topology.SameNetwork {
 				out = append(out, b.end)
@@ -158,7 +60,7 @@ func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluste
 	}
 	for _, a := range ms {
 		if peers := peersOf(a); len(peers) > 0 {
-			if _, err := nodeOutput(a.n, tunnelScript(a.end, peers)); err != nil {
+			if _, err := kindnode.Output(a.n, kindnode.TunnelScript(a.end, peers)); err != nil {
 				return fmt.Errorf("the tunnel between clusters of network %s: %w", a.c.Network, err)
 			}
 		}
@@ -168,10 +70,10 @@ func (p *Provider) routeSharedNetworks(ctx context.Context, cs []*cluster.Cluste
 		if len(peers) == 0 {
 			continue
 		}
-		if _, err := nodeOutput(a.n, tunnelCheckScript(peers, kubeletPort)); err != nil {
+		if _, err := kindnode.Output(a.n, kindnode.TunnelCheckScript(peers, kindnode.KubeletPort)); err != nil {
 			return fmt.Errorf("the tunnel between clusters of network %s carries no traffic: %w", a.c.Network, err)
 		}
-		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: reaches the pod and service ranges of the %d other cluster(s) on its network %s through %s\n", a.c.Name, len(peers), a.c.Network, tunnelDevice)
+		fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: reaches the pod and service ranges of the %d other cluster(s) on its network %s through %s\n", a.c.Name, len(peers), a.c.Network, kindnode.TunnelDevice)
 	}
 	return ctx.Err()
 }
@@ -186,34 +88,13 @@ func (p *Provider) guardCounters(names []string) []string {
 			continue
 		}
 		for _, n := range ns {
-			s, err := nodeOutput(n, "iptables -w -L AMBIENTMC-EGRESS -nvx; iptables -w -L INPUT -nvx")
+			s, err := kindnode.Output(n, "iptables -w -L AMBIENTMC-EGRESS -nvx; iptables -w -L INPUT -nvx")
 			if err != nil {
 				out = append(out, fmt.Sprintf("%s: %v", n.String(), err))
 				continue
 			}
-			out = append(out, n.String()+": "+summarizeGuard(s))
+			out = append(out, n.String()+": "+kindnode.SummarizeGuard(s))
 		}
 	}
 	return out
-}
-
-// summarizeGuard reads `iptables -L -nvx` of the guard's chain and INPUT into one line.
-func summarizeGuard(s string) string {
-	var dns, other int64
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || f[2] != "REJECT" {
-			continue
-		}
-		pkts, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		if f[8] == "127.0.0.8/29" {
-			dns += pkts
-		} else if f[8] == "0.0.0.0/0" {
-			other += pkts
-		}
-	}
-	return fmt.Sprintf("egress guard rejected %d packets to Docker's DNS and %d to other addresses beyond this host", dns, other)
 }

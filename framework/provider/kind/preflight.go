@@ -13,6 +13,8 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
+	"github.com/ambientmc/ambientmc/framework/kindnode"
 	"github.com/ambientmc/ambientmc/framework/measure"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -59,11 +61,11 @@ func (p *Provider) Preflight(ctx context.Context, t *topology.Topology) error {
 	if p.opts.Istio.Hub == "" || p.opts.Istio.Tag == "" {
 		fail("istio images: -istio.hub and -istio.tag are required with -provider=kind (e.g. -istio.hub=registry.istio.io/testing -istio.tag=1.31-dev): the kind clusters run real istiod, ztunnel and gateway images")
 	}
-	if _, err := KubeadmAPIVersion(p.image()); err != nil {
+	if _, err := kindconfig.KubeadmAPIVersion(p.image()); err != nil {
 		fail("%v", err)
 	} else {
 		for _, c := range t.Clusters {
-			if _, err := Config(c, p.opts); err != nil {
+			if _, err := kindconfig.Config(c, p.opts.node()); err != nil {
 				fail("%v", err)
 			}
 		}
@@ -136,7 +138,7 @@ func (p *Provider) checkDocker(ctx context.Context, t *topology.Topology, ok, fa
 		return
 	}
 	for _, c := range t.Clusters {
-		name := KindName(c.Name)
+		name := kindconfig.KindName(c.Name)
 		switch dir := keptBy(name); {
 		case !slices.Contains(existing, name):
 		case dir != "":
@@ -209,7 +211,7 @@ func (p *Provider) checkNodeImage(ctx context.Context, ok, fail func(string, ...
 		have[r] = true
 	}
 	for _, a := range p.archives() {
-		tags, err := archiveTags(a)
+		tags, err := kindnode.ArchiveTags(a)
 		if err != nil {
 			if a == p.opts.DataPlane {
 				continue // said above

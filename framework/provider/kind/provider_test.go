@@ -18,6 +18,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
 	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
@@ -36,14 +37,14 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{
 		kind:   newFakeKind(t),
-		docker: &fakeDocker{present: true, network: dockerhost.Network{Subnet: netip.MustParsePrefix(DefaultNetworkSubnet)}},
+		docker: &fakeDocker{present: true, network: dockerhost.Network{Subnet: netip.MustParsePrefix(kindconfig.DefaultNetworkSubnet)}},
 		lb:     &lbRecorder{},
 		log:    &proc.LogBuffer{},
 		dir:    filepath.Join(t.TempDir(), "clusters"),
 	}
 	o := Options{
 		RunDir: f.dir, Log: f.log, Istio: install.Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"},
-		Image: DefaultImage, Built: images.Set{Node: "ambientmc.local/kind-node:v1.36.1", Key: "k1", IstioHub: images.IstioHub, IstioTag: "t1"},
+		Image: kindconfig.DefaultImage, Built: images.Set{Node: "ambientmc.local/kind-node:v1.36.1", Key: "k1", IstioHub: images.IstioHub, IstioTag: "t1"},
 		Kind: f.kind, Docker: f.docker,
 		// Never the real host's kernel settings: a directory stands in for /.
 		HostRoot: t.TempDir(),
@@ -98,7 +99,7 @@ func TestCreateStaysWithinParallelBoundFakeDocker(t *testing.T) {
 		if c.KubernetesVersion != "v1.37.0" {
 			t.Errorf("%s: version %q read from its API server", c.Name, c.KubernetesVersion)
 		}
-		want, _ := ServiceSubnet(c.Index)
+		want, _ := kindconfig.ServiceSubnet(c.Index)
 		if c.Addresses.Services != want {
 			t.Errorf("%s: Addresses.Services %s, want %s", c.Name, c.Addresses.Services, want)
 		}
@@ -112,7 +113,7 @@ func TestCreateWritesPrivateKubeconfigsFakeDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range cs {
-		kn := KindName(c.Name)
+		kn := kindconfig.KindName(c.Name)
 		for _, path := range []string{c.Kubeconfig, c.InternalKubeconfig} {
 			if filepath.Dir(path) != filepath.Join(f.dir, c.Name) {
 				t.Errorf("%s: kubeconfig %s outside the run directory's cluster dir", c.Name, path)
@@ -193,7 +194,7 @@ func TestDestroyIsIdempotentFakeDocker(t *testing.T) {
 		t.Errorf("deletes %v, %d alive; want each of 3 clusters deleted once", f.kind.deletes, f.kind.alive())
 	}
 	for i, kc := range f.kind.deleteKubeconfigs {
-		if want := f.p.KubeconfigPath(strings.TrimPrefix(f.kind.deletes[i], NamePrefix)); kc != want {
+		if want := f.p.KubeconfigPath(strings.TrimPrefix(f.kind.deletes[i], kindconfig.NamePrefix)); kc != want {
 			t.Errorf("delete of %s used kubeconfig %q, want its own %s", f.kind.deletes[i], kc, want)
 		}
 	}

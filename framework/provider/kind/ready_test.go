@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 )
 
 // kind's own wait for Ready (CreateWithWaitForReady) logs a warning and returns nil on timeout; the
 // provider must then fail the create itself, with the node's conditions and kind's logs.
 func TestKindWaitFailsWhenTheNodeNeverGetsReadyFakeDocker(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Wait = 2 * time.Second })
-	node := KindName("cluster-1") + "-control-plane"
+	node := kindconfig.KindName("cluster-1") + "-control-plane"
 	f.kind.notReady[node] = -1
 	start := time.Now()
 	_, err := f.p.Create(context.Background(), generate(t, 1))
@@ -23,11 +25,11 @@ func TestKindWaitFailsWhenTheNodeNeverGetsReadyFakeDocker(t *testing.T) {
 	t.Log(msg)
 	logs := filepath.Join(f.dir, "logs")
 	for _, want := range []string{
-		"cluster cluster-1: kind created " + KindName("cluster-1") + ", but its control-plane node " + node + " is not Ready within -kind.wait=2s",
+		"cluster cluster-1: kind created " + kindconfig.KindName("cluster-1") + ", but its control-plane node " + node + " is not Ready within -kind.wait=2s",
 		"Ready=False KubeletNotReady: container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady",
 		"MemoryPressure=False KubeletHasSufficientMemory",
 		"raise -kind.wait",
-		"last 15 lines of " + filepath.Join(logs, KindName("cluster-1"), node, "kubelet.log") + ":",
+		"last 15 lines of " + filepath.Join(logs, kindconfig.KindName("cluster-1"), node, "kubelet.log") + ":",
 		"line=29", // the journal's last line
 		"(kind logs in " + logs + ")",
 	} {
@@ -48,7 +50,7 @@ func TestKindWaitFailsWhenTheNodeNeverGetsReadyFakeDocker(t *testing.T) {
 
 func TestKindWaitPassesOnceTheNodeIsReadyFakeDocker(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Wait = time.Minute })
-	f.kind.notReady[KindName("cluster-1")+"-control-plane"] = 2
+	f.kind.notReady[kindconfig.KindName("cluster-1")+"-control-plane"] = 2
 	if _, err := f.p.Create(context.Background(), generate(t, 1)); err != nil {
 		t.Fatal(err)
 	}

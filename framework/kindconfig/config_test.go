@@ -1,4 +1,4 @@
-package kind
+package kindconfig
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
@@ -34,7 +35,7 @@ func render(t *testing.T, n int, image string) []byte {
 	}
 	var b bytes.Buffer
 	for _, tc := range topo.Clusters {
-		cfg, err := Config(tc, Options{Image: image})
+		cfg, err := Config(tc, Node{Image: image})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,10 +74,10 @@ func TestConfigGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run go test ./framework/provider/kind -update)", err)
+				t.Fatalf("%v (run go test ./framework/kindconfig -update)", err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from the rendered configs; run go test ./framework/provider/kind -update and review the diff", path)
+				t.Errorf("%s differs from the rendered configs; run go test ./framework/kindconfig -update and review the diff", path)
 			}
 		})
 	}
@@ -93,7 +94,7 @@ func TestConfigsDecodeStrictlyAndDoNotOverlap(t *testing.T) {
 		var ranges []netip.Prefix
 		var owners []string
 		for _, tc := range topo.Clusters {
-			cfg, err := Config(tc, Options{})
+			cfg, err := Config(tc, Node{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +148,7 @@ func TestKubeadmPatchFollowsNodeImage(t *testing.T) {
 		"localhost:5000/kindest/node:v1.36.2-rc.1": "kubeadm.k8s.io/v1beta4",
 		DefaultImage: "kubeadm.k8s.io/v1beta4",
 	} {
-		cfg, err := Config(tc, Options{Image: image})
+		cfg, err := Config(tc, Node{Image: image})
 		if err != nil {
 			t.Fatalf("%s: %v", image, err)
 		}
@@ -181,7 +182,7 @@ func TestKubeadmPatchFollowsNodeImage(t *testing.T) {
 
 func TestUnknownImageTagIsOneClearError(t *testing.T) {
 	for _, image := range []string{"kindest/node", "kindest/node:latest", "localhost:5000/node", "kindest/node:1.35"} {
-		_, err := Config(topology.Cluster{Name: "cluster-1", Index: 1}, Options{Image: image})
+		_, err := Config(topology.Cluster{Name: "cluster-1", Index: 1}, Node{Image: image})
 		if err == nil {
 			t.Errorf("%s: accepted", image)
 			continue
@@ -234,11 +235,19 @@ func TestCheckPlanRefusesOverlappingNetwork(t *testing.T) {
 
 func TestLongClusterNameIsRefused(t *testing.T) {
 	name := strings.Repeat("a", 40)
-	_, err := Config(topology.Cluster{Name: name, Index: 1}, Options{})
+	_, err := Config(topology.Cluster{Name: name, Index: 1}, Node{})
 	if err == nil || !strings.Contains(err.Error(), "at most 39 characters") {
 		t.Fatalf("a %d-character cluster name was accepted or the fix is missing: %v", len(name), err)
 	}
-	if _, err := Config(topology.Cluster{Name: strings.Repeat("a", 39), Index: 1}, Options{}); err != nil {
+	if _, err := Config(topology.Cluster{Name: strings.Repeat("a", 39), Index: 1}, Node{}); err != nil {
 		t.Fatal(err)
 	}
 }
+
+func TestNodeEnv(t *testing.T) {
+	env, err := NodeEnv(2, netipMust("172.30.0.0/16"))
+	require.NoError(t, err)
+	require.Equal(t, "POD_RANGE=10.12.0.0/22\nNODE_NETWORK=172.30.0.0/16\nALLOW=\"10.0.0.0/9 10.128.0.0/11 172.30.0.0/16\"\n", env)
+}
+
+func netipMust(s string) netip.Prefix { return netip.MustParsePrefix(s) }

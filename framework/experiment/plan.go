@@ -1,12 +1,11 @@
-package options
+package experiment
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/env"
+	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 )
@@ -28,7 +27,7 @@ const realClusterFactor = 3
 // the figures several items share.
 type PlanIn struct {
 	env.PlanInput
-	O *Options
+	O *expctx.Options
 	// N is the clusters, Remotes the clusters a join suite joins, Pods the pods per cluster.
 	N, Remotes int
 	Pods       float64
@@ -49,8 +48,8 @@ type PlanIn struct {
 	k float64
 }
 
-// PlanIn works out the shared figures of in.
-func (o *Options) PlanIn(in env.PlanInput) PlanIn {
+// PlanInOf works out the shared figures of in under the flags o.
+func PlanInOf(o *expctx.Options, in env.PlanInput) PlanIn {
 	n := len(in.Topology.Clusters)
 	pi := PlanIn{PlanInput: in, O: o, N: n, Remotes: max(n-1, 0), Pods: float64(in.Scale.Pods), k: 1}
 	if in.DataPlane != report.DataPlaneEmulated {
@@ -87,9 +86,9 @@ func (pi PlanIn) Joins(joins int) float64 {
 	return j*pi.Join + pi.JoinGrowth*j*(j-1)/2
 }
 
-// Plan returns the suites' setup steps and the items of catalog's tests for in.
-func (o *Options) Plan(in env.PlanInput, catalog *plan.Catalog[PlanIn]) (steps, tests []plan.Item) {
-	pi := o.PlanIn(in)
+// PlanOf returns the suites' setup steps and the items of catalog's tests for in under the flags o.
+func PlanOf(o *expctx.Options, in env.PlanInput, catalog *plan.Catalog[PlanIn]) (steps, tests []plan.Item) {
+	pi := PlanInOf(o, in)
 	n := float64(pi.N)
 	// Setup: PKI and remote secrets; pods once their nodes have podCIDRs (the API servers and
 	// controller-managers set the pace); istiods start together, each listing its own cluster.
@@ -103,7 +102,7 @@ func (o *Options) Plan(in env.PlanInput, catalog *plan.Catalog[PlanIn]) (steps, 
 	steps = plan.Scale([]plan.Item{
 		{Name: "mesh", Expected: S(0.5 + 0.15*n), Detail: fmt.Sprintf("CA and remote secrets for %d clusters", pi.N)},
 		{Name: "workloads", Expected: S(5 + pi.Pods*n/podRate), Detail: fmt.Sprintf("%d pods in each of %d clusters at ~%.0f pods/s", in.Scale.Pods, pi.N, podRate)},
-		o.istiodStep(in, pi),
+		istiodStep(o, in, pi),
 		{Name: "certificates", Expected: S(1 + certs*float64(in.Istiods)/certRate), Detail: fmt.Sprintf("about %.0f certificates in each of %d clusters at ~%.0f/s", certs, in.Istiods, certRate)},
 	}, pi.k)
 	// Real clusters stretch every item, a trimmed one too.
@@ -113,7 +112,7 @@ func (o *Options) Plan(in env.PlanInput, catalog *plan.Catalog[PlanIn]) (steps, 
 // istiodStep is the istiods, the east-west gateways with their Envoy clients (about 0.1 s for a
 // 3-cluster run on the 2-core host) and, with -waypoints, a waypoint per scale namespace in every
 // cluster (0.6 s for two per cluster at 3 clusters, 2026-12-07).
-func (o *Options) istiodStep(in env.PlanInput, pi PlanIn) plan.Item {
+func istiodStep(o *expctx.Options, in env.PlanInput, pi PlanIn) plan.Item {
 	n := float64(pi.N)
 	expected := 2 + 0.2*float64(in.Istiods) + pi.Pods/1000 + 0.05*n
 	detail := fmt.Sprintf("%d istiods and %d east-west gateways with their Envoy clients", in.Istiods, pi.N)
@@ -122,30 +121,4 @@ func (o *Options) istiodStep(in env.PlanInput, pi PlanIn) plan.Item {
 		detail += fmt.Sprintf(", %d waypoints per cluster", in.Scale.Namespaces)
 	}
 	return plan.Item{Name: "istiod", Expected: S(expected), Detail: detail}
-}
-
-// Windows counts the churn windows of the sweep.
-func (c Churn) Windows(remotes bool) int {
-	w := 0
-	for _, where := range c.Cases {
-		if where != CaseLocal && !remotes {
-			continue
-		}
-		for _, mode := range c.Modes {
-			if mode == ModeReady && where != CaseLocal {
-				continue
-			}
-			w += len(c.Rates) * max(len(c.Percents), 1)
-		}
-	}
-	return w
-}
-
-// JoinFloats writes vs as a flag value: comma-separated, shortest form.
-func JoinFloats(vs []float64) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	return strings.Join(parts, ",")
 }

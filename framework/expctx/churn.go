@@ -1,4 +1,4 @@
-package options
+package expctx
 
 import (
 	"flag"
@@ -136,4 +136,30 @@ func choices(name, s string, valid []string) ([]string, error) {
 		return nil, fmt.Errorf("%s=%q: choose at least one of %s", name, s, strings.Join(valid, ", "))
 	}
 	return out, nil
+}
+
+// Windows counts the churn windows of the sweep.
+func (c Churn) Windows(remotes bool) int {
+	w := 0
+	for _, where := range c.Cases {
+		if where != CaseLocal && !remotes {
+			continue
+		}
+		for _, mode := range c.Modes {
+			if mode == ModeReady && where != CaseLocal {
+				continue
+			}
+			w += len(c.Rates) * max(len(c.Percents), 1)
+		}
+	}
+	return w
+}
+
+// JoinFloats writes vs as a flag value: comma-separated, shortest form.
+func JoinFloats(vs []float64) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strings.Join(parts, ",")
 }

@@ -1,4 +1,4 @@
-package kind
+package kindnode
 
 import (
 	"bufio"
@@ -18,21 +18,21 @@ import (
 // kubeletTailLines is how much of the kubelet's journal a not-Ready error carries.
 const kubeletTailLines = 15
 
-// notReadyError is a control-plane node that was not Ready when -kind.wait ran out.
-type notReadyError struct {
+// NotReadyError is a control-plane node that was not Ready when -kind.wait ran out.
+type NotReadyError struct {
 	kindName, node string
 	wait           time.Duration
 	state          string // the node's conditions, or why they could not be read
 }
 
-func (e *notReadyError) Error() string {
+func (e *NotReadyError) Error() string {
 	return fmt.Sprintf("kind created %s, but its control-plane node %s is not Ready within -kind.wait=%s (kind's own wait logs a warning and returns no error): %s; raise -kind.wait if the node is only slow, else its kubelet log says why",
 		e.kindName, e.node, e.wait, e.state)
 }
 
-// waitNodeReady checks node's Ready condition through the API server until it is True or
+// WaitReady checks node's Ready condition through the API server until it is True or
 // deadline passes (at least once: kind's own wait may have used all of -kind.wait already).
-func waitNodeReady(ctx context.Context, c *cluster.Cluster, kindName, node string, wait time.Duration, deadline time.Time) error {
+func WaitReady(ctx context.Context, c *cluster.Cluster, kindName, node string, wait time.Duration, deadline time.Time) error {
 	state := "not read yet"
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -47,7 +47,7 @@ func waitNodeReady(ctx context.Context, c *cluster.Cluster, kindName, node strin
 			state = conditions(n)
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			return &notReadyError{kindName: kindName, node: node, wait: wait, state: state}
+			return &NotReadyError{kindName: kindName, node: node, wait: wait, state: state}
 		}
 		select {
 		case <-ctx.Done():
@@ -81,9 +81,9 @@ func conditions(n *corev1.Node) string {
 	return strings.Join(out, "; ")
 }
 
-// kubeletTail returns the last lines of the node's kubelet journal from the logs kind collected
+// KubeletTail returns the last lines of the node's kubelet journal from the logs kind collected
 // under logs (kind writes <logs>/<cluster>/<node>/kubelet.log), or "".
-func kubeletTail(logs string, e *notReadyError) string {
+func KubeletTail(logs string, e *NotReadyError) string {
 	path := filepath.Join(logs, e.kindName, e.node, "kubelet.log")
 	f, err := os.Open(path)
 	if err != nil {

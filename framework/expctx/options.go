@@ -1,8 +1,4 @@
-// Package options holds the experiment's flags (join, latency, churn, checks, waypoints), one
-// typed value every suite built on framework/experiment shares, and the time plan worked out from
-// them. The environment's own flags (clusters, topology, provider, scale, istiods) are
-// framework/env's.
-package options
+package expctx
 
 import (
 	"flag"

@@ -1,4 +1,7 @@
-package kind
+// Package kindconfig is a kind cluster's configuration: the address plan (pod, service and node
+// ranges, LoadBalancer pools cut from the kind Docker network), the kind Config with its kubeadm
+// patches and node.env, and the Kubernetes version of a node image.
+package kindconfig
 
 import (
 	"fmt"
@@ -34,12 +37,14 @@ func KindName(name string) string { return NamePrefix + name }
 // Every cluster gets its own ranges, as Istio's CI topologies do: they allow flat-network
 // topologies and keep addresses unambiguous in istiod's and ztunnel's logs.
 const (
-	nodeCIDRBits      = 22
-	MaxClusters       = 50
-	podOctetBase      = 10
-	serviceOctetBase  = 100
-	serviceBits       = 20
-	maxClustersReason = "its address plan (pods 10.(10+i).0.0/16, services 10.(100+i).0.0/20) has room for 50"
+	nodeCIDRBits     = 22
+	MaxClusters      = 50
+	podOctetBase     = 10
+	serviceOctetBase = 100
+	serviceBits      = 20
+	// MaxClustersReason says why no more than MaxClusters clusters fit (the kind provider's
+	// topology.Capabilities).
+	MaxClustersReason = "its address plan (pods 10.(10+i).0.0/16, services 10.(100+i).0.0/20) has room for 50"
 )
 
 // PodSubnet is cluster i's pod range, 10.(10+i).0.0/16.
@@ -131,10 +136,24 @@ func kubeadmPatch(apiVersion string) string {
 // minute (docs/providers.md#the-kind-provider). v1beta3 has no timeouts: its 1 minute is fixed.
 const kubeadmTimeoutsPatch = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nmetadata:\n  name: config\ntimeouts:\n  kubernetesAPICall: 4m0s\n"
 
+// Node is what Config needs to know of a cluster's node (the kind provider's options).
+type Node struct {
+	// Image is the node image; "" means DefaultImage.
+	Image string
+	// CgroupV1 says the host runs cgroup v1, which kubelet 1.35+ refuses unless told otherwise.
+	CgroupV1 bool
+	// Guarded says the node image carries the framework's egress guard (framework/images): its
+	// clusters then run the guard's bridge CNI instead of kindnetd, with a per-cluster node.env.
+	Guarded bool
+	// RunDir is the run directory, where a Guarded cluster's node.env is (NodeEnvPath).
+	RunDir string
+}
+
 // Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the
 // cluster's own pod and service subnets, and kubeadm patches for the image's kubeadm API. The API
-// server's host port is left to Create. Each call returns a fresh struct (kind mutates it).
-func Config(tc topology.Cluster, o Options) (*v1alpha4.Cluster, error) {
+// server's host port is left to the caller (the kind provider's Create). Each call returns a
+// fresh struct (kind mutates it).
+func Config(tc topology.Cluster, o Node) (*v1alpha4.Cluster, error) {
 	image := o.Image
 	if image == "" {
 		image = DefaultImage

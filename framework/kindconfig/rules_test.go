@@ -1,4 +1,4 @@
-package kind
+package kindconfig
 
 import (
 	"fmt"
@@ -59,7 +59,7 @@ func TestConfigsFollowKindsRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range topo.Clusters {
-		cfg, err := Config(tc, Options{})
+		cfg, err := Config(tc, Node{})
 		if err != nil {
 			t.Fatal(err)
 		}

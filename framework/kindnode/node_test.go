@@ -1,13 +1,12 @@
-package kind
+package kindnode
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// What checkNode reads from a real node (iptables -S, the guard's stamp, kubelet's start).
+// What Check reads from a real node (iptables -S, the guard's stamp, kubelet's start).
 func TestGuardInPlace(t *testing.T) {
 	rules := "-N AMBIENTMC-EGRESS\n-A AMBIENTMC-EGRESS -d 127.0.0.8/29 -j REJECT --reject-with icmp-port-unreachable\n-A AMBIENTMC-EGRESS -d 127.0.0.0/8 -j RETURN\n-A AMBIENTMC-EGRESS -j REJECT --reject-with icmp-net-unreachable\n"
 	require.NoError(t, guardInPlace(rules+"---\n1764835200.123\nExecMainStartTimestamp=@1764835210\n"))
@@ -26,13 +25,5 @@ Chain INPUT (policy ACCEPT 0 packets, 0 bytes)
     pkts      bytes target     prot opt in     out     source               destination
        8      480 REJECT     0    --  *      *       0.0.0.0/0            127.0.0.8/29         reject-with icmp-port-unreachable
 `
-	require.Equal(t, "egress guard rejected 128 packets to Docker's DNS and 2 to other addresses beyond this host", summarizeGuard(out))
+	require.Equal(t, "egress guard rejected 128 packets to Docker's DNS and 2 to other addresses beyond this host", SummarizeGuard(out))
 }
-
-func TestNodeEnv(t *testing.T) {
-	env, err := NodeEnv(2, netipMust("172.30.0.0/16"))
-	require.NoError(t, err)
-	require.Equal(t, "POD_RANGE=10.12.0.0/22\nNODE_NETWORK=172.30.0.0/16\nALLOW=\"10.0.0.0/9 10.128.0.0/11 172.30.0.0/16\"\n", env)
-}
-
-func netipMust(s string) netip.Prefix { return netip.MustParsePrefix(s) }

@@ -1,4 +1,4 @@
-package options
+package expctx
 
 import (
 	"os"
@@ -25,7 +25,7 @@ func TestChurnFlagDefaults(t *testing.T) {
 
 // make e2e runs the full sweep this package names.
 func TestMakeE2ERunsTheFullSweep(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "Makefile"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	require.NoError(t, err)
 	var full string
 	for _, line := range strings.Split(string(b), "\n") {

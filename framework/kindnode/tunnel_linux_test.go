@@ -1,4 +1,4 @@
-package kind
+package kindnode
 
 import (
 	"context"
@@ -33,8 +33,8 @@ func TestTunnelCrossesAnInternalDockerNetwork(t *testing.T) {
 		}
 	}
 	sub := netip.MustParsePrefix("172.30.0.0/16")
-	a := tunnelEnd{index: 1, nodeIP: netip.MustParseAddr("172.30.0.2"), pods: netip.MustParsePrefix("10.11.0.0/16"), svcs: netip.MustParsePrefix("10.101.0.0/20")}
-	b := tunnelEnd{index: 3, nodeIP: netip.MustParseAddr("172.30.0.3"), pods: netip.MustParsePrefix("10.13.0.0/16"), svcs: netip.MustParsePrefix("10.103.0.0/20")}
+	a := TunnelEnd{Index: 1, NodeIP: netip.MustParseAddr("172.30.0.2"), Pods: netip.MustParsePrefix("10.11.0.0/16"), Services: netip.MustParsePrefix("10.101.0.0/20")}
+	b := TunnelEnd{Index: 3, NodeIP: netip.MustParseAddr("172.30.0.3"), Pods: netip.MustParsePrefix("10.13.0.0/16"), Services: netip.MustParsePrefix("10.103.0.0/20")}
 	podB := netip.MustParseAddr("10.13.0.5")
 
 	id := fmt.Sprintf("%d", os.Getpid()%100000)
@@ -54,12 +54,12 @@ func TestTunnelCrossesAnInternalDockerNetwork(t *testing.T) {
 	nsRun(t, host, "iptables", "-w", "-A", "FORWARD", "-o", "br0", "!", "-s", sub.String(), "-j", "DROP")
 	for _, e := range []struct {
 		ns  string
-		end tunnelEnd
+		end TunnelEnd
 	}{{nsA, a}, {nsB, b}} {
 		hostSide := "v" + e.ns
 		nsRun(t, host, "ip", "link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", e.ns)
 		nsRun(t, host, "ip", "link", "set", hostSide, "master", "br0", "up")
-		nsRun(t, e.ns, "ip", "addr", "add", netip.PrefixFrom(e.end.nodeIP, sub.Bits()).String(), "dev", "eth0")
+		nsRun(t, e.ns, "ip", "addr", "add", netip.PrefixFrom(e.end.NodeIP, sub.Bits()).String(), "dev", "eth0")
 		nsRun(t, e.ns, "ip", "link", "set", "eth0", "up")
 		nsRun(t, e.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	}
@@ -86,26 +86,26 @@ func TestTunnelCrossesAnInternalDockerNetwork(t *testing.T) {
 	dialPod := fmt.Sprintf("timeout 3 bash -c '</dev/tcp/%s/%d'", podB, port)
 
 	// The nodes reach each other on the network, but a route for the pod range carries nothing.
-	nsRun(t, nsA, "bash", "-c", fmt.Sprintf("timeout 3 bash -c '</dev/tcp/%s/%d'", b.nodeIP, port))
+	nsRun(t, nsA, "bash", "-c", fmt.Sprintf("timeout 3 bash -c '</dev/tcp/%s/%d'", b.NodeIP, port))
 	<-accepted
-	nsRun(t, nsA, "ip", "route", "add", b.pods.String(), "via", b.nodeIP.String())
+	nsRun(t, nsA, "ip", "route", "add", b.Pods.String(), "via", b.NodeIP.String())
 	assert.Error(t, exec.Command("ip", "netns", "exec", nsA, "bash", "-c", dialPod).Run(),
 		"a routed pod range crossed the bridge: the namespace does not reproduce Docker's internal network")
-	nsRun(t, nsA, "ip", "route", "del", b.pods.String())
+	nsRun(t, nsA, "ip", "route", "del", b.Pods.String())
 
 	for range 2 {
-		nsRun(t, nsA, "sh", "-c", tunnelScript(a, []tunnelEnd{b}))
-		nsRun(t, nsB, "sh", "-c", tunnelScript(b, []tunnelEnd{a}))
+		nsRun(t, nsA, "sh", "-c", TunnelScript(a, []TunnelEnd{b}))
+		nsRun(t, nsB, "sh", "-c", TunnelScript(b, []TunnelEnd{a}))
 	}
 	nsRun(t, nsA, "bash", "-c", dialPod)
 	select {
 	case from := <-accepted:
 		src := netip.MustParseAddrPort(from.String()).Addr()
-		assert.True(t, a.pods.Contains(src), "the peer saw %s, not an address of the sender's pod range %s", src, a.pods)
+		assert.True(t, a.Pods.Contains(src), "the peer saw %s, not an address of the sender's pod range %s", src, a.Pods)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no connection reached the peer's pod address")
 	}
-	nsRun(t, nsA, "bash", "-c", tunnelCheckScript([]tunnelEnd{b}, port))
+	nsRun(t, nsA, "bash", "-c", TunnelCheckScript([]TunnelEnd{b}, port))
 	<-accepted
 	fa, err := os.Open("/run/netns/" + nsA)
 	require.NoError(t, err)
@@ -113,23 +113,23 @@ func TestTunnelCrossesAnInternalDockerNetwork(t *testing.T) {
 	la, err := netns.FromFile(fa).Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
 	require.NoError(t, err)
 	t.Cleanup(func() { la.Close() })
-	nsRun(t, nsB, "bash", "-c", tunnelCheckScript([]tunnelEnd{a}, port))
+	nsRun(t, nsB, "bash", "-c", TunnelCheckScript([]TunnelEnd{a}, port))
 
 	// Idempotent: one rule of each kind, not one per run.
 	for _, chk := range []struct{ table, chain, want string }{
-		{"nat", "POSTROUTING", "-d " + b.pods.String()},
+		{"nat", "POSTROUTING", "-d " + b.Pods.String()},
 		{"mangle", "FORWARD", "TCPMSS"},
 	} {
 		out := nsOutput(t, nsA, "iptables", "-w", "-t", chk.table, "-S", chk.chain)
 		assert.Equal(t, 1, strings.Count(out, chk.want), "%s %s after two runs:\n%s", chk.table, chk.chain, out)
 	}
-	mtu := nsOutput(t, nsA, "cat", "/sys/class/net/"+tunnelDevice+"/mtu")
+	mtu := nsOutput(t, nsA, "cat", "/sys/class/net/"+TunnelDevice+"/mtu")
 	assert.Equal(t, "1450", strings.TrimSpace(mtu))
 
 	// A peer that is not there fails the check, naming it.
-	ghost := tunnelEnd{index: 9, nodeIP: netip.MustParseAddr("172.30.0.9"), pods: netip.MustParsePrefix("10.19.0.0/16"), svcs: netip.MustParsePrefix("10.109.0.0/20")}
-	nsRun(t, nsA, "sh", "-c", tunnelScript(a, []tunnelEnd{b, ghost}))
-	out, err := exec.Command("ip", "netns", "exec", nsA, "bash", "-c", tunnelCheckScript([]tunnelEnd{b, ghost}, port)).CombinedOutput()
+	ghost := TunnelEnd{Index: 9, NodeIP: netip.MustParseAddr("172.30.0.9"), Pods: netip.MustParsePrefix("10.19.0.0/16"), Services: netip.MustParsePrefix("10.109.0.0/20")}
+	nsRun(t, nsA, "sh", "-c", TunnelScript(a, []TunnelEnd{b, ghost}))
+	out, err := exec.Command("ip", "netns", "exec", nsA, "bash", "-c", TunnelCheckScript([]TunnelEnd{b, ghost}, port)).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "no TCP connection to 10.19.0.0:")
 }
