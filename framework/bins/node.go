@@ -26,6 +26,8 @@ const (
 	InstallCNI     Binary = "install-cni"
 	IstioCNI       Binary = "istio-cni"
 	Fortio         Binary = "fortio"
+	// Registry is not in a node: -kind.registry runs it in a container of its own beside them.
+	Registry Binary = "registry"
 )
 
 // NodeBinaries are every binary `make images` puts into the node image or its preloaded images.
@@ -61,4 +63,6 @@ var nodeRecipes = map[Binary]recipe{
 	InstallCNI: {"", "istio.io/istio/cni/cmd/install-cni", 4 * time.Minute, istioModule, ""},
 	IstioCNI:   {"", "istio.io/istio/cni/cmd/istio-cni", time.Minute, istioModule, ""},
 	Fortio:     {"scripts/nodebin/fortio", "github.com/ambientmc/ambientmc/scripts/nodebin/fortio", time.Minute, "", ""},
+	// Static (no cgo resolver), as its image has no base.
+	Registry: {"scripts/nodebin/registry", "github.com/ambientmc/ambientmc/scripts/nodebin/registry", 2 * time.Minute, "", "netgo osusergo"},
 }

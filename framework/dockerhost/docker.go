@@ -24,6 +24,9 @@ type Docker interface {
 	ImagePresent(ctx context.Context, image string) (bool, error)
 	// ImageLabel returns one label of a local image ("" when it has none).
 	ImageLabel(ctx context.Context, image, label string) (string, error)
+	// SaveImages writes images of the local store into one docker archive at path (docker image
+	// save), as `kind load docker-image` does before it imports the archive into each node.
+	SaveImages(ctx context.Context, path string, images ...string) error
 	// Network returns the IPv4 addressing of a docker network; ErrNoNetwork if it does not exist.
 	Network(ctx context.Context, name string) (Network, error)
 	// Subnets lists the IPv4 subnets of every docker network.
@@ -37,6 +40,9 @@ type Docker interface {
 	LabelledContainers(ctx context.Context, label string) ([]string, error)
 	// RemoveContainers force-removes containers ids with their anonymous volumes.
 	RemoveContainers(ctx context.Context, ids []string) error
+	// RunContainer starts image detached as container name on network, with labels, and returns
+	// its address there; it publishes no port.
+	RunContainer(ctx context.Context, name, image, network string, labels map[string]string) (netip.Addr, error)
 }
 
 // Network is a docker network's IPv4 addressing.
@@ -95,6 +101,11 @@ func (d dockerCLI) ImagePresent(ctx context.Context, image string) (bool, error)
 	return true, nil
 }
 
+func (d dockerCLI) SaveImages(ctx context.Context, path string, images ...string) error {
+	_, err := d.run(ctx, append([]string{"image", "save", "-o", path}, images...)...)
+	return err
+}
+
 func (d dockerCLI) ImageLabel(ctx context.Context, image, label string) (string, error) {
 	out, err := d.run(ctx, "image", "inspect", "--format", "{{index .Config.Labels \""+label+"\"}}", image)
 	if err != nil {
@@ -138,6 +149,27 @@ func (d dockerCLI) LabelledContainers(ctx context.Context, label string) ([]stri
 func (d dockerCLI) RemoveContainers(ctx context.Context, ids []string) error {
 	_, err := d.run(ctx, append([]string{"rm", "-f", "-v"}, ids...)...)
 	return err
+}
+
+func (d dockerCLI) RunContainer(ctx context.Context, name, image, network string, labels map[string]string) (netip.Addr, error) {
+	args := []string{"run", "-d", "--name", name, "--network", network}
+	for k, v := range labels {
+		args = append(args, "--label", k+"="+v)
+	}
+	out, err := d.run(ctx, append(args, image)...)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	id := strings.TrimSpace(string(out))
+	out, err = d.run(ctx, "container", "inspect", "--format", fmt.Sprintf("{{(index .NetworkSettings.Networks %q).IPAddress}}", network), id)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(string(out)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("container %s on network %s: address %q: %w", name, network, strings.TrimSpace(string(out)), err)
+	}
+	return a, nil
 }
 
 func (d dockerCLI) RemoveNetwork(ctx context.Context, name string) error {

@@ -71,6 +71,9 @@ func (b *Builder) Build(ctx context.Context) (Set, error) {
 	if err := b.ensureDataPlane(ctx, s); err != nil {
 		return s, err
 	}
+	if err := b.ensureRegistry(ctx, s); err != nil {
+		return s, err
+	}
 	if ok, err := Current(ctx, s); err != nil {
 		return s, err
 	} else if ok {
@@ -160,19 +163,54 @@ func (b *Builder) components(ctx context.Context, s Set, paths map[bins.Binary]s
 		}
 		comps = append(comps, component{refs: []string{ref}, files: []file{{paths[b], "/" + name}}, entrypoint: []string{"/" + name}})
 	}
-	pilot := "/usr/local/bin/pilot-discovery"
-	// Istio's pilot image runs as 1337 (its chart sets runAsNonRoot).
-	comps = append(comps, component{refs: []string{s.IstioHub + "/pilot:" + s.IstioTag}, files: []file{{paths[bins.PilotDiscovery], pilot}},
-		entrypoint: []string{pilot}, user: "1337:1337"})
-	// install-cni as Istio's Dockerfile.install-cni lays it out: the plugin in /opt/cni/bin, the
-	// installer (also the node agent) as the command.
-	installCNI := "/usr/local/bin/install-cni"
-	comps = append(comps, component{refs: []string{s.IstioHub + "/install-cni:" + s.IstioTag},
-		files:      []file{{paths[bins.IstioCNI], "/opt/cni/bin/istio-cni"}, {paths[bins.InstallCNI], installCNI}},
-		entrypoint: []string{installCNI}, workdir: "/opt/cni/bin"})
+	comps = append(comps, istioComponents(s, paths)...)
 	fortio := "/usr/bin/fortio"
 	comps = append(comps, component{refs: []string{s.Probe}, files: []file{{paths[bins.Fortio], fortio}}, entrypoint: []string{fortio}})
 	return comps, nil
+}
+
+// istioComponents are Istio's pilot and install-cni images, named s.IstioHub/<image>:s.IstioTag.
+func istioComponents(s Set, paths map[bins.Binary]string) []component {
+	pilot := "/usr/local/bin/pilot-discovery"
+	// install-cni as Istio's Dockerfile.install-cni lays it out: the plugin in /opt/cni/bin, the
+	// installer (also the node agent) as the command.
+	installCNI := "/usr/local/bin/install-cni"
+	return []component{
+		// Istio's pilot image runs as 1337 (its chart sets runAsNonRoot).
+		{refs: []string{s.IstioHub + "/pilot:" + s.IstioTag}, files: []file{{paths[bins.PilotDiscovery], pilot}}, entrypoint: []string{pilot}, user: "1337:1337"},
+		{refs: []string{s.IstioHub + "/install-cni:" + s.IstioTag}, files: []file{{paths[bins.IstioCNI], "/opt/cni/bin/istio-cni"}, {paths[bins.InstallCNI], installCNI}},
+			entrypoint: []string{installCNI}, workdir: "/opt/cni/bin"},
+	}
+}
+
+// AsUserBuild writes the Istio images make images builds (pilot and install-cni as the node
+// preloads them, the emulated data plane's ztunnel and proxyv2) into one docker archive at out,
+// named hub/<image>:tag as a user's own Istio build names them: offline, the stand-in for a
+// user's images, for Docker's image store (docker load) or a registry. Every image holds the
+// node's root filesystem as its base layer (stored once).
+func (b *Builder) AsUserBuild(ctx context.Context, hub, tag, out string) error {
+	s, err := Expected(b.Cache)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(b.Cache.Dir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rootfs, err := b.rootfsTar(ctx, dir)
+	if err != nil {
+		return err
+	}
+	paths, err := b.Cache.Ensure(ctx, bins.PilotDiscovery, bins.IstioCNI, bins.InstallCNI)
+	if err != nil {
+		return err
+	}
+	bin, err := b.buildDataPlane(ctx, dir)
+	if err != nil {
+		return err
+	}
+	s.IstioHub, s.IstioTag = hub, tag
+	return writeArchive(out, rootfs, append(istioComponents(s, paths), dataPlaneComponents(s, bin)...))
 }
 
 // metallbManifest is MetalLB's install manifest as the pinned Istio module ships it (images

@@ -32,6 +32,10 @@ const (
 	scheme = "node-image/6"
 	// dataPlaneScheme changes whenever the data plane's archive is laid out differently.
 	dataPlaneScheme = "dataplane-archive/2"
+	// RegistryRepo is the repository of the registry image -kind.registry runs; registryScheme
+	// changes whenever it is laid out differently.
+	RegistryRepo   = "ambientmc.local/registry"
+	registryScheme = "registry-image/1"
 )
 
 //go:embed files
@@ -55,6 +59,9 @@ type Set struct {
 	// IstioHub and IstioTag), named by the emulator's own key: not in the node image, a kind
 	// cluster loads it into its nodes when it starts.
 	DataPlane string
+	// Registry is the registry image (distribution's, filesystem storage, on port 5000) that
+	// -kind.registry runs beside the nodes, in Docker's image store, named by its binary's key.
+	Registry string
 }
 
 // Expected works out the names and content key of the images from the pinned sources, without
@@ -99,7 +106,13 @@ func Expected(c *bins.Cache) (Set, error) {
 		return Set{}, err
 	}
 	dpArchive := sha256.Sum256([]byte(dataPlaneScheme + "\n" + dp))
+	reg, err := c.Path(bins.Registry)
+	if err != nil {
+		return Set{}, err
+	}
+	regKey := sha256.Sum256([]byte(registryScheme + "\n" + filepath.Base(filepath.Dir(reg))))
 	return Set{
+		Registry:   RegistryRepo + ":" + hex.EncodeToString(regKey[:])[:12],
 		DataPlane:  filepath.Join(c.Dir, "images", dataPlaneArchivePrefix+hex.EncodeToString(dpArchive[:])[:16]+".tar"),
 		Node:       NodeRepo + ":" + k8s,
 		Kubernetes: k8s,

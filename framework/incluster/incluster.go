@@ -20,7 +20,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
-	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -130,10 +129,11 @@ func (p *Provider) Facts() cluster.Facts {
 
 func (p *Provider) Gateways() cluster.Gateways { return p }
 
-// ControlPlane installs istiod in the clusters; with the Istio images make images builds it can also
-// run a second istiod on this host (cluster.ExtraIstiods), from the build the cluster runs.
+// ControlPlane installs istiod in the clusters; where the images' build is known (the images make
+// images builds, or -istio.build) it can also run a second istiod on this host
+// (cluster.ExtraIstiods), from the build the cluster runs.
 func (p *Provider) ControlPlane() cluster.ControlPlane {
-	if p.opts.Images.Hub == images.IstioHub {
+	if p.opts.Images.Build != "" {
 		return hostIstiods{p}
 	}
 	return p

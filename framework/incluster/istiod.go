@@ -44,7 +44,7 @@ var controlPlaneOnly = controlPlaneComponents[:3]
 // StartExtraIstiod's, where offered.
 func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluster.IstiodOptions) (cluster.Istiod, error) {
 	if o.Name != "" {
-		return nil, fmt.Errorf("istiod %s/%s: a second istiod is cluster.ExtraIstiods', which ControlPlane offers only with the Istio images make images builds", c.Name, o.Name)
+		return nil, fmt.Errorf("istiod %s/%s: a second istiod is cluster.ExtraIstiods', which ControlPlane offers only where the images' build is known (make images, or -istio.build)", c.Name, o.Name)
 	}
 	ca, err := mesh.IntermediateOf(c.Name, o.CA)
 	if err != nil {
@@ -81,9 +81,9 @@ func (p *Provider) StartIstiod(ctx context.Context, c *cluster.Cluster, o cluste
 	return i, nil
 }
 
-// hostIstiods is the in-cluster control plane with the Istio images make images builds: it
-// offers cluster.ExtraIstiods, whose second istiod must be the build the cluster runs, and only
-// those images come with that build (the binary cache's pilot-discovery).
+// hostIstiods is the in-cluster control plane with images of a known build (the ones make images
+// builds, or -istio.build): it offers cluster.ExtraIstiods, whose second istiod must be the build
+// the cluster runs (the binary cache's pilot-discovery of that version).
 type hostIstiods struct{ *Provider }
 
 // StartExtraIstiod runs a second istiod for c (a named one: the property checks' isolated and

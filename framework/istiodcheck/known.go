@@ -224,6 +224,10 @@ type Verdict struct {
 // listed version fails too, because the table no longer says what this istiod does, unless every
 // entry listed is a race the check can miss.
 func Judge(table []Known, check, version string, passed bool, evidence []string, detail string) Verdict {
+	if version == "" {
+		// The table is matched on istio.io/istio versions: images of an unnamed build match none.
+		version = "of unknown build (-istio.build names the istio.io/istio version of -istio.hub's images)"
+	}
 	var listed []*Known
 	for i := range table {
 		if table[i].Check == check && affects(table[i].Affected, version) {

@@ -33,7 +33,7 @@ func TestJudge(t *testing.T) {
 		{"pass on a listed version", "leaks", "v1.2.3", true, nil, Fail, "istio/istio#1", "known-issue table out of date"},
 		{"another check's entry does not apply", "wedges", "v1.2.3", false, nil, Fail, "", "wedges on istiod v1.2.3"},
 		{"a prefix needs its star", "wedges", "v9.1", false, nil, Fail, "", "wedges on istiod v9.1"},
-		{"an unknown version fails", "leaks", "", false, nil, Fail, "", "leaks on istiod "},
+		{"an unknown version fails, saying so", "leaks", "", false, nil, Fail, "", "leaks on istiod of unknown build (-istio.build names"},
 		{"a race hit on a listed version", "races", "v1.2.3", false, []string{"race-seen"}, KnownIssue, "docs/findings.md#a-race", "known istiod issue reproduced"},
 		{"a race missed on a listed version passes", "races", "v1.2.3", true, nil, Pass, "docs/findings.md#a-race", "(hit in 3 of 10 runs), was not hit this time"},
 		// A failure without the entry's signature is another fault: it fails even on a listed version.

@@ -147,7 +147,15 @@ type Node struct {
 	Guarded bool
 	// RunDir is the run directory, where a Guarded cluster's node.env is (NodeEnvPath).
 	RunDir string
+	// Registry points containerd at per-host registry configuration (certs.d), where a run's
+	// registry becomes each image host's mirror (framework/localregistry).
+	Registry bool
 }
+
+// registryPatch is containerd's per-host registry configuration, as kind's local-registry guide
+// sets it.
+const registryPatch = "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n"
+
 
 // Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the
 // cluster's own pod and service subnets, and kubeadm patches for the image's kubeadm API. The API
@@ -195,6 +203,9 @@ func Config(tc topology.Cluster, o Node) (*v1alpha4.Cluster, error) {
 	if major, minor, _ := KubernetesVersion(image); o.CgroupV1 && (major > 1 || minor >= 35) {
 		// kubelet 1.35+ refuses a cgroup v1 host unless its configuration allows it.
 		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, "kind: KubeletConfiguration\nfailCgroupV1: false\n")
+	}
+	if o.Registry {
+		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, registryPatch)
 	}
 	if o.Guarded {
 		// The guard's bridge CNI replaces kindnetd, which routes every other node's podCIDR via

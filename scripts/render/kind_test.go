@@ -85,8 +85,12 @@ type fakeDocker struct {
 	created []string
 }
 
-func (d *fakeDocker) ServerVersion(context.Context) (string, error)      { return "28.1.1", d.err }
-func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { return true, d.err }
+func (d *fakeDocker) ServerVersion(context.Context) (string, error)       { return "28.1.1", d.err }
+func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error)  { return true, d.err }
+func (d *fakeDocker) SaveImages(context.Context, string, ...string) error { return d.err }
+func (d *fakeDocker) RunContainer(context.Context, string, string, string, map[string]string) (netip.Addr, error) {
+	return netip.Addr{}, errors.New("render starts no container")
+}
 func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error) {
 	return "", d.err
 }

@@ -39,6 +39,9 @@ func CheckImageFlags(provider string, im Images) error {
 		return fmt.Errorf("-istio.dataplane=%s: want emulated (the default) or none", im.DataPlane)
 	}
 	if im.Hub == "" && im.Tag == "" {
+		if im.Build != "" {
+			return fmt.Errorf("-istio.build=%s names the build of -istio.hub's images: pass -istio.hub and -istio.tag too, or drop it (the images make images builds know their build)", im.Build)
+		}
 		return nil
 	}
 	if im.DataPlane != "" {

@@ -74,6 +74,11 @@ func (p *Provider) create(ctx context.Context, t *topology.Topology) ([]*cluster
 	if err := p.createRunNetwork(ctx); err != nil {
 		return nil, err
 	}
+	if p.opts.Registry {
+		if err := p.startRegistry(ctx); err != nil {
+			return nil, err
+		}
+	}
 	ports, err := freePorts(len(t.Clusters))
 	if err != nil {
 		return nil, err

@@ -55,10 +55,12 @@ func (p *Provider) Destroy(context.Context) error {
 	}
 	p.mu.Unlock()
 	if p.opts.Keep {
+		p.store.Remove()
 		p.printKept()
 		return nil
 	}
 	stopped := p.stopCreates()
+	p.store.Remove()
 	p.mu.Lock()
 	names := slices.Clone(p.created)
 	handedOver := p.handedOver

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -25,6 +26,12 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/images"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // The fakes below stand in for Docker only: kind's provider (fakeKind) and the docker CLI
@@ -251,6 +258,8 @@ type fakeNode struct {
 	name, ip string
 	mu       sync.Mutex
 	imported [][]byte
+	// mirrors are the registry mirror scripts the node ran (localregistry.MirrorScript).
+	mirrors []string
 }
 
 func (n *fakeNode) String() string              { return n.name }
@@ -272,6 +281,12 @@ type fakeCmd struct {
 }
 
 func (c *fakeCmd) Run() error {
+	if len(c.argv) == 3 && c.argv[0] == "sh" && strings.Contains(c.argv[2], "/etc/containerd/certs.d/") {
+		c.node.mu.Lock()
+		c.node.mirrors = append(c.node.mirrors, c.argv[2])
+		c.node.mu.Unlock()
+		return nil
+	}
 	switch strings.Join(c.argv[:min(3, len(c.argv))], " ") {
 	case "containerd config dump":
 		_, err := io.WriteString(c.stdout, "version = 3\n[plugins]\n  [plugins.'io.containerd.cri.v1.images']\n    snapshotter = 'overlayfs'\n")
@@ -297,6 +312,13 @@ func (c *fakeCmd) SetStderr(io.Writer) kindexec.Cmd   { return c }
 type fakeDocker struct {
 	versionErr error
 	present    bool
+	// stored answers ImagePresent for the images it names (else present); saved are the
+	// SaveImages calls, each the images it wrote.
+	stored map[string]bool
+	saved  [][]string
+	// started are the registries RunContainer started (registries counts them).
+	started    []*http.Server
+	registries int
 	label      string
 	network    dockerhost.Network
 	// ipam is the subnet Docker's IPAM gives a network CreateNetwork creates.
@@ -339,7 +361,49 @@ func (d *fakeDocker) ServerVersion(context.Context) (string, error) {
 	}
 	return "28.1.1", nil
 }
-func (d *fakeDocker) ImagePresent(context.Context, string) (bool, error) { return d.present, nil }
+func (d *fakeDocker) ImagePresent(_ context.Context, image string) (bool, error) {
+	if v, ok := d.stored[image]; ok {
+		return v, nil
+	}
+	return d.present, nil
+}
+
+// RunContainer starts a registry as make images builds it would answer: go-containerregistry's
+// in-memory registry (a fake: no container runs here) on a loopback address of its own, port 5000.
+func (d *fakeDocker) RunContainer(_ context.Context, name, image, network string, labels map[string]string) (netip.Addr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.registries++
+	a := netip.AddrFrom4([4]byte{127, 77, byte(os.Getpid()), byte(d.registries)})
+	l, err := net.Listen("tcp", netip.AddrPortFrom(a, images.RegistryPort).String())
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	go func() { _ = srv.Serve(l) }()
+	d.started = append(d.started, srv)
+	return a, nil
+}
+
+func (d *fakeDocker) SaveImages(_ context.Context, path string, images ...string) error {
+	d.mu.Lock()
+	d.saved = append(d.saved, images)
+	d.mu.Unlock()
+	// A docker archive of one small image under every name, as docker image save writes it.
+	img, err := random.Image(256, 1)
+	if err != nil {
+		return err
+	}
+	refs := map[name.Reference]v1.Image{}
+	for _, ref := range images {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			return err
+		}
+		refs[tag] = img
+	}
+	return tarball.MultiRefWriteToFile(path, refs)
+}
 func (d *fakeDocker) ImageLabel(context.Context, string, string) (string, error) {
 	return d.label, nil
 }

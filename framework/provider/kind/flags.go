@@ -22,6 +22,7 @@ type flagValues struct {
 	parallel int
 	image    string
 	load     string // comma-separated image archives
+	registry bool
 	wait     time.Duration
 }
 
@@ -41,6 +42,7 @@ func (f *flagValues) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.parallel, "kind.parallel", DefaultParallel, "kind: clusters created at once (parallel kubeadm inits are CPU- and disk-bound and share the host's inotify budget)")
 	fs.StringVar(&f.image, "kind.image", "", "kind: node image (empty: the one make images built); its tag's Kubernetes version picks the kubeadm patch API (v1beta3 below 1.36, v1beta4 from 1.36)")
 	fs.StringVar(&f.load, "kind.load", "", "kind: comma-separated image archives (docker image save --platform ..., single-platform) loaded into every node")
+	fs.BoolVar(&f.registry, "kind.registry", false, "kind: start a registry on the run's network and push the images only Docker's image store holds into it; every node pulls them through its containerd mirror (as Istio's CI runs kind-registry) instead of each importing them")
 	fs.DurationVar(&f.wait, "kind.wait", 3*time.Minute, "kind: how long each cluster's control plane may take to become Ready; a node not Ready by then fails the create with its conditions and kubelet log")
 }
 
@@ -95,6 +97,6 @@ func newFromFlags(e provider.Env) (cluster.Provider, error) {
 	if im.RunsDataPlane() == report.DataPlaneEmulated { // the built images, with their data plane
 		dataPlane = built.DataPlane
 	}
-	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(), DataPlane: dataPlane,
+	return New(Options{RunDir: e.RunDir, Log: e.Log, Image: flags.image, Parallel: flags.parallel, Load: flags.archives(), DataPlane: dataPlane, Registry: flags.registry,
 		Wait: flags.wait, Keep: e.Keep, Deadline: e.Deadline, Istio: im, Built: built, InCluster: inCluster.Offered()}).Offered(), nil
 }

@@ -20,6 +20,7 @@ func TestKindFlagsNameTheFlagAndTheFix(t *testing.T) {
 	images := install.Images{Hub: "registry.istio.io/testing", Tag: "1.31-dev"}
 	require.NoError(t, defaults().validate(images), "the defaults are valid")
 	assert.ErrorContains(t, defaults().validate(install.Images{Hub: images.Hub}), "-provider=kind installs Istio from images: pass -istio.tag")
+	assert.ErrorContains(t, defaults().validate(install.Images{Build: "v1.2.3"}), "-istio.build=v1.2.3 names the build of -istio.hub's images: pass -istio.hub and -istio.tag too")
 	for _, tc := range []struct {
 		name   string
 		change func(*flagValues)

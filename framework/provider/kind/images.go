@@ -4,35 +4,61 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/ambientmc/ambientmc/framework/localregistry"
+	"github.com/ambientmc/ambientmc/framework/nodeimages"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
-
-	"github.com/ambientmc/ambientmc/framework/kindnode"
 )
 
-// loadArchives imports the emulated data plane's archive and every -kind.load archive into every
-// node of cluster name, as `kind load image-archive` does (containerd's ctr import). Archives must
-// be single-platform: the import runs with --all-platforms, which fails on multi-platform archives
-// saved from Docker's containerd image store (kind#3795).
+// loadArchives imports into every node of cluster name the emulated data plane's archive, every
+// -kind.load archive and the images found only in Docker's image store (nodeimages), or, with
+// the run's registry, points the node's containerd at it for those.
 func (p *Provider) loadArchives(ctx context.Context, name string, ns []nodes.Node) error {
-	for _, a := range p.archives() {
-		for _, n := range ns {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			start := time.Now()
-			if err := kindnode.LoadArchive(n, a); err != nil {
-				return fmt.Errorf("loading %s into node %s: %w (save single-platform archives: docker image save --platform linux/amd64 -o FILE IMAGE)", a, n.String(), err)
-			}
-			fmt.Fprintf(p.opts.Log, "ambientmc: kind: %s: loaded %s into %s in %.1fs\n", name, filepath.Base(a), n.String(), time.Since(start).Seconds())
+	archives := p.archives()
+	if p.registry != nil {
+		if err := p.registry.Mirror(ns, p.store.Wanted()); err != nil {
+			return err
+		}
+	} else {
+		stored, err := p.store.Archive(ctx)
+		if err != nil {
+			return err
+		}
+		if stored != "" {
+			archives = append(archives, stored)
 		}
 	}
+	return nodeimages.Load(ctx, p.opts.Log, name, ns, archives)
+}
+
+// startRegistry starts the run's registry (-kind.registry) and pushes the images only Docker's
+// image store holds into it.
+func (p *Provider) startRegistry(ctx context.Context) error {
+	start := time.Now()
+	r, err := localregistry.Start(ctx, p.docker, p.opts.Built.Registry, p.netName)
+	if err != nil {
+		return err
+	}
+	p.registry = r
+	refs := p.store.Wanted()
+	if len(refs) > 0 {
+		archive, err := p.store.Archive(ctx)
+		if err != nil {
+			return err
+		}
+		if err := r.Push(ctx, archive, refs); err != nil {
+			return err
+		}
+		p.store.Remove()
+	}
+	fmt.Fprintf(p.opts.Log, "ambientmc: kind: registry %s at %s on %s in %.1fs, holding %d images of Docker's image store (%s)\n",
+		p.opts.Built.Registry, r.Addr, p.netName, time.Since(start).Seconds(), len(refs), strings.Join(refs, ", "))
 	return nil
 }
 
-// archives are the archives every node gets: the data plane's, then -kind.load's.
+// archives are the archive files every node gets: the data plane's, then -kind.load's.
 func (p *Provider) archives() []string {
 	if p.opts.DataPlane == "" {
 		return p.opts.Load

@@ -19,7 +19,9 @@ import (
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/kindnode"
+	"github.com/ambientmc/ambientmc/framework/localregistry"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/nodeimages"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/topology"
@@ -72,6 +74,10 @@ type Options struct {
 	DataPlane string
 	// Istio names the Istio images (hub and tag required).
 	Istio install.Images
+	// Registry starts a registry on the run network (framework/localregistry, image Built.Registry)
+	// and pushes the images only Docker's image store holds into it, for every node's containerd
+	// to pull through its mirror, instead of importing them into each node.
+	Registry bool
 	// Keep leaves the clusters at Destroy, with their kubeconfigs and the record of what the run
 	// made outside RunDir (Keep), and prints the one command that removes them (keep.go).
 	Keep bool
@@ -98,7 +104,7 @@ type Options struct {
 
 // node is what kindconfig.Config reads of the options.
 func (o Options) node() kindconfig.Node {
-	return kindconfig.Node{Image: o.Image, CgroupV1: o.CgroupV1, Guarded: o.Guarded, RunDir: o.RunDir}
+	return kindconfig.Node{Image: o.Image, CgroupV1: o.CgroupV1, Guarded: o.Guarded, RunDir: o.RunDir, Registry: o.Registry}
 }
 
 // The optional capabilities the kind provider offers (framework/cluster/seam.go).
@@ -114,6 +120,12 @@ type Provider struct {
 	lb func(ctx context.Context, c *cluster.Cluster, pool netip.Prefix) error
 	// reach checks this host routes to a node's API server (kindnode.Reachable).
 	reach func(ctx context.Context, ip string) error
+
+	// store holds the images the run starts that only Docker's image store has (preflight finds
+	// them), saved once for every node.
+	store *nodeimages.Store
+	// registry is the run's registry, started with the network (-kind.registry).
+	registry *localregistry.Registry
 
 	mu      sync.Mutex
 	netName string             // the run's docker network (runnet.go)
@@ -163,6 +175,7 @@ func New(o Options) *Provider {
 	if o.Host != nil {
 		p.host = *o.Host
 	}
+	p.store = &nodeimages.Store{Docker: p.docker, Dir: o.RunDir, Log: o.Log}
 	p.lb = p.installMetalLB
 	p.reach = kindnode.Reachable
 	return p

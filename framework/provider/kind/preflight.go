@@ -16,6 +16,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/kindnode"
 	"github.com/ambientmc/ambientmc/framework/measure"
+	"github.com/ambientmc/ambientmc/framework/nodeimages"
 	"github.com/ambientmc/ambientmc/topology"
 )
 
@@ -223,25 +224,52 @@ func (p *Provider) checkNodeImage(ctx context.Context, ok, fail func(string, ...
 			have[t] = true
 		}
 	}
-	needed, err := p.neededImages(ctx)
+	needed, err := nodeimages.Needed(ctx, p.opts.Istio)
 	if err != nil {
 		fail("%v", err)
 		return
 	}
-	var missing []string
+	var missing, stored []string
 	for _, n := range needed {
-		if !have[n] {
+		if have[n] {
+			continue
+		}
+		present, err := p.docker.ImagePresent(ctx, n)
+		switch {
+		case err != nil:
+			fail("image %s: docker image inspect failed: %v", n, err)
+			return
+		case present:
+			stored = append(stored, n)
+		default:
 			missing = append(missing, n)
 		}
 	}
+	p.store.Want(stored)
+	switch {
+	case p.opts.Registry:
+		p.checkRegistry(ctx, stored, ok, fail)
+	case len(stored) > 0:
+		ok("images: %s are only in Docker's image store: saved into one archive when the first cluster starts and imported into every node, as kind load docker-image does", strings.Join(stored, ", "))
+	}
 	switch {
 	case len(missing) > 0 && key != "":
-		fail("images: %s are neither in the node image %s, the data plane's archive, nor a -kind.load archive, and kubelet is never let pull: run `make images`, or -kind.load an archive that holds them", strings.Join(missing, ", "), image)
+		fail("images: %s are neither in the node image %s, the data plane's archive, a -kind.load archive, nor Docker's image store, and kubelet is never let pull: run `make images`, build or pull them into Docker, or -kind.load an archive that holds them", strings.Join(missing, ", "), image)
 	case len(missing) > 0:
 		ok("images: %s are not preloaded; kubelet will have to pull them", strings.Join(missing, ", "))
 	default:
-		ok("images: every image the run starts is in the node image, the data plane's archive or a -kind.load archive (%d)", len(needed))
+		ok("images: every image the run starts is in the node image, the data plane's archive, a -kind.load archive or Docker's image store (%d)", len(needed))
 	}
+}
+
+// checkRegistry checks the registry image -kind.registry runs is built, and says what it will hold.
+func (p *Provider) checkRegistry(ctx context.Context, stored []string, ok, fail func(string, ...any)) {
+	image := p.opts.Built.Registry
+	if present, err := p.docker.ImagePresent(ctx, image); err != nil || !present || image == "" {
+		fail("-kind.registry: the registry image %q is not in Docker's image store (%v); run `make images`", image, err)
+		return
+	}
+	ok("-kind.registry: %s on the run network, holding %s; every node pulls them through its containerd mirror", image, orNone(strings.Join(stored, ", ")))
 }
 
 func sysctl(name string) (int, error) {

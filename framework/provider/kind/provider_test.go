@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
+	"github.com/ambientmc/ambientmc/framework/nodeimages"
 	"github.com/ambientmc/ambientmc/framework/proc"
 	"github.com/ambientmc/ambientmc/topology"
 )
@@ -57,6 +59,11 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 		mod(&o)
 	}
 	f.p = New(o)
+	t.Cleanup(func() {
+		for _, s := range f.docker.started {
+			_ = s.Close()
+		}
+	})
 	f.p.lb = f.lb.install
 	f.p.reach = func(context.Context, string) error { return nil } // fake nodes have no API server
 	t.Cleanup(func() { _ = f.p.Destroy(context.Background()) })
@@ -317,6 +324,74 @@ func TestLoadArchivesIntoEveryNodeFakeDocker(t *testing.T) {
 			t.Errorf("%s: imported %q, want the data plane's archive, then -kind.load's", name, n.imported)
 		}
 	}
+}
+
+// Images only in Docker's image store (a user's own -istio.hub/-istio.tag build) go into every
+// node without -kind.load, saved once, as kind load docker-image does; one in neither is named
+// before anything starts.
+func TestImagesOnlyInDockersStoreAreImportedFakeDocker(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Istio = install.Images{Hub: "example.com/me", Tag: "dev"} })
+	f.docker.label = "guarded" // a guarded node image that preloads none of them: kubelet may not pull
+	needed, err := nodeimages.Needed(context.Background(), f.p.opts.Istio)
+	require.NoError(t, err)
+	f.docker.stored = map[string]bool{}
+	for _, n := range needed {
+		f.docker.stored[n] = n != "example.com/me/ztunnel:dev"
+	}
+	err = f.p.Preflight(context.Background(), generate(t, 2))
+	require.ErrorContains(t, err, "images: example.com/me/ztunnel:dev are neither in the node image")
+	require.ErrorContains(t, err, "nor Docker's image store")
+
+	f.docker.stored["example.com/me/ztunnel:dev"] = true
+	f.docker.label = "" // the fake's nodes have no guard to check
+	require.NoError(t, f.p.Preflight(context.Background(), generate(t, 2)))
+	require.Contains(t, f.log.String(), "are only in Docker's image store")
+	_, err = f.p.Create(context.Background(), generate(t, 2))
+	require.NoError(t, err)
+	require.Len(t, f.docker.saved, 1, "saved once for every cluster")
+	require.ElementsMatch(t, needed, f.docker.saved[0])
+	require.Len(t, f.kind.nodes, 2)
+	archive := filepath.Join(f.dir, "images-from-docker.tar")
+	saved, err := os.ReadFile(archive)
+	require.NoError(t, err)
+	for name, n := range f.kind.nodes {
+		require.Len(t, n.imported, 1, name)
+		require.Equal(t, saved, n.imported[0], name)
+	}
+	require.NoError(t, f.p.Destroy(context.Background()))
+	require.NoFileExists(t, archive, "Destroy removes the saved archive")
+}
+
+// With -kind.registry the images only Docker's image store holds are pushed into the run's
+// registry, once, and every node's containerd gets a mirror for their host instead of an import.
+func TestRegistryHoldsTheImagesOnlyInDockersStoreFakeDocker(t *testing.T) {
+	f := newFixture(t, func(o *Options) {
+		o.Istio, o.Registry = install.Images{Hub: "example.com/me", Tag: "dev"}, true
+		o.Built.Registry = "ambientmc.local/registry:0123"
+	})
+	needed, err := nodeimages.Needed(context.Background(), f.p.opts.Istio)
+	require.NoError(t, err)
+	require.NoError(t, f.p.Preflight(context.Background(), generate(t, 2)))
+	require.Contains(t, f.log.String(), "-kind.registry: ambientmc.local/registry:0123 on the run network, holding")
+	_, err = f.p.Create(context.Background(), generate(t, 2))
+	require.NoError(t, err)
+	require.Len(t, f.docker.saved, 1)
+	r := f.p.registry
+	for _, ref := range needed {
+		dst, err := r.Tag(ref)
+		require.NoError(t, err)
+		_, err = remote.Head(dst)
+		require.NoError(t, err, "%s is in the registry", ref)
+	}
+	for name, n := range f.kind.nodes {
+		require.Empty(t, n.imported, "%s imported what the registry serves", name)
+		require.Len(t, n.mirrors, 1, name)
+		for _, host := range []string{"example.com", "docker.io", "registry.istio.io"} {
+			require.Contains(t, n.mirrors[0], "/etc/containerd/certs.d/"+host+" ", name)
+		}
+		require.Contains(t, n.mirrors[0], `server = "http://`+r.Addr.String()+`"`, name)
+	}
+	require.NoFileExists(t, filepath.Join(f.dir, "images-from-docker.tar"), "the pushed archive is gone")
 }
 
 func TestPreflightFakeDocker(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/ambientmc/ambientmc/framework/dockerhost"
+	"github.com/ambientmc/ambientmc/framework/localregistry"
 )
 
 // planRunNetwork picks the run network's name and subnet (before any cluster exists).
@@ -64,6 +65,14 @@ func (p *Provider) removeRunNetwork(ctx context.Context) error {
 	p.mu.Unlock()
 	if !made {
 		return nil
+	}
+	// The run's registry (-kind.registry) goes with its network, which it would hold otherwise.
+	ids, err := p.docker.LabelledContainers(ctx, localregistry.Label+"="+name)
+	if err == nil && len(ids) > 0 {
+		err = p.docker.RemoveContainers(ctx, ids)
+	}
+	if err != nil {
+		return fmt.Errorf("removing the run's registry: %w", err)
 	}
 	if err := p.docker.RemoveNetwork(ctx, name); err != nil {
 		return fmt.Errorf("docker network rm %s: %w", name, err)
