@@ -156,7 +156,6 @@ type Node struct {
 // sets it.
 const registryPatch = "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n"
 
-
 // Config renders the kind config of topology cluster tc: one control-plane node of o.Image, the
 // cluster's own pod and service subnets, and kubeadm patches for the image's kubeadm API. The API
 // server's host port is left to the caller (the kind provider's Create). Each call returns a
