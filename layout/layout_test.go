@@ -238,3 +238,24 @@ func TestProvidersStaySmall(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, seen, 4, "the walk found the providers")
 }
+
+// The method and the experiment context below it register no flag on the default flag set: a
+// program that uses the method alone (scripts/bins imports istiodcheck) keeps its own flags, and
+// two registrations of one name panic at start. The experiment registers them (experiment.Flags).
+func TestTheMethodRegistersNoFlags(t *testing.T) {
+	checked := 0
+	for _, dir := range append([]string{"framework/expctx"}, method...) {
+		files, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+		require.NoError(t, err)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			checked++
+			assert.NotContains(t, string(data), "flag.CommandLine", "%s registers flags on the default flag set", f)
+		}
+	}
+	assert.Greater(t, checked, 20, "the walk found the method's files")
+}

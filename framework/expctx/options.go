@@ -55,10 +55,6 @@ type Checks struct {
 	Controls bool
 }
 
-// Flags holds the values of the suites' flags, registered on the default flag set so that
-// `go test ./suites/multicluster -join.timeout=3m` works as written.
-var Flags = Register(flag.CommandLine)
-
 // Register registers the suites' flags on fs.
 func Register(fs *flag.FlagSet) *Options {
 	o := &Options{}

@@ -9,6 +9,7 @@ package experiment
 
 import (
 	"context"
+	"flag"
 	"sync"
 	"testing"
 
@@ -21,6 +22,12 @@ import (
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/proxies"
 )
+
+// Flags holds the values of the experiment's flags, registered on the default flag set so that
+// `go test ./suites/multicluster -join.timeout=3m` works as written. They are registered here, not
+// in framework/expctx, which the method imports: a program using the method alone
+// (scripts/bins) keeps its own flags.
+var Flags = expctx.Register(flag.CommandLine)
 
 // Run is the one value a suite reaches its run through: the environment, the mesh installed in
 // it, the experiment's flags, the gateways' and waypoints' Envoy clients and, once started, the

@@ -18,7 +18,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/ci"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 )
 
@@ -29,7 +28,7 @@ import (
 var planned plan.Catalog[experiment.PlanIn]
 
 // mc is the run every test reaches the environment, the mesh and the experiment's method through.
-var mc = experiment.New(expctx.Flags, &planned)
+var mc = experiment.New(experiment.Flags, &planned)
 
 func TestMain(m *testing.M) {
 	os.Exit(mc.Main(m, ci.New())) // ci: -gates, -baseline, junit.xml, profiles, metrics.csv, $ARTIFACTS

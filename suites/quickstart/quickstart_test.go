@@ -16,7 +16,6 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/ci"
 	"github.com/ambientmc/ambientmc/framework/experiment"
-	"github.com/ambientmc/ambientmc/framework/expctx"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/report"
@@ -24,7 +23,7 @@ import (
 
 var (
 	planned plan.Catalog[experiment.PlanIn]
-	mc      = experiment.New(expctx.Flags, &planned)
+	mc      = experiment.New(experiment.Flags, &planned)
 )
 
 func TestMain(m *testing.M) { os.Exit(mc.Main(m, ci.New())) }
