@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ambientmc/ambientmc/framework/churn"
-	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/expctx"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 )

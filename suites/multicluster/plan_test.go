@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ambientmc/ambientmc/framework/env"
-	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/expctx"
+	"github.com/ambientmc/ambientmc/framework/experiment"
 	"github.com/ambientmc/ambientmc/framework/plan"
 	"github.com/ambientmc/ambientmc/framework/report"
 	"github.com/ambientmc/ambientmc/framework/workload"
