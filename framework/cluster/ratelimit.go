@@ -26,20 +26,26 @@ type countingLimiter struct {
 	w *ClientWaits
 }
 
+// Wait counts a wait only where the bucket had no token: timing every call would count a
+// goroutine a busy host merely descheduled.
 func (l countingLimiter) Wait(ctx context.Context) error {
+	if l.RateLimiter.TryAccept() {
+		return nil
+	}
 	defer l.w.since(time.Now())
 	return l.RateLimiter.Wait(ctx)
 }
 
 func (l countingLimiter) Accept() {
+	if l.RateLimiter.TryAccept() {
+		return
+	}
 	defer l.w.since(time.Now())
 	l.RateLimiter.Accept()
 }
 
-// since counts a wait that began at start, if it held the request back for over a millisecond.
+// since counts a wait for a token that began at start.
 func (w *ClientWaits) since(start time.Time) {
-	if d := time.Since(start); d > time.Millisecond {
-		w.waits.Add(1)
-		w.waitedN.Add(int64(d))
-	}
+	w.waits.Add(1)
+	w.waitedN.Add(int64(time.Since(start)))
 }

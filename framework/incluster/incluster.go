@@ -20,6 +20,7 @@ import (
 
 	"github.com/ambientmc/ambientmc/framework/cluster"
 	"github.com/ambientmc/ambientmc/framework/hostistiod"
+	"github.com/ambientmc/ambientmc/framework/images"
 	"github.com/ambientmc/ambientmc/framework/mesh/install"
 	"github.com/ambientmc/ambientmc/framework/probe"
 	"github.com/ambientmc/ambientmc/framework/workload"
@@ -133,7 +134,7 @@ func (p *Provider) Gateways() cluster.Gateways { return p }
 // images builds, or -istio.build) it can also run a second istiod on this host
 // (cluster.ExtraIstiods), from the build the cluster runs.
 func (p *Provider) ControlPlane() cluster.ControlPlane {
-	if p.opts.Images.Build != "" {
+	if p.opts.Images.Hub == images.IstioHub || p.opts.Images.Build != "" {
 		return hostIstiods{p}
 	}
 	return p

@@ -132,7 +132,8 @@ func TestIstiodHandleSeesRestartAndKill(t *testing.T) {
 }
 
 // A second istiod and the probes are offered exactly where they can run: an extra istiod with the
-// images make images builds (it runs their build on this host), the probes with images that carry a
+// images make images builds or images whose build -istio.build names (it runs that build on this
+// host), the probes with images that carry a
 // data plane (real ones, or the emulated one of the built images unless -istio.dataplane=none).
 func TestCapabilitiesFollowTheImages(t *testing.T) {
 	real := newProvider(t, false)
@@ -143,6 +144,11 @@ func TestCapabilitiesFollowTheImages(t *testing.T) {
 	_, probes := real.Offered().(probe.Deployer)
 	assert.True(t, probes, "real Istio images carry ztunnel and the gateway")
 	assert.Equal(t, report.DataPlaneZtunnel, real.Facts().DataPlane)
+
+	named, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: "example.com/me", Tag: "dev", Build: "v0.0.0-20260827124520-eed52ebb66ad"}})
+	require.NoError(t, err)
+	_, extra = named.ControlPlane().(cluster.ExtraIstiods)
+	assert.True(t, extra, "-istio.build names real images' build: this host builds that pilot-discovery")
 
 	built, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad"}})
 	require.NoError(t, err)
