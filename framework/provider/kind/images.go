@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+
 	"github.com/ambientmc/ambientmc/framework/localregistry"
 	"github.com/ambientmc/ambientmc/framework/nodeimages"
-	"sigs.k8s.io/kind/pkg/cluster/nodes"
 )
 
 // loadArchives imports into every node of cluster name the emulated data plane's archive, every

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ambientmc/ambientmc/framework/kindconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ambientmc/ambientmc/framework/kindconfig"
 )
 
 // hostFile writes a file under the fixture's stand-in for /.
