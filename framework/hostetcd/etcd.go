@@ -138,15 +138,7 @@ func (e *Etcd) Process() *proc.Process {
 func (e *Etcd) URL() string { return e.url }
 
 // Stop stops etcd and waits for it (a no-op once stopped).
-func (e *Etcd) Stop() {
-	e.mu.Lock()
-	p := e.proc
-	e.proc = nil
-	e.mu.Unlock()
-	if p != nil {
-		_ = p.Stop(stopGrace)
-	}
-}
+func (e *Etcd) Stop() { proc.StopSlot(&e.mu, &e.proc, stopGrace) }
 
 // stopGrace is how long etcd may take to stop after SIGTERM.
 const stopGrace = 5 * time.Second

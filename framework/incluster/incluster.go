@@ -93,6 +93,9 @@ const keepReadyEvery = 10 * time.Second
 
 // New returns the in-cluster part, or an error naming the flag to fix.
 func New(opts Options) (*Provider, error) {
+	if opts.Name == "" {
+		return nil, errors.New("incluster.New: Options.Name is empty: set the provider's name (kind, kube), which every message and the report carry")
+	}
 	if err := install.RequireImages(opts.Name, opts.Images); err != nil {
 		return nil, err
 	}

@@ -145,12 +145,12 @@ func TestCapabilitiesFollowTheImages(t *testing.T) {
 	assert.True(t, probes, "real Istio images carry ztunnel and the gateway")
 	assert.Equal(t, report.DataPlaneZtunnel, real.Facts().DataPlane)
 
-	named, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: "example.com/me", Tag: "dev", Build: "v0.0.0-20260827124520-eed52ebb66ad"}})
+	named, err := New(Options{Name: "kube", RunDir: t.TempDir(), Images: install.Images{Hub: "example.com/me", Tag: "dev", Build: "v0.0.0-20260827124520-eed52ebb66ad"}})
 	require.NoError(t, err)
 	_, extra = named.ControlPlane().(cluster.ExtraIstiods)
 	assert.True(t, extra, "-istio.build names real images' build: this host builds that pilot-discovery")
 
-	built, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad"}})
+	built, err := New(Options{Name: "kube", RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad"}})
 	require.NoError(t, err)
 	_, extra = built.ControlPlane().(cluster.ExtraIstiods)
 	assert.True(t, extra, "the images make images builds are the binary cache's build")
@@ -158,7 +158,7 @@ func TestCapabilitiesFollowTheImages(t *testing.T) {
 	assert.True(t, probes, "the images make images builds carry the emulated data plane")
 	assert.Equal(t, report.DataPlaneEmulated, built.Facts().DataPlane)
 
-	bare, err := New(Options{RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad", DataPlane: report.DataPlaneNone}})
+	bare, err := New(Options{Name: "kube", RunDir: t.TempDir(), Images: install.Images{Hub: images.IstioHub, Tag: "eed52ebb66ad", DataPlane: report.DataPlaneNone}})
 	require.NoError(t, err)
 	_, probes = bare.Offered().(probe.Deployer)
 	assert.False(t, probes, "-istio.dataplane=none: istiod only")

@@ -53,7 +53,7 @@ func TestPreflightChoosesThePlatformOnRealAPIServer(t *testing.T) {
 	topo := kubeTopology(t, cs, nil)
 	preflight := func(platform string) (*Provider, string) {
 		var log bytes.Buffer
-		p, err := New(Options{RunDir: t.TempDir(), Log: &log, Images: install.Images{Hub: "example.com/istio", Tag: "test"}, Platform: platform})
+		p, err := New(Options{Name: "kube", RunDir: t.TempDir(), Log: &log, Images: install.Images{Hub: "example.com/istio", Tag: "test"}, Platform: platform})
 		require.NoError(t, err)
 		require.Error(t, p.Preflight(ctx, topo), "a loopback API server is always refused")
 		return p, log.String()
@@ -95,7 +95,7 @@ func TestPreflightChoosesThePlatformOnRealAPIServer(t *testing.T) {
 	assert.Equal(t, "-istio.platform", from)
 	assert.Contains(t, log, "cluster-1: shows platform openshift (serves API group config.openshift.io), but -istio.platform=k3s is used as given")
 
-	_, err = New(Options{Images: install.Images{Hub: "h", Tag: "t"}, Platform: "eks"})
+	_, err = New(Options{Name: "kube", Images: install.Images{Hub: "h", Tag: "t"}, Platform: "eks"})
 	require.ErrorContains(t, err, "-istio.platform=eks: not one of Istio's platforms")
 }
 

@@ -197,10 +197,12 @@ func TestNewNeedsHubAndTag(t *testing.T) {
 	_, err := New(Options{Name: "kube"})
 	require.Error(t, err)
 	assert.Equal(t, "-provider=kube installs Istio from images: pass -istio.hub (e.g. -istio.hub=registry.istio.io/testing) and -istio.tag (e.g. -istio.tag=1.31-dev or a full commit SHA) too, or neither for the images make images builds", err.Error())
-	_, err = New(Options{Images: install.Images{Hub: "h"}})
+	_, err = New(Options{Name: "kube", Images: install.Images{Hub: "h"}})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "-istio.hub")
 	assert.Contains(t, err.Error(), "-istio.tag")
+	_, err = New(Options{Images: install.Images{Hub: "h", Tag: "t"}})
+	assert.ErrorContains(t, err, "Options.Name is empty", "a composing provider names itself")
 }
 
 func TestPreflightNeedsATopologyFile(t *testing.T) {

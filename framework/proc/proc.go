@@ -267,6 +267,19 @@ func (p *Process) Stop(grace time.Duration) error {
 	return p.stopErr
 }
 
+// StopSlot empties slot under mu and stops the process it held outside the lock (Stop waits up to
+// grace); a second call finds the slot empty. A holder whose process another goroutine may
+// replace or stop keeps it in such a slot.
+func StopSlot(mu *sync.Mutex, slot **Process, grace time.Duration) {
+	mu.Lock()
+	p := *slot
+	*slot = nil
+	mu.Unlock()
+	if p != nil {
+		_ = p.Stop(grace)
+	}
+}
+
 func (p *Process) stop(grace time.Duration) error {
 	select {
 	case <-p.done:

@@ -156,7 +156,7 @@ func (m *member) kcmPortCollision() bool {
 	return m.kcm != nil && m.kcm.LogContains("address already in use")
 }
 
-func (m *member) stopControllerManager() { stopSlot(&m.mu, &m.kcm) }
+func (m *member) stopControllerManager() { proc.StopSlot(&m.mu, &m.kcm, stopGrace) }
 
 // tokenLines are the API server's static token file: the framework's admin and, when it runs,
 // kube-controller-manager.

@@ -274,17 +274,5 @@ func (m *member) portCollision() bool {
 // API server).
 func (m *member) stop() {
 	m.stopControllerManager()
-	stopSlot(&m.mu, &m.apiserver)
-}
-
-// stopSlot empties slot under mu and stops the process it held outside the lock (Stop waits up
-// to stopGrace); a second call finds the slot empty.
-func stopSlot(mu *sync.Mutex, slot **proc.Process) {
-	mu.Lock()
-	p := *slot
-	*slot = nil
-	mu.Unlock()
-	if p != nil {
-		_ = p.Stop(stopGrace)
-	}
+	proc.StopSlot(&m.mu, &m.apiserver, stopGrace)
 }
